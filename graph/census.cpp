@@ -1,0 +1,159 @@
+#include "graph/census.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <optional>
+#include <set>
+
+namespace onebit {
+
+namespace {
+
+std::string dims_str(const Value& v) {
+  if (!v.has_shape) return "?";
+  std::string s = "[";
+  for (size_t i = 0; i < v.dims.size(); ++i) {
+    if (i) s += ",";
+    s += v.dims[i].value >= 0 ? std::to_string(v.dims[i].value) : (v.dims[i].param.empty() ? "?" : v.dims[i].param);
+  }
+  return s + "]";
+}
+
+// Shape of a value computed from initializers alone through the ops that
+// carry a weight to its MatMul (DequantizeLinear, Cast, Identity, Transpose),
+// or nothing if it is not such a constant.
+std::optional<Shape> constant_shape(const Graph& g, int v, int depth = 0) {
+  if (v < 0 || depth > 8) return std::nullopt;
+  const Value& val = g.values[static_cast<size_t>(v)];
+  if (val.constant) return val.constant->shape();
+  if (val.producer < 0) return std::nullopt;
+  const Node& n = g.nodes[static_cast<size_t>(val.producer)];
+  if (n.op_type == "DequantizeLinear" || n.op_type == "Cast" || n.op_type == "Identity")
+    return constant_shape(g, n.inputs.empty() ? -1 : n.inputs[0], depth + 1);
+  if (n.op_type == "Transpose") {
+    auto s = constant_shape(g, n.inputs.empty() ? -1 : n.inputs[0], depth + 1);
+    if (!s) return std::nullopt;
+    std::vector<int64_t> perm = n.attrs.has("perm") ? n.attrs.find("perm")->ints : std::vector<int64_t>{};
+    Shape out(s->size());
+    for (size_t i = 0; i < s->size(); ++i) {
+      const size_t from = perm.empty() ? s->size() - 1 - i : static_cast<size_t>(perm[i]);
+      if (from >= s->size()) return std::nullopt;
+      out[i] = (*s)[from];
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      o += fmt::format("\\u{:04x}", static_cast<int>(c));
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+Census take_census(const Graph& g) {
+  Census c;
+  c.ir_version = g.ir_version;
+  c.producer = g.producer_name + (g.producer_version.empty() ? "" : " " + g.producer_version);
+  for (const auto& [d, v] : g.opsets) c.opsets[domain_name(d)] = v;
+  std::set<std::string> custom;
+  for (const Node& n : g.nodes) {
+    ++c.nodes;
+    ++c.op_counts[n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type];
+    if (!n.domain.empty() && n.domain != "com.microsoft") custom.insert(n.domain);
+    if (n.op_type != "MatMul" || !n.domain.empty()) continue;
+    ++c.matmuls;
+    auto s = constant_shape(g, n.inputs.size() > 1 ? n.inputs[1] : -1);
+    if (s && s->size() == 2) {
+      ++c.constant_weight_matmuls;
+      ++c.weight_shapes[{(*s)[0], (*s)[1]}];
+    }
+  }
+  c.custom_domains.assign(custom.begin(), custom.end());
+  for (const Value& v : g.values)
+    if (v.constant && v.producer < 0) {
+      ++c.initializers;
+      c.initializer_bytes += static_cast<int64_t>(v.constant->bytes());
+    }
+  for (int v : g.inputs) {
+    const Value& val = g.values[static_cast<size_t>(v)];
+    c.inputs.push_back({val.name, std::string(dtype_name(val.dtype)), dims_str(val)});
+  }
+  for (int v : g.outputs) {
+    const Value& val = g.values[static_cast<size_t>(v)];
+    c.outputs.push_back({val.name, std::string(dtype_name(val.dtype)), dims_str(val)});
+  }
+  return c;
+}
+
+std::string census_text(const Census& c) {
+  std::string s;
+  s += fmt::format("ir_version      {}\n", c.ir_version);
+  s += fmt::format("producer        {}\n", c.producer.empty() ? "-" : c.producer);
+  s += "opsets          ";
+  for (const auto& [d, v] : c.opsets) s += fmt::format("{} {}  ", d, v);
+  s += fmt::format("\nnodes           {}\n", c.nodes);
+  s += fmt::format("MatMul          {} ({} with a constant weight)\n", c.matmuls, c.constant_weight_matmuls);
+  s += fmt::format("weight shapes   {} distinct (K x N: count)\n", c.weight_shapes.size());
+  for (const auto& [kn, n] : c.weight_shapes) s += fmt::format("  {:>6} x {:<7} {}\n", kn.first, kn.second, n);
+  s += fmt::format("custom domains  {}", c.custom_domains.size());
+  for (const auto& d : c.custom_domains) s += " " + d;
+  s += fmt::format("\ninitializers    {} ({:.1f} MiB)\n", c.initializers, c.initializer_bytes / 1048576.0);
+  s += "inputs\n";
+  for (const auto& io : c.inputs) s += fmt::format("  {:<28} {:<8} {}\n", io.name, io.dtype, io.dims);
+  s += "outputs\n";
+  for (const auto& io : c.outputs) s += fmt::format("  {:<28} {:<8} {}\n", io.name, io.dtype, io.dims);
+  s += "ops\n";
+  for (const auto& [op, n] : c.op_counts) s += fmt::format("  {:<28} {}\n", op, n);
+  return s;
+}
+
+std::string census_json(const Census& c) {
+  std::string s = "{";
+  s += fmt::format("\"ir_version\": {}, \"nodes\": {}, \"matmuls\": {}, \"constant_weight_matmuls\": {}, ", c.ir_version,
+                   c.nodes, c.matmuls, c.constant_weight_matmuls);
+  s += "\"opsets\": {";
+  bool first = true;
+  for (const auto& [d, v] : c.opsets) {
+    s += fmt::format("{}\"{}\": {}", first ? "" : ", ", json_escape(d), v);
+    first = false;
+  }
+  s += "}, \"op_counts\": {";
+  first = true;
+  for (const auto& [op, n] : c.op_counts) {
+    s += fmt::format("{}\"{}\": {}", first ? "" : ", ", json_escape(op), n);
+    first = false;
+  }
+  s += "}, \"weight_shapes\": [";
+  first = true;
+  for (const auto& [kn, n] : c.weight_shapes) {
+    s += fmt::format("{}[{}, {}, {}]", first ? "" : ", ", kn.first, kn.second, n);
+    first = false;
+  }
+  s += "], \"custom_domains\": [";
+  for (size_t i = 0; i < c.custom_domains.size(); ++i)
+    s += fmt::format("{}\"{}\"", i ? ", " : "", json_escape(c.custom_domains[i]));
+  s += fmt::format("], \"initializers\": {}, \"initializer_bytes\": {}", c.initializers, c.initializer_bytes);
+  auto ios = [&](const char* key, const std::vector<Census::Io>& v) {
+    s += fmt::format(", \"{}\": [", key);
+    for (size_t i = 0; i < v.size(); ++i)
+      s += fmt::format("{}{{\"name\": \"{}\", \"dtype\": \"{}\", \"dims\": \"{}\"}}", i ? ", " : "",
+                       json_escape(v[i].name), v[i].dtype, json_escape(v[i].dims));
+    s += "]";
+  };
+  ios("inputs", c.inputs);
+  ios("outputs", c.outputs);
+  return s + "}\n";
+}
+
+}  // namespace onebit

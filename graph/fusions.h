@@ -1,0 +1,13 @@
+// Fusion passes. Each is a pure matcher (never mutates) plus a rewriter, in a
+// file of its own with the pattern drawn in its comment.
+#pragma once
+
+#include "graph/passes.h"
+
+namespace onebit {
+
+void fuse_qdq_matmul(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
+void fuse_w4_matmul(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
+void int8_dynamic_matmul(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
+
+}  // namespace onebit

@@ -1,0 +1,111 @@
+// The IR: values, nodes and the graph that owns them. Built by the loader (the
+// only code that sees protobuf), rewritten by passes, run by the session.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/dtype.h"
+#include "graph/tensor.h"
+
+namespace onebit {
+
+struct Attribute {
+  enum class Kind { Float, Int, String, Tensor, Graph, Floats, Ints, Strings, Other };
+  Kind kind = Kind::Other;
+  float f = 0;
+  int64_t i = 0;
+  std::string s;
+  onebit::Tensor t;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+};
+
+// Named attributes with typed getters. A wrong kind is an error naming the
+// attribute, expected and actual kind; the node context is added by callers.
+class Attributes {
+ public:
+  void set(const std::string& name, Attribute a) { map_[name] = std::move(a); }
+  bool has(const std::string& name) const { return map_.count(name) != 0; }
+  const Attribute* find(const std::string& name) const;
+  const std::map<std::string, Attribute>& all() const { return map_; }
+
+  int64_t get_int(const std::string& name, int64_t dflt) const;
+  int64_t get_int(const std::string& name) const;  // required
+  float get_float(const std::string& name, float dflt) const;
+  std::string get_string(const std::string& name, const std::string& dflt) const;
+  std::vector<int64_t> get_ints(const std::string& name, std::vector<int64_t> dflt = {}) const;
+  std::vector<float> get_floats(const std::string& name, std::vector<float> dflt = {}) const;
+  const Tensor* get_tensor(const std::string& name) const;
+
+ private:
+  std::map<std::string, Attribute> map_;
+};
+
+// A dim as declared in the file: a number, a symbolic name, or unknown.
+struct Dim {
+  int64_t value = -1;  // >= 0 when fixed
+  std::string param;   // symbolic name, if any
+};
+
+struct Value {
+  std::string name;
+  DType dtype = DType::Undefined;  // declared; Undefined when the file says nothing
+  bool has_shape = false;          // whether `dims` was declared
+  std::vector<Dim> dims;
+  std::optional<Tensor> constant;  // initializer, or result of constant folding
+  int producer = -1;               // index of the node writing it, -1 for inputs/constants
+  bool is_input = false;
+  bool is_output = false;
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  // "" for ai.onnx
+  int64_t opset = 0;   // version of `domain` imported by the model
+  std::vector<int> inputs;   // value ids; -1 for an omitted optional input
+  std::vector<int> outputs;  // value ids; -1 for an omitted optional output
+  Attributes attrs;
+};
+
+class Graph {
+ public:
+  std::string path;  // file name, for errors
+  int64_t ir_version = 0;
+  std::string producer_name;
+  std::string producer_version;
+  std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version
+  std::vector<Value> values;
+  std::vector<Node> nodes;  // topological order once validated
+  std::vector<int> inputs;  // graph inputs that are not initializers
+  std::vector<int> outputs;
+  std::vector<std::shared_ptr<const void>> keep_alive;  // parsed model, mmaps
+
+  int find_value(const std::string& name) const;  // -1 if absent
+  int add_value(Value v);
+  // Fresh value name based on `base` that no value uses yet.
+  std::string unique_name(const std::string& base) const;
+
+  // "model.onnx: node 'layers.0/MatMul' (MatMul)"
+  std::string node_label(const Node& n) const;
+  std::string node_label(int node) const { return node_label(nodes[static_cast<size_t>(node)]); }
+
+  // consumers[v] = nodes reading value v (each node once per input slot).
+  std::vector<std::vector<int>> consumers() const;
+  // Recompute Value::producer from the node list.
+  void relink();
+
+ private:
+  mutable std::map<std::string, int> index_;
+};
+
+// Domain as written in errors: "ai.onnx" for the empty string.
+std::string domain_name(const std::string& domain);
+
+}  // namespace onebit

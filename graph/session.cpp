@@ -1,0 +1,397 @@
+#include "graph/session.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <set>
+
+#include "graph/error.h"
+#include "graph/evaluate.h"
+#include "graph/memory_plan.h"
+#include "ops/kernel.h"
+#include "ops/registry.h"
+#include "ops/thread_pool.h"
+
+namespace onebit {
+
+namespace {
+
+// Nodes whose outputs total at most this many bytes, with every input known,
+// are evaluated while planning (shape subgraphs, masks, position tables).
+constexpr size_t kPlanFoldBytes = size_t{16} << 20;
+constexpr size_t kPlansKept = 4;
+constexpr int kNever = std::numeric_limits<int>::max();
+
+}  // namespace
+
+struct Plan {
+  enum class Mode : uint8_t { Folded, Static, Dynamic };
+  std::vector<Mode> mode;               // per node
+  std::vector<int64_t> workspace_at;    // per node: arena offset of its workspace, -1 none
+  std::vector<DType> dtype;             // per value (static and known values)
+  std::vector<Shape> shape;             // per value
+  std::vector<int64_t> offset;          // per value: arena offset, -1 none
+  std::vector<int> alias_of;            // per value: value whose storage it views, -1 none
+  std::vector<const Tensor*> known;     // per value: constant or folded at plan time
+  std::deque<Tensor> folded;            // storage for values folded at plan time
+  size_t arena_bytes = 0;
+};
+
+std::vector<Tensor> evaluate_node(const Graph& g, const Node& node, Kernel& kernel,
+                                  const std::vector<const Tensor*>& inputs, ThreadPool& pool) {
+  std::vector<InputInfo> infos(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) continue;
+    infos[i].present = true;
+    infos[i].dtype = inputs[i]->dtype();
+    infos[i].shape = inputs[i]->shape();
+    infos[i].value = inputs[i]->raw() || inputs[i]->size() == 0 ? inputs[i] : nullptr;
+  }
+  std::vector<bool> present(node.outputs.size());
+  for (size_t o = 0; o < node.outputs.size(); ++o) present[o] = node.outputs[o] >= 0;
+  ReshapeContext rc(std::move(infos), static_cast<int>(node.outputs.size()), present);
+  kernel.reshape(rc);
+  std::vector<Tensor> outs(node.outputs.size());
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const OutputPlan& p = rc.outputs()[o];
+    if (!present[o]) continue;
+    if (!p.set) fail("{}: kernel did not plan output {}", g.node_label(node), o);
+    outs[o] = Tensor::allocate(p.dtype, p.shape);
+  }
+  std::vector<uint8_t> workspace(rc.workspace() + 64);
+  void* ws = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;
+  RunContext ctx(inputs.data(), static_cast<int>(inputs.size()), outs.data(), static_cast<int>(outs.size()),
+                 rc.workspace() ? ws : nullptr, pool);
+  kernel.run(ctx);
+  return outs;
+}
+
+Session::Session(Graph graph, const SessionOptions& options) : graph_(std::move(graph)), options_(options) {
+  pool_ = std::make_unique<ThreadPool>(options_.threads > 0 ? options_.threads : ThreadPool::default_threads());
+  run_passes(graph_, options_, report_, *pool_);
+
+  // Kernels; every node without one is collected so the error lists them all.
+  const OpRegistry& registry = OpRegistry::global();
+  std::map<std::string, std::vector<std::string>> unsupported;  // "domain::Op (opset N)" -> node names
+  kernels_.resize(graph_.nodes.size());
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    const Node& node = graph_.nodes[n];
+    const OpEntry* entry = registry.find(node.domain, node.op_type, node.opset);
+    if (!entry) {
+      unsupported[fmt::format("{}::{} (opset {})", domain_name(node.domain), node.op_type, node.opset)].push_back(
+          node.name);
+      continue;
+    }
+    KernelInfo info(graph_, node);
+    kernels_[n] = with_context(graph_.node_label(node), [&] { return entry->create(info); });
+  }
+  if (!unsupported.empty()) {
+    std::string list;
+    size_t count = 0;
+    for (const auto& [op, names] : unsupported) {
+      count += names.size();
+      list += fmt::format("\n  {} x{}: '{}'{}", op, names.size(), names.front(), names.size() > 1 ? ", ..." : "");
+    }
+    fail("{}: {} node(s) use ops 1bit does not implement:{}", graph_.path, count, list);
+  }
+
+  last_use_.assign(graph_.values.size(), -1);
+  for (size_t n = 0; n < graph_.nodes.size(); ++n)
+    for (int v : graph_.nodes[n].inputs)
+      if (v >= 0) last_use_[static_cast<size_t>(v)] = static_cast<int>(n);
+  for (int v : graph_.outputs) last_use_[static_cast<size_t>(v)] = kNever;
+}
+
+Session::~Session() = default;
+
+std::vector<std::string> Session::input_names() const {
+  std::vector<std::string> names;
+  for (int v : graph_.inputs) names.push_back(graph_.values[static_cast<size_t>(v)].name);
+  return names;
+}
+
+std::vector<std::string> Session::output_names() const {
+  std::vector<std::string> names;
+  for (int v : graph_.outputs) names.push_back(graph_.values[static_cast<size_t>(v)].name);
+  return names;
+}
+
+std::vector<const Tensor*> Session::bind_inputs(const std::vector<NamedTensor>& inputs) const {
+  std::vector<const Tensor*> bound(graph_.inputs.size(), nullptr);
+  for (const NamedTensor& in : inputs) {
+    size_t slot = bound.size();
+    for (size_t i = 0; i < graph_.inputs.size(); ++i)
+      if (graph_.values[static_cast<size_t>(graph_.inputs[i])].name == in.name) slot = i;
+    if (slot == bound.size()) {
+      std::string names;
+      for (const auto& n : input_names()) names += (names.empty() ? "" : ", ") + n;
+      fail("{}: the graph has no input '{}' (inputs: {})", graph_.path, in.name, names);
+    }
+    bound[slot] = &in.tensor;
+  }
+  std::map<std::string, int64_t> symbols;  // dim_param -> value seen
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const Value& v = graph_.values[static_cast<size_t>(graph_.inputs[i])];
+    if (!bound[i]) fail("{}: input '{}' was not given", graph_.path, v.name);
+    const Tensor& t = *bound[i];
+    if (v.dtype != DType::Undefined && t.dtype() != v.dtype)
+      fail("{}: input '{}' is {}, the graph declares {}", graph_.path, v.name, dtype_name(t.dtype()),
+           dtype_name(v.dtype));
+    if (!v.has_shape) continue;
+    if (static_cast<size_t>(t.rank()) != v.dims.size())
+      fail("{}: input '{}' has shape {} (rank {}), the graph declares rank {}", graph_.path, v.name,
+           shape_str(t.shape()), t.rank(), v.dims.size());
+    for (size_t d = 0; d < v.dims.size(); ++d) {
+      const Dim& dim = v.dims[d];
+      const int64_t got = t.shape()[d];
+      if (dim.value >= 0 && got != dim.value)
+        fail("{}: input '{}' dim {} is {}, the graph declares {}", graph_.path, v.name, d, got, dim.value);
+      if (dim.value < 0 && !dim.param.empty()) {
+        auto [it, fresh] = symbols.emplace(dim.param, got);
+        if (!fresh && it->second != got)
+          fail("{}: input '{}' dim {} ('{}') is {}, but another input has '{}' = {}", graph_.path, v.name, d,
+               dim.param, got, dim.param, it->second);
+      }
+    }
+  }
+  return bound;
+}
+
+std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inputs) {
+  ++stats_.plans_built;
+  const size_t nv = graph_.values.size(), nn = graph_.nodes.size();
+  auto plan = std::make_unique<Plan>();
+  Plan& p = *plan;
+  p.mode.assign(nn, Plan::Mode::Static);
+  p.workspace_at.assign(nn, -1);
+  p.dtype.assign(nv, DType::Undefined);
+  p.shape.assign(nv, {});
+  p.offset.assign(nv, -1);
+  p.alias_of.assign(nv, -1);
+  p.known.assign(nv, nullptr);
+  std::vector<bool> dynamic(nv, false);  // shape unknown until run time
+
+  for (size_t v = 0; v < nv; ++v) {
+    const Value& val = graph_.values[v];
+    if (val.constant) {
+      p.known[v] = &*val.constant;
+      p.dtype[v] = val.constant->dtype();
+      p.shape[v] = val.constant->shape();
+    }
+  }
+  for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+    const size_t v = static_cast<size_t>(graph_.inputs[i]);
+    p.dtype[v] = inputs[i]->dtype();
+    p.shape[v] = inputs[i]->shape();
+  }
+
+  MemoryPlanner arena;
+  std::vector<int> refs(nv, 0);  // live views of each arena root
+  auto root_of = [&](int v) {
+    while (p.alias_of[static_cast<size_t>(v)] >= 0) v = p.alias_of[static_cast<size_t>(v)];
+    return v;
+  };
+  auto slot_bytes = [&](size_t v) { return std::max<size_t>(1, dtype_bytes(p.dtype[v], numel(p.shape[v]))); };
+  auto release = [&](int v) {
+    const size_t r = static_cast<size_t>(root_of(v));
+    if (p.offset[r] >= 0 && --refs[r] == 0) arena.release(static_cast<size_t>(p.offset[r]), slot_bytes(r));
+  };
+
+  for (size_t n = 0; n < nn; ++n) {
+    const Node& node = graph_.nodes[n];
+    Kernel& kernel = *kernels_[n];
+    bool any_dynamic = kernel.shape_depends_on_data();
+    bool all_known = true;
+    std::vector<InputInfo> infos(node.inputs.size());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int v = node.inputs[i];
+      if (v < 0) continue;
+      if (dynamic[static_cast<size_t>(v)]) any_dynamic = true;
+      infos[i].present = true;
+      infos[i].dtype = p.dtype[static_cast<size_t>(v)];
+      infos[i].shape = p.shape[static_cast<size_t>(v)];
+      infos[i].value = p.known[static_cast<size_t>(v)];
+      if (!infos[i].value && kernel.needs_input_data(static_cast<int>(i))) all_known = false;
+    }
+    auto mark_dynamic = [&] {
+      p.mode[n] = Plan::Mode::Dynamic;
+      for (int o : node.outputs)
+        if (o >= 0) dynamic[static_cast<size_t>(o)] = true;
+    };
+    if (any_dynamic) {
+      mark_dynamic();
+      continue;
+    }
+    std::vector<bool> present(node.outputs.size());
+    for (size_t o = 0; o < node.outputs.size(); ++o) present[o] = node.outputs[o] >= 0;
+    ReshapeContext rc(std::move(infos), static_cast<int>(node.outputs.size()), present);
+    try {
+      with_context(graph_.node_label(node), [&] { kernel.reshape(rc); });
+    } catch (const NeedsValue&) {
+      mark_dynamic();
+      continue;
+    }
+    size_t out_bytes = 0;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (!present[o]) continue;
+      const OutputPlan& op = rc.outputs()[o];
+      if (!op.set) fail("{}: kernel did not plan output {}", graph_.node_label(node), o);
+      const int64_t count = checked_numel(op.shape);
+      if (count < 0) fail("{}: output {} has invalid shape {}", graph_.node_label(node), o, shape_str(op.shape));
+      const size_t v = static_cast<size_t>(node.outputs[o]);
+      p.dtype[v] = op.dtype;
+      p.shape[v] = op.shape;
+      out_bytes += dtype_bytes(op.dtype, count);
+    }
+
+    if (all_known && out_bytes <= kPlanFoldBytes) {
+      std::vector<const Tensor*> ins(node.inputs.size(), nullptr);
+      std::deque<Tensor> shells;  // shape-only stand-ins for inputs whose data is not read
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        const int v = node.inputs[i];
+        if (v < 0) continue;
+        if (p.known[static_cast<size_t>(v)]) {
+          ins[i] = p.known[static_cast<size_t>(v)];
+        } else {
+          shells.emplace_back(p.dtype[static_cast<size_t>(v)], p.shape[static_cast<size_t>(v)], nullptr);
+          ins[i] = &shells.back();
+        }
+      }
+      std::vector<Tensor> outs =
+          with_context(graph_.node_label(node), [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });
+      for (size_t o = 0; o < outs.size(); ++o) {
+        if (node.outputs[o] < 0) continue;
+        p.folded.push_back(std::move(outs[o]));
+        p.known[static_cast<size_t>(node.outputs[o])] = &p.folded.back();
+      }
+      p.mode[n] = Plan::Mode::Folded;
+      continue;
+    }
+
+    // Static: outputs get arena slots (graph outputs are allocated per run).
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (!present[o]) continue;
+      const int v = node.outputs[o];
+      const Value& val = graph_.values[static_cast<size_t>(v)];
+      const OutputPlan& op = rc.outputs()[o];
+      const bool unused = last_use_[static_cast<size_t>(v)] < 0;
+      if (val.is_output) continue;
+      if (op.alias_of >= 0) {
+        const int src = node.inputs[static_cast<size_t>(op.alias_of)];
+        const int r = root_of(src);
+        // Views of arena buffers only; a view of a constant or a graph input
+        // just points at it (read-only use by later nodes).
+        p.alias_of[static_cast<size_t>(v)] = src;
+        if (p.offset[static_cast<size_t>(r)] >= 0) ++refs[static_cast<size_t>(r)];
+        if (unused) release(v);
+        continue;
+      }
+      p.offset[static_cast<size_t>(v)] = static_cast<int64_t>(arena.allocate(slot_bytes(static_cast<size_t>(v))));
+      refs[static_cast<size_t>(v)] = 1;
+      if (unused) release(v);
+    }
+    if (rc.workspace() > 0) {
+      const size_t at = arena.allocate(rc.workspace());
+      p.workspace_at[n] = static_cast<int64_t>(at);
+      arena.release(at, rc.workspace());
+    }
+    for (int v : node.inputs)
+      if (v >= 0 && last_use_[static_cast<size_t>(v)] == static_cast<int>(n) && !p.known[static_cast<size_t>(v)])
+        release(v);
+  }
+  p.arena_bytes = arena.high_water();
+  return plan;
+}
+
+const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
+  std::vector<Shape> key;
+  key.reserve(inputs.size());
+  for (const Tensor* t : inputs) key.push_back(t->shape());
+  for (auto it = plans_.begin(); it != plans_.end(); ++it)
+    if (it->first == key) {
+      plans_.splice(plans_.begin(), plans_, it);
+      return *plans_.front().second;
+    }
+  auto plan = build_plan(inputs);
+  plans_.emplace_front(std::move(key), std::move(plan));
+  if (plans_.size() > kPlansKept) plans_.pop_back();
+  return *plans_.front().second;
+}
+
+void Session::ensure_arena(size_t bytes) {
+  if (bytes <= arena_size_) return;
+  // Grow with headroom so a decode loop whose shapes creep up one position
+  // per step settles instead of reallocating every step.
+  const size_t size = std::max(bytes + bytes / 4, size_t{1} << 20);
+  const size_t rounded = (size + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) fail("{}: out of memory: the run needs a {} byte arena", graph_.path, rounded);
+  arena_.reset(p, [](void* q) { std::free(q); });
+  arena_size_ = rounded;
+  ++stats_.arena_allocations;
+  stats_.arena_bytes = arena_size_;
+}
+
+std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
+  const std::vector<const Tensor*> inputs = bind_inputs(named_inputs);
+  const Plan& p = plan_for(inputs);
+  ensure_arena(p.arena_bytes);
+  ++stats_.runs;
+  uint8_t* arena = static_cast<uint8_t*>(arena_.get());
+
+  const size_t nv = graph_.values.size();
+  std::vector<Tensor> rt(nv);
+  for (size_t v = 0; v < nv; ++v)
+    if (p.known[v]) rt[v] = *p.known[v];
+  for (size_t i = 0; i < graph_.inputs.size(); ++i) rt[static_cast<size_t>(graph_.inputs[i])] = *inputs[i];
+
+  std::vector<const Tensor*> ins;
+  std::vector<Tensor> outs;
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    if (p.mode[n] == Plan::Mode::Folded) continue;
+    const Node& node = graph_.nodes[n];
+    Kernel& kernel = *kernels_[n];
+    ins.assign(node.inputs.size(), nullptr);
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] >= 0) ins[i] = &rt[static_cast<size_t>(node.inputs[i])];
+    outs.assign(node.outputs.size(), Tensor());
+    void* workspace = nullptr;
+
+    if (p.mode[n] == Plan::Mode::Static) {
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        const int v = node.outputs[o];
+        if (v < 0) continue;
+        const size_t vi = static_cast<size_t>(v);
+        if (p.alias_of[vi] >= 0)
+          outs[o] = rt[static_cast<size_t>(p.alias_of[vi])].reshaped(p.shape[vi]);
+        else if (p.offset[vi] >= 0)
+          outs[o] = Tensor(p.dtype[vi], p.shape[vi], arena + p.offset[vi]);
+        else
+          outs[o] = Tensor::allocate_uninit(p.dtype[vi], p.shape[vi]);  // graph output
+      }
+      if (p.workspace_at[n] >= 0) workspace = arena + p.workspace_at[n];
+      RunContext ctx(ins.data(), static_cast<int>(ins.size()), outs.data(), static_cast<int>(outs.size()), workspace,
+                     *pool_);
+      with_context(graph_.node_label(node), [&] { kernel.run(ctx); });
+    } else {
+      outs = with_context(graph_.node_label(node), [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });
+    }
+    for (size_t o = 0; o < node.outputs.size(); ++o)
+      if (node.outputs[o] >= 0) rt[static_cast<size_t>(node.outputs[o])] = std::move(outs[o]);
+  }
+
+  std::vector<Tensor> result;
+  result.reserve(graph_.outputs.size());
+  for (int v : graph_.outputs) {
+    Tensor& t = rt[static_cast<size_t>(v)];
+    // Views into the arena, the inputs or constants are copied so the caller owns what it gets.
+    const bool owned = t.owner() && p.offset[static_cast<size_t>(v)] < 0 && p.alias_of[static_cast<size_t>(v)] < 0 &&
+                       !p.known[static_cast<size_t>(v)] && !graph_.values[static_cast<size_t>(v)].is_input;
+    result.push_back(owned ? std::move(t) : Tensor::clone(t));
+  }
+  return result;
+}
+
+}  // namespace onebit

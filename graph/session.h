@@ -1,0 +1,78 @@
+// A loaded graph made runnable: passes applied, one kernel per node, and per
+// input-shape signature a plan (which nodes fold now, each value's shape and
+// its slot in one arena, reused by lifetime). A steady run whose shapes were
+// seen before allocates nothing but its graph outputs.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/passes.h"
+#include "graph/tensor.h"
+
+namespace onebit {
+
+class Kernel;
+class ThreadPool;
+struct Plan;
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+class Session {
+ public:
+  // Applies the passes of `options` and creates every kernel. Every op
+  // without a kernel is listed in one error.
+  Session(Graph graph, const SessionOptions& options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const Graph& graph() const { return graph_; }
+  const PassReport& pass_report() const { return report_; }
+  ThreadPool& pool() { return *pool_; }
+
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+
+  // Runs the graph. Inputs are checked against the declared dtypes and dims
+  // (symbolic dims must agree across inputs). Outputs come back in graph
+  // output order, each owning its storage.
+  std::vector<Tensor> run(const std::vector<NamedTensor>& inputs);
+
+  // Counters for tests and traces.
+  struct Stats {
+    int64_t runs = 0;
+    int64_t plans_built = 0;
+    int64_t arena_allocations = 0;  // times the arena had to grow
+    size_t arena_bytes = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  const Plan& plan_for(const std::vector<const Tensor*>& inputs);
+  std::unique_ptr<Plan> build_plan(const std::vector<const Tensor*>& inputs);
+  std::vector<const Tensor*> bind_inputs(const std::vector<NamedTensor>& inputs) const;
+  void ensure_arena(size_t bytes);
+
+  Graph graph_;
+  SessionOptions options_;
+  PassReport report_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;  // per node
+  std::vector<int> last_use_;                     // per value: last node reading it
+  std::list<std::pair<std::vector<Shape>, std::unique_ptr<Plan>>> plans_;  // most recent first
+  std::shared_ptr<void> arena_;
+  size_t arena_size_ = 0;
+  Stats stats_;
+};
+
+}  // namespace onebit

@@ -1,0 +1,95 @@
+#include "graph/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "graph/error.h"
+
+namespace onebit {
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t checked_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+namespace {
+struct AlignedFree {
+  void operator()(const void* p) const { std::free(const_cast<void*>(p)); }
+};
+}  // namespace
+
+Tensor Tensor::allocate_uninit(DType dtype, Shape shape) {
+  const int64_t n = checked_numel(shape);
+  if (n < 0) fail("cannot allocate a tensor of shape {}", shape_str(shape));
+  const size_t bytes = dtype_bytes(dtype, n);
+  const size_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) fail("out of memory allocating {} bytes for a tensor of shape {}", bytes, shape_str(shape));
+  return Tensor(dtype, std::move(shape), p, std::shared_ptr<const void>(p, AlignedFree{}));
+}
+
+Tensor Tensor::allocate(DType dtype, Shape shape) {
+  Tensor t = allocate_uninit(dtype, std::move(shape));
+  std::memset(t.raw(), 0, t.bytes());
+  return t;
+}
+
+Tensor Tensor::clone(const Tensor& src) {
+  Tensor t = allocate(src.dtype(), src.shape());
+  if (src.bytes()) std::memcpy(t.raw(), src.raw(), src.bytes());
+  return t;
+}
+
+int64_t tensor_int_at(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::I64: return t.data<int64_t>()[i];
+    case DType::I32: return t.data<int32_t>()[i];
+    case DType::I16: return t.data<int16_t>()[i];
+    case DType::I8: return t.data<int8_t>()[i];
+    case DType::U8: return t.data<uint8_t>()[i];
+    case DType::U16: return t.data<uint16_t>()[i];
+    case DType::U32: return t.data<uint32_t>()[i];
+    case DType::U64: return static_cast<int64_t>(t.data<uint64_t>()[i]);
+    case DType::Bool: return t.data<bool>()[i] ? 1 : 0;
+    default: fail("expected an integer tensor, got {}", dtype_name(t.dtype()));
+  }
+}
+
+std::vector<int64_t> tensor_to_ints(const Tensor& t) {
+  std::vector<int64_t> v(static_cast<size_t>(t.size()));
+  for (int64_t i = 0; i < t.size(); ++i) v[static_cast<size_t>(i)] = tensor_int_at(t, i);
+  return v;
+}
+
+double tensor_double_at(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::F32: return t.data<float>()[i];
+    case DType::F64: return t.data<double>()[i];
+    case DType::F16: return half_to_float(t.data<uint16_t>()[i]);
+    case DType::BF16: return bfloat16_to_float(t.data<uint16_t>()[i]);
+    default: return static_cast<double>(tensor_int_at(t, i));
+  }
+}
+
+}  // namespace onebit

@@ -1,0 +1,68 @@
+// Tensor: a dtype, a shape and a pointer, with an optional keep-alive handle.
+// Initializers are views into the parsed file or an mmapped external-data
+// file; run-time values are views into the session's arena.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/dtype.h"
+
+namespace onebit {
+
+using Shape = std::vector<int64_t>;
+
+// Product of dims; the caller has already checked that dims are >= 0 and the
+// product fits (see checked_numel).
+int64_t numel(const Shape& shape);
+
+// Product of dims, or -1 if a dim is negative or the product overflows int64.
+int64_t checked_numel(const Shape& shape);
+
+std::string shape_str(const Shape& shape);  // "[2,3,4]"
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape, void* data, std::shared_ptr<const void> owner = nullptr)
+      : dtype_(dtype), shape_(std::move(shape)), data_(data), owner_(std::move(owner)) {}
+
+  // A tensor that owns fresh, zero-filled storage.
+  static Tensor allocate(DType dtype, Shape shape);
+  // The same without zero-filling, for buffers about to be overwritten.
+  static Tensor allocate_uninit(DType dtype, Shape shape);
+  // A copy of `src` that owns its storage.
+  static Tensor clone(const Tensor& src);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const { return shape_[static_cast<size_t>(i)]; }
+  int64_t size() const { return numel(shape_); }
+  size_t bytes() const { return dtype_bytes(dtype_, size()); }
+  bool empty() const { return data_ == nullptr && size() != 0; }
+
+  void* raw() const { return data_; }
+  template <class T> T* data() const { return static_cast<T*>(data_); }
+  const std::shared_ptr<const void>& owner() const { return owner_; }
+
+  // Same storage, other shape (caller checked the element count).
+  Tensor reshaped(Shape shape) const { return Tensor(dtype_, std::move(shape), data_, owner_); }
+
+ private:
+  DType dtype_ = DType::Undefined;
+  Shape shape_;
+  void* data_ = nullptr;
+  std::shared_ptr<const void> owner_;
+};
+
+// Element i of an integer tensor as int64 (any integer dtype); used for the
+// small shape-like inputs of Reshape, Slice, Expand and friends.
+int64_t tensor_int_at(const Tensor& t, int64_t i);
+std::vector<int64_t> tensor_to_ints(const Tensor& t);
+// Element i of a float or integer tensor as double.
+double tensor_double_at(const Tensor& t, int64_t i);
+
+}  // namespace onebit
