@@ -7,6 +7,12 @@ namespace onebit {
 void register_all_ops(OpRegistry& r) {
   register_binary_ops(r);
   register_shape_ops(r);
+  register_transpose_op(r);
+  register_slice_op(r);
+  register_expand_tile_ops(r);
+  register_concat_split_ops(r);
+  register_gather_ops(r);
+  register_scatter_ops(r);
 }
 
 }  // namespace onebit

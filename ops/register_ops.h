@@ -10,5 +10,11 @@ void register_all_ops(OpRegistry& r);
 
 void register_binary_ops(OpRegistry& r);
 void register_shape_ops(OpRegistry& r);
+void register_transpose_op(OpRegistry& r);
+void register_slice_op(OpRegistry& r);
+void register_expand_tile_ops(OpRegistry& r);
+void register_concat_split_ops(OpRegistry& r);
+void register_gather_ops(OpRegistry& r);
+void register_scatter_ops(OpRegistry& r);
 
 }  // namespace onebit

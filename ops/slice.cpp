@@ -1,0 +1,85 @@
+// Slice (opset 13): starts/ends/axes/steps as inputs, clamped as the spec
+// says, copied out as a strided view.
+#include "ops/axis.h"
+#include "ops/registry.h"
+#include "ops/strided_copy.h"
+
+namespace onebit {
+
+namespace {
+
+struct SliceDims {
+  std::vector<int64_t> start, step;  // per input dim
+  Shape out;
+};
+
+SliceDims plan_slice(const Shape& in, const Tensor& starts, const Tensor* ends, const Tensor* axes, const Tensor* steps) {
+  const int64_t rank = static_cast<int64_t>(in.size());
+  SliceDims s;
+  s.start.assign(in.size(), 0);
+  s.step.assign(in.size(), 1);
+  s.out = in;
+  const int64_t n = starts.size();
+  if (ends->size() != n) fail("starts has {} entries, ends {}", n, ends->size());
+  if (axes && axes->size() != n) fail("starts has {} entries, axes {}", n, axes->size());
+  if (steps && steps->size() != n) fail("starts has {} entries, steps {}", n, steps->size());
+  std::vector<bool> seen(in.size(), false);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t axis = normalize_axis(axes ? tensor_int_at(*axes, i) : i, rank, "axis");
+    if (seen[static_cast<size_t>(axis)]) fail("axis {} appears twice", axis);
+    seen[static_cast<size_t>(axis)] = true;
+    const int64_t dim = in[static_cast<size_t>(axis)];
+    const int64_t step = steps ? tensor_int_at(*steps, i) : 1;
+    if (step == 0) fail("step for axis {} is 0", axis);
+    int64_t b = tensor_int_at(starts, i), e = tensor_int_at(*ends, i);
+    if (b < 0) b = b < -dim ? 0 : b + dim;  // written to avoid overflow at INT64_MIN
+    if (e < 0) e = e < -dim ? -1 : e + dim;
+    if (step > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    int64_t count = 0;
+    if (step > 0 && e > b) count = (e - b + step - 1) / step;
+    if (step < 0 && b > e) count = (b - e + (-step) - 1) / (-step);
+    s.start[static_cast<size_t>(axis)] = b;
+    s.step[static_cast<size_t>(axis)] = step;
+    s.out[static_cast<size_t>(axis)] = count;
+  }
+  return s;
+}
+
+class SliceKernel : public Kernel {
+ public:
+  explicit SliceKernel(const KernelInfo&) {}
+  void reshape(ReshapeContext& ctx) override {
+    const SliceDims s = plan_slice(ctx.shape(0), ctx.value(1), &ctx.value(2), ctx.has_input(3) ? &ctx.value(3) : nullptr,
+                                   ctx.has_input(4) ? &ctx.value(4) : nullptr);
+    ctx.set_output(0, ctx.dtype(0), s.out);
+  }
+  void run(RunContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (dtype_bits(x.dtype()) < 8) fail("Slice does not support {}", dtype_name(x.dtype()));
+    const SliceDims s = plan_slice(x.shape(), ctx.input(1), &ctx.input(2), ctx.has_input(3) ? &ctx.input(3) : nullptr,
+                                   ctx.has_input(4) ? &ctx.input(4) : nullptr);
+    const std::vector<int64_t> strides = contiguous_strides(x.shape());
+    const int64_t eb = dtype_bits(x.dtype()) / 8;
+    int64_t offset = 0;
+    StridedView view{nullptr, s.out, {}};
+    for (size_t d = 0; d < strides.size(); ++d) {
+      offset += s.start[d] * strides[d];
+      view.strides.push_back(strides[d] * s.step[d]);
+    }
+    if (numel(s.out) == 0) return;
+    view.base = static_cast<const uint8_t*>(x.raw()) + offset * eb;
+    strided_copy(view, ctx.output(0).raw(), static_cast<size_t>(eb), ctx.pool());
+  }
+};
+
+}  // namespace
+
+void register_slice_op(OpRegistry& r) { r.add("", "Slice", 13, 21, make_factory<SliceKernel>()); }
+
+}  // namespace onebit
