@@ -389,6 +389,24 @@ Graph load_onnx_bytes(const void* data, size_t size, const std::string& name, co
   return g;
 }
 
+Tensor load_tensor_file(const std::string& path, std::string* name) {
+  auto file = MappedFile::open(path);
+  auto proto = std::make_shared<onnx::TensorProto>();
+  google::protobuf::io::ArrayInputStream raw(file->data(), static_cast<int>(file->size()));
+  google::protobuf::io::CodedInputStream coded(&raw);
+  if (!proto->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    fail("{}: not a serialized TensorProto", path);
+  LoadState st;
+  st.name = path;
+  st.dir = fs::path(path).parent_path().string();
+  // read_tensor keeps views alive through st.model; hold the TensorProto there.
+  auto holder = std::make_shared<onnx::ModelProto>();
+  st.model = holder;
+  Tensor view = read_tensor(st, *proto, path + ": tensor '" + proto->name() + "'");
+  if (name) *name = proto->name();
+  return Tensor::clone(view);
+}
+
 Graph load_onnx(const std::string& path, const LoadOptions& options) {
   auto file = MappedFile::open(path);
   const std::string dir = fs::path(path).parent_path().string();

@@ -28,4 +28,9 @@ Graph load_onnx(const std::string& path, const LoadOptions& options = {});
 Graph load_onnx_bytes(const void* data, size_t size, const std::string& name, const std::string& dir,
                       const LoadOptions& options = {});
 
+// A serialized TensorProto file (the ONNX backend tests' input_N.pb), read
+// into an owning tensor with the same checks as an initializer. The tensor's
+// name is returned through `name` when given.
+Tensor load_tensor_file(const std::string& path, std::string* name = nullptr);
+
 }  // namespace onebit

@@ -1,0 +1,108 @@
+// Pad (opset 18-21): pads and axes as inputs, modes constant, reflect, edge
+// and wrap (wrap is opset 19+). Negative pads crop.
+#include <cstring>
+
+#include "ops/axis.h"
+#include "ops/dispatch.h"
+#include "ops/registry.h"
+
+namespace onebit {
+
+namespace {
+
+enum class PadMode { Constant, Reflect, Edge, Wrap };
+
+class PadKernel : public Kernel {
+ public:
+  explicit PadKernel(const KernelInfo& info) {
+    const std::string mode = info.attrs().get_string("mode", "constant");
+    if (mode == "constant") mode_ = PadMode::Constant;
+    else if (mode == "reflect") mode_ = PadMode::Reflect;
+    else if (mode == "edge") mode_ = PadMode::Edge;
+    else if (mode == "wrap" && info.opset() >= 19) mode_ = PadMode::Wrap;
+    else fail("attribute 'mode' is '{}', expected constant, reflect, edge{}", mode, info.opset() >= 19 ? " or wrap" : "");
+  }
+  void reshape(ReshapeContext& ctx) override {
+    const Shape& in = ctx.shape(0);
+    const std::vector<int64_t> pads = resolve(in.size(), ctx.value(1), ctx.has_input(3) ? &ctx.value(3) : nullptr);
+    Shape out(in.size());
+    for (size_t d = 0; d < in.size(); ++d) {
+      out[d] = in[d] + pads[d] + pads[d + in.size()];
+      if (out[d] < 0) fail("pads {} make dim {} negative", shape_str(pads), d);
+      if (mode_ != PadMode::Constant && in[d] == 0 && out[d] > 0)
+        fail("cannot pad an empty dim {} in a non-constant mode", d);
+      if (mode_ == PadMode::Reflect && (pads[d] >= in[d] || pads[d + in.size()] >= in[d]) && out[d] != in[d])
+        fail("reflect pads {} need dim {} (size {}) larger than each pad", shape_str(pads), d, in[d]);
+    }
+    ctx.set_output(0, ctx.dtype(0), out);
+  }
+  void run(RunContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    Tensor& y = ctx.output(0);
+    const size_t rank = x.shape().size();
+    const std::vector<int64_t> pads = resolve(rank, ctx.input(1), ctx.has_input(3) ? &ctx.input(3) : nullptr);
+    if (y.size() == 0) return;
+    dispatch_any(x.dtype(), "Pad", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T fill{};
+      if (ctx.has_input(2) && ctx.input(2).size() > 0) std::memcpy(&fill, ctx.input(2).raw(), sizeof(T));
+      const T* src = x.data<T>();
+      T* dst = y.data<T>();
+      std::vector<int64_t> in_strides(rank, 1), pos(rank, 0);
+      for (size_t d = rank; d-- > 1;) in_strides[d - 1] = in_strides[d] * x.shape()[d];
+      for (int64_t i = 0; i < y.size(); ++i) {
+        int64_t off = 0;
+        bool outside = false;
+        for (size_t d = 0; d < rank; ++d) {
+          const int64_t n = x.shape()[d];
+          int64_t c = pos[d] - pads[d];
+          if (c < 0 || c >= n) {
+            switch (mode_) {
+              case PadMode::Constant: outside = true; break;
+              case PadMode::Edge: c = c < 0 ? 0 : n - 1; break;
+              case PadMode::Wrap: c = ((c % n) + n) % n; break;
+              case PadMode::Reflect: {
+                const int64_t period = 2 * (n - 1);
+                c = period == 0 ? 0 : ((c % period) + period) % period;
+                if (c >= n) c = period - c;
+                break;
+              }
+            }
+          }
+          off += c * in_strides[d];
+        }
+        dst[i] = outside ? fill : src[off];
+        for (size_t d = rank; d-- > 0;) {
+          if (++pos[d] < y.shape()[d]) break;
+          pos[d] = 0;
+        }
+      }
+    });
+  }
+
+ private:
+  // pads for every dim as [begin_0.., end_0..], expanded from `axes` when given.
+  std::vector<int64_t> resolve(size_t rank, const Tensor& pads_in, const Tensor* axes_in) const {
+    const std::vector<int64_t> pads = tensor_to_ints(pads_in);
+    std::vector<int64_t> axes;
+    if (axes_in) {
+      for (int64_t a : tensor_to_ints(*axes_in)) axes.push_back(normalize_axis(a, static_cast<int64_t>(rank), "axis"));
+    } else {
+      for (size_t d = 0; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+    }
+    if (pads.size() != 2 * axes.size()) fail("pads has {} entries, expected {} (2 per axis)", pads.size(), 2 * axes.size());
+    std::vector<int64_t> full(2 * rank, 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      full[static_cast<size_t>(axes[i])] = pads[i];
+      full[static_cast<size_t>(axes[i]) + rank] = pads[i + axes.size()];
+    }
+    return full;
+  }
+  PadMode mode_ = PadMode::Constant;
+};
+
+}  // namespace
+
+void register_pad_op(OpRegistry& r) { r.add("", "Pad", 18, 21, make_factory<PadKernel>()); }
+
+}  // namespace onebit
