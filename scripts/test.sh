@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets up (scripts/setup.sh) and runs every test with ctest. This is the
+# command README.md gives for the tests, and what .ci/run calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
