@@ -94,10 +94,12 @@ std::string Graph::unique_name(const std::string& base) const {
   }
 }
 
-std::string Graph::node_label(const Node& n) const {
+std::string Graph::node_ref(const Node& n) const {
   std::string op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
-  return fmt::format("{}: node '{}' ({})", path, n.name, op);
+  return fmt::format("node '{}' ({})", n.name, op);
 }
+
+std::string Graph::node_label(const Node& n) const { return fmt::format("{}: {}", path, node_ref(n)); }
 
 std::vector<std::vector<int>> Graph::consumers() const {
   std::vector<std::vector<int>> c(values.size());

@@ -95,6 +95,8 @@ class Graph {
   // "model.onnx: node 'layers.0/MatMul' (MatMul)"
   std::string node_label(const Node& n) const;
   std::string node_label(int node) const { return node_label(nodes[static_cast<size_t>(node)]); }
+  // "node 'layers.0/MatMul' (MatMul)", without the file, for use mid-sentence.
+  std::string node_ref(const Node& n) const;
 
   // consumers[v] = nodes reading value v (each node once per input slot).
   std::vector<std::vector<int>> consumers() const;

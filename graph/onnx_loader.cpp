@@ -344,7 +344,7 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
       Value& v = g.values[static_cast<size_t>(id)];
       if (v.constant || v.is_input) fail("{}: writes '{}', which is already a graph input or initializer", label, name);
       if (v.producer >= 0)
-        fail("{}: writes '{}', which {} also writes", label, name, g.node_label(v.producer));
+        fail("{}: writes '{}', which {} also writes", label, name, g.node_ref(g.nodes[static_cast<size_t>(v.producer)]));
       v.producer = static_cast<int>(g.nodes.size());
       auto d = declared.find(name);
       if (d != declared.end()) with_context(st.name, [&] { read_type(*d->second, v); });

@@ -1,0 +1,295 @@
+// The loader against bad input: every case is a clear onebit::Error naming
+// the file and the tensor, node or value, never a crash or a read outside
+// the file. Also: views and external data on valid files.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "graph/error.h"
+#include "graph/onnx_loader.h"
+#include "graph/session.h"
+#include "model_builder.h"
+
+using namespace onebit;
+using onebit::test::ModelBuilder;
+using onebit::test::scratch_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int32_t kFloat = 1, kInt64 = 7;
+
+// A valid model: y = x + w, w a [2,3] float initializer.
+ModelBuilder add_model() {
+  ModelBuilder b;
+  b.input("x", kFloat, {2, 3}).output("y", kFloat, {2, 3});
+  b.initializer<float>("w", kFloat, {2, 3}, {1, 2, 3, 4, 5, 6});
+  b.node("Add", {"x", "w"}, {"y"}, "add");
+  return b;
+}
+
+// The loader's message for `path`, failing the test if it loads.
+std::string load_error(const std::string& path) {
+  try {
+    load_onnx(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  FAIL("expected " << path << " to be rejected");
+  return {};
+}
+
+std::string save(const ModelBuilder& b, const std::string& dir, const std::string& name = "model.onnx") {
+  const std::string path = dir + "/" + name;
+  b.save(path);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("loader: a valid model loads and runs", "[loader]") {
+  const std::string dir = scratch_dir("loader_valid");
+  Session s(load_onnx(save(add_model(), dir)));
+  Tensor x = Tensor::allocate(DType::F32, {2, 3});
+  for (int i = 0; i < 6; ++i) x.data<float>()[i] = float(i);
+  auto out = s.run({{"x", x}});
+  REQUIRE(out.size() == 1);
+  for (int i = 0; i < 6; ++i) CHECK(out[0].data<float>()[i] == float(2 * i + 1));
+}
+
+TEST_CASE("loader: empty file", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_empty");
+  ModelBuilder::write_file(dir + "/empty.onnx", "");
+  const std::string msg = load_error(dir + "/empty.onnx");
+  CHECK_THAT(msg, Catch::Contains("empty.onnx") && Catch::Contains("empty"));
+}
+
+TEST_CASE("loader: garbage file", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_garbage");
+  std::string junk;
+  for (int i = 0; i < 4096; ++i) junk.push_back(static_cast<char>((i * 7919 + 13) % 251));
+  ModelBuilder::write_file(dir + "/junk.onnx", junk);
+  CHECK_THAT(load_error(dir + "/junk.onnx"), Catch::Contains("junk.onnx") && Catch::Contains("not"));
+  ModelBuilder::write_file(dir + "/text.onnx", "hello, this is not a model\n");
+  CHECK_THAT(load_error(dir + "/text.onnx"), Catch::Contains("text.onnx"));
+}
+
+TEST_CASE("loader: truncated file", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_truncated");
+  const std::string full = add_model().bytes();
+  for (size_t cut : {full.size() / 2, full.size() - 1, size_t{3}}) {
+    ModelBuilder::write_file(dir + "/cut.onnx", full.substr(0, cut));
+    CHECK_THAT(load_error(dir + "/cut.onnx"), Catch::Contains("cut.onnx"));
+  }
+}
+
+TEST_CASE("loader: tensor data size disagrees with shape x dtype", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_size");
+  ModelBuilder b;
+  b.input("x", kFloat, {2, 3}).output("y", kFloat, {2, 3});
+  b.initializer<float>("w", kFloat, {2, 3}, {1, 2, 3, 4, 5});  // 5 floats for 6
+  b.node("Add", {"x", "w"}, {"y"});
+  const std::string msg = load_error(save(b, dir));
+  CHECK_THAT(msg, Catch::Contains("'w'") && Catch::Contains("24 bytes") && Catch::Contains("20"));
+}
+
+TEST_CASE("loader: negative dims", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_negdim");
+  ModelBuilder b = add_model();
+  b.graph().mutable_initializer(0)->set_dims(0, -2);
+  CHECK_THAT(load_error(save(b, dir)), Catch::Contains("'w'") && Catch::Contains("negative") && Catch::Contains("-2"));
+}
+
+TEST_CASE("loader: overflowing dims", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_overflow");
+  ModelBuilder b = add_model();
+  auto* w = b.graph().mutable_initializer(0);
+  w->clear_dims();
+  for (int i = 0; i < 4; ++i) w->add_dims(int64_t{1} << 20);  // 2^80 elements
+  CHECK_THAT(load_error(save(b, dir)), Catch::Contains("'w'") && Catch::Contains("overflow"));
+}
+
+TEST_CASE("loader: a huge declared tensor with no data is rejected before allocating", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_huge");
+  ModelBuilder b = add_model();
+  auto* w = b.graph().mutable_initializer(0);
+  w->clear_dims();
+  w->add_dims(int64_t{1} << 40);  // 4 TiB of float
+  w->clear_raw_data();
+  // Had the loader tried to allocate 4 TiB it would have failed with
+  // bad_alloc, not with the size check below.
+  const std::string msg = load_error(save(b, dir));
+  CHECK_THAT(msg, Catch::Contains("'w'") && Catch::Contains("4398046511104 bytes"));
+}
+
+TEST_CASE("loader: unknown data type", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_dtype");
+  ModelBuilder b = add_model();
+  b.graph().mutable_initializer(0)->set_data_type(99);
+  CHECK_THAT(load_error(save(b, dir)), Catch::Contains("'w'") && Catch::Contains("data type 99"));
+  ModelBuilder c = add_model();
+  c.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(77);
+  CHECK_THAT(load_error(save(c, dir)), Catch::Contains("'x'") && Catch::Contains("77"));
+}
+
+TEST_CASE("loader: external data is memory-mapped and checked", "[loader][external]") {
+  const std::string dir = scratch_dir("loader_external");
+  std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  std::string blob(16, '\0');  // an offset to prove it is honoured
+  blob.append(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float));
+  ModelBuilder::write_file(dir + "/weights.bin", blob);
+  ModelBuilder b = add_model();
+  ModelBuilder::external(*b.graph().mutable_initializer(0), "weights.bin", "16", "24");
+
+  SECTION("valid") {
+    Session s(load_onnx(save(b, dir)));
+    Tensor x = Tensor::allocate(DType::F32, {2, 3});
+    auto out = s.run({{"x", x}});
+    for (int i = 0; i < 6; ++i) CHECK(out[0].data<float>()[i] == w[static_cast<size_t>(i)]);
+  }
+  SECTION("missing file") {
+    ModelBuilder::external(*b.graph().mutable_initializer(0), "nothere.bin", "0", "24");
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("'w'") && Catch::Contains("nothere.bin") &&
+                                             Catch::Contains("does not exist"));
+  }
+  SECTION("absolute path") {
+    ModelBuilder::external(*b.graph().mutable_initializer(0), "/etc/passwd", "0", "24");
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("/etc/passwd") && Catch::Contains("absolute"));
+  }
+  SECTION("escaping with ..") {
+    ModelBuilder::external(*b.graph().mutable_initializer(0), "../loader_external/weights.bin", "16", "24");
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("..") && Catch::Contains("leaves"));
+  }
+  SECTION("symlink leading out") {
+    const std::string outside = scratch_dir("loader_external_outside");
+    ModelBuilder::write_file(outside + "/secret.bin", blob);
+    fs::create_symlink(outside + "/secret.bin", dir + "/link.bin");
+    ModelBuilder::external(*b.graph().mutable_initializer(0), "link.bin", "16", "24");
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("link.bin") && Catch::Contains("outside"));
+  }
+  SECTION("too short") {
+    ModelBuilder::external(*b.graph().mutable_initializer(0), "weights.bin", "32", "24");
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("weights.bin") && Catch::Contains("exceeds"));
+  }
+  SECTION("offset past the end") {
+    ModelBuilder::external(*b.graph().mutable_initializer(0), "weights.bin", "1000", "24");
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("offset 1000") && Catch::Contains("past the end"));
+  }
+  SECTION("offset + length overflowing 64 bits") {
+    ModelBuilder::external(*b.graph().mutable_initializer(0), "weights.bin", "16", "18446744073709551615");
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("exceeds"));
+    ModelBuilder::external(*b.graph().mutable_initializer(0), "weights.bin", "99999999999999999999999", "24");
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("offset"));
+  }
+  SECTION("length disagreeing with the shape") {
+    ModelBuilder::external(*b.graph().mutable_initializer(0), "weights.bin", "16", "20");
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("'w'") && Catch::Contains("24 bytes"));
+  }
+}
+
+TEST_CASE("loader: a model over 2 GB loads through external data", "[loader][external]") {
+  // A sparse 2.5 GB weight file: mapped, never read in full, so the test
+  // costs no disk and little time.
+  const std::string dir = scratch_dir("loader_big");
+  const int64_t n = (int64_t{5} << 30) / 8;  // 671M floats = 2.5 GiB
+  {
+    std::ofstream f(dir + "/big.bin", std::ios::binary);
+  }
+  REQUIRE(::truncate((dir + "/big.bin").c_str(), n * 4) == 0);
+  ModelBuilder b;
+  b.input("i", kInt64, {1}).output("y", kFloat, {1});
+  auto& w = b.initializer("w", kFloat, {n}, nullptr, 0);
+  ModelBuilder::external(w, "big.bin", "0", std::to_string(n * 4));
+  b.node("Gather", {"w", "i"}, {"y"});
+  Graph g = load_onnx(save(b, dir));
+  CHECK(g.values[static_cast<size_t>(g.find_value("w"))].constant->bytes() == static_cast<size_t>(n) * 4);
+  Session s(std::move(g));
+  Tensor i = Tensor::allocate(DType::I64, {1});
+  i.data<int64_t>()[0] = n - 1;
+  auto out = s.run({{"i", i}});
+  CHECK(out[0].data<float>()[0] == 0.0f);
+}
+
+TEST_CASE("loader: a node reading an undefined value", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_undefined");
+  ModelBuilder b;
+  b.input("x", kFloat, {2}).output("y", kFloat, {2});
+  b.node("Add", {"x", "ghost"}, {"y"}, "the_add");
+  CHECK_THAT(load_error(save(b, dir)), Catch::Contains("'the_add'") && Catch::Contains("'ghost'"));
+}
+
+TEST_CASE("loader: a cycle", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_cycle");
+  ModelBuilder b;
+  b.input("x", kFloat, {2}).output("y", kFloat, {2});
+  b.node("Add", {"x", "c"}, {"a"}, "first");
+  b.node("Relu", {"a"}, {"c"}, "second");
+  b.node("Relu", {"a"}, {"y"}, "third");
+  CHECK_THAT(load_error(save(b, dir)), Catch::Contains("cycle") && Catch::Contains("'first'") &&
+                                           Catch::Contains("'second'"));
+}
+
+TEST_CASE("loader: two nodes writing one name", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_twice");
+  ModelBuilder b;
+  b.input("x", kFloat, {2}).output("y", kFloat, {2});
+  b.node("Relu", {"x"}, {"y"}, "one");
+  b.node("Neg", {"x"}, {"y"}, "two");
+  CHECK_THAT(load_error(save(b, dir)), Catch::Contains("'two'") && Catch::Contains("'y'") && Catch::Contains("'one'"));
+}
+
+TEST_CASE("loader: an unknown op loads as a placeholder; running lists every unsupported op", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_unknown_op");
+  ModelBuilder b;
+  b.input("x", kFloat, {2}).output("y", kFloat, {2});
+  b.node("FrobnicateA", {"x"}, {"a"}, "f1");
+  b.node("Add", {"a", "a"}, {"b"}, "ok");
+  b.node("FrobnicateB", {"b"}, {"c"}, "f2");
+  b.node("FrobnicateA", {"c"}, {"y"}, "f3");
+  Graph g = load_onnx(save(b, dir));  // inspect works on it
+  CHECK(g.nodes.size() == 4);
+  try {
+    Session s(std::move(g));
+    FAIL("a session with unknown ops must not be created");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    CHECK_THAT(msg, Catch::Contains("3 node(s)") && Catch::Contains("FrobnicateA (opset 21) x2") &&
+                        Catch::Contains("FrobnicateB (opset 21) x1") && Catch::Contains("'f1'"));
+  }
+}
+
+TEST_CASE("loader: an unsupported opset", "[loader][bad-input]") {
+  const std::string dir = scratch_dir("loader_opset");
+  for (int64_t opset : {16, 22}) {
+    ModelBuilder b = add_model();
+    b.proto().mutable_opset_import(0)->set_version(opset);
+    CHECK_THAT(load_error(save(b, dir)), Catch::Contains("opset ai.onnx " + std::to_string(opset)) &&
+                                             Catch::Contains("17 to 21"));
+  }
+  ModelBuilder none = add_model();
+  none.proto().clear_opset_import();
+  CHECK_THAT(load_error(save(none, dir)), Catch::Contains("imports no ai.onnx opset"));
+}
+
+TEST_CASE("loader: initializers are views, not copies", "[loader]") {
+  const std::string dir = scratch_dir("loader_views");
+  std::vector<float> w(1 << 16, 1.5f);
+  ModelBuilder b;
+  b.input("x", kFloat, {1}).output("y", kFloat, {1});
+  b.initializer<float>("w", kFloat, {1 << 16}, w);
+  auto& fd = *b.graph().add_initializer();  // typed field rather than raw_data
+  fd.set_name("v");
+  fd.set_data_type(kFloat);
+  fd.add_dims(3);
+  for (float f : {1.f, 2.f, 3.f}) fd.add_float_data(f);
+  b.node("Add", {"x", "x"}, {"y"});
+  const Graph g = load_onnx(save(b, dir));
+  const Tensor& tw = *g.values[static_cast<size_t>(g.find_value("w"))].constant;
+  const Tensor& tv = *g.values[static_cast<size_t>(g.find_value("v"))].constant;
+  CHECK(tw.data<float>()[100] == 1.5f);
+  CHECK(tv.data<float>()[2] == 3.f);
+  // Both views share the parsed model as their owner: no per-tensor copy.
+  CHECK(tw.owner() == tv.owner());
+  CHECK(tw.owner() == g.keep_alive.front());
+}
