@@ -102,6 +102,28 @@ Session::Session(Graph graph, const SessionOptions& options) : graph_(std::move(
     for (int v : graph_.nodes[n].inputs)
       if (v >= 0) last_use_[static_cast<size_t>(v)] = static_cast<int>(n);
   for (int v : graph_.outputs) last_use_[static_cast<size_t>(v)] = kNever;
+  output_slot_.assign(graph_.values.size(), 0);
+  for (size_t i = 0; i < graph_.outputs.size(); ++i) output_slot_[static_cast<size_t>(graph_.outputs[i])] = i;
+  output_pool_.resize(graph_.outputs.size());
+}
+
+Tensor Session::output_buffer(size_t slot, DType dtype, const Shape& shape) {
+  const size_t bytes = std::max<size_t>(64, dtype_bytes(dtype, numel(shape)));
+  auto& pool = output_pool_[slot];
+  for (OutputBuffer& b : pool)
+    if (b.storage.use_count() == 1 && b.capacity >= bytes) return Tensor(dtype, shape, b.storage.get(), b.storage);
+  // Headroom so outputs that grow by a position per step (present) settle;
+  // two buffers per output cover a caller holding last step's while the
+  // next runs (present fed back as past).
+  const size_t capacity = (bytes + bytes / 4 + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, capacity);
+  if (!p) fail("{}: out of memory allocating {} bytes for an output", graph_.path, capacity);
+  std::shared_ptr<void> storage(p, [](void* q) { std::free(q); });
+  ++stats_.output_allocations;
+  auto victim = std::find_if(pool.begin(), pool.end(), [](const OutputBuffer& b) { return b.storage.use_count() == 1; });
+  if (victim != pool.end()) *victim = {storage, capacity};
+  else if (pool.size() < 2) pool.push_back({storage, capacity});
+  return Tensor(dtype, shape, p, storage);
 }
 
 Session::~Session() = default;
@@ -339,6 +361,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
   const Plan& p = plan_for(inputs);
   ensure_arena(p.arena_bytes);
   ++stats_.runs;
+  stats_.planned_bytes = p.arena_bytes;
   uint8_t* arena = static_cast<uint8_t*>(arena_.get());
 
   const size_t nv = graph_.values.size();
@@ -349,8 +372,10 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
 
   std::vector<const Tensor*> ins;
   std::vector<Tensor> outs;
+  stats_.nodes_run = 0;
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     if (p.mode[n] == Plan::Mode::Folded) continue;
+    ++stats_.nodes_run;
     const Node& node = graph_.nodes[n];
     Kernel& kernel = *kernels_[n];
     ins.assign(node.inputs.size(), nullptr);
@@ -369,7 +394,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
         else if (p.offset[vi] >= 0)
           outs[o] = Tensor(p.dtype[vi], p.shape[vi], arena + p.offset[vi]);
         else
-          outs[o] = Tensor::allocate_uninit(p.dtype[vi], p.shape[vi]);  // graph output
+          outs[o] = output_buffer(output_slot_[vi], p.dtype[vi], p.shape[vi]);
       }
       if (p.workspace_at[n] >= 0) workspace = arena + p.workspace_at[n];
       RunContext ctx(ins.data(), static_cast<int>(ins.size()), outs.data(), static_cast<int>(outs.size()), workspace,

@@ -51,9 +51,12 @@ class Session {
   // Counters for tests and traces.
   struct Stats {
     int64_t runs = 0;
+    int64_t nodes_run = 0;  // kernels run by the last run (folded nodes excluded)
     int64_t plans_built = 0;
-    int64_t arena_allocations = 0;  // times the arena had to grow
-    size_t arena_bytes = 0;
+    int64_t arena_allocations = 0;   // times the arena had to grow
+    int64_t output_allocations = 0;  // graph-output buffers that could not be recycled
+    size_t arena_bytes = 0;       // arena capacity
+    size_t planned_bytes = 0;     // what the last run's plan needs of it
   };
   const Stats& stats() const { return stats_; }
 
@@ -62,6 +65,9 @@ class Session {
   std::unique_ptr<Plan> build_plan(const std::vector<const Tensor*>& inputs);
   std::vector<const Tensor*> bind_inputs(const std::vector<NamedTensor>& inputs) const;
   void ensure_arena(size_t bytes);
+  // A buffer for graph output `slot`: one the caller has released since an
+  // earlier run if it is large enough, else a new one with headroom.
+  Tensor output_buffer(size_t slot, DType dtype, const Shape& shape);
 
   Graph graph_;
   SessionOptions options_;
@@ -73,6 +79,12 @@ class Session {
   std::shared_ptr<void> arena_;
   size_t arena_size_ = 0;
   Stats stats_;
+  struct OutputBuffer {
+    std::shared_ptr<void> storage;
+    size_t capacity = 0;
+  };
+  std::vector<std::vector<OutputBuffer>> output_pool_;  // per graph output
+  std::vector<size_t> output_slot_;                     // value id -> graph output index
 };
 
 }  // namespace onebit
