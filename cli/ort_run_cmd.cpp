@@ -1,0 +1,188 @@
+// `1bit ort-run MODEL --prompt "..."`: tokenize, prefill, decode greedily,
+// stream the text, print prefill tok/s and decode ms/token at the end.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "graph/error.h"
+#include "graph/npy.h"
+#include "graph/onnx_loader.h"
+#include "graph/session.h"
+#include "models/causal_lm.h"
+#include "models/chat.h"
+#include "models/generate.h"
+#include "models/model_files.h"
+#include "models/tokenizer.h"
+#include "ops/thread_pool.h"
+
+namespace onebit::cli {
+
+namespace {
+
+double peak_rss_mib() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty()) return;
+    try {
+      ids.push_back(static_cast<int32_t>(std::stol(cur)));
+    } catch (const std::exception&) {
+      fail("--prompt-ids: '{}' is not a token id", cur);
+    }
+    cur.clear();
+  };
+  for (char c : text) {
+    if ((c >= '0' && c <= '9') || c == '-') cur.push_back(c);
+    else flush();
+  }
+  flush();
+  return ids;
+}
+
+// "foo.npy" -> "foo.<suffix>.npy"
+std::string sibling(const std::string& path, const std::string& suffix) {
+  std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + "." + suffix + p.extension().string())).string();
+}
+
+}  // namespace
+
+void add_ort_run_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("ort-run", "Greedy text generation with an exported causal LM");
+  cmd->footer(
+      "\nExamples:\n"
+      "  1bit ort-run model.onnx --prompt \"The capital of France is\" -n 32\n"
+      "  1bit ort-run model-cached.onnx --cached --chat --prompt \"Tell me a joke\"\n"
+      "  1bit ort-run model.onnx --prompt \"Hi\" --dump-logits logits.npy   # + logits.ids.npy, logits.prompt.npy\n");
+  struct Args {
+    std::string model, prompt, prompt_ids, tokenizer, dump_logits, system;
+    int64_t max_new = 32;
+    bool cached = false, chat = false, basic = false, int8 = false, quiet = false, verbose = false;
+    int threads = 0;
+    std::string act_precision = "auto";
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("model", a->model, "ONNX causal LM (exported by scripts/export_onnx.py or Optimum)")->required();
+  cmd->add_option("--prompt,-p", a->prompt, "Prompt text");
+  cmd->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids (comma or space separated), bypassing the tokenizer");
+  cmd->add_option("-n,--max-new-tokens", a->max_new, "Tokens to generate at most")->capture_default_str();
+  cmd->add_flag("--cached", a->cached, "Use the graph's KV cache (the graph must have one; one with a cache uses it anyway)");
+  cmd->add_option("--dump-logits", a->dump_logits,
+                  "Write each step's logits as float32 [steps, vocab] .npy, the chosen ids beside it (.ids.npy) and "
+                  "the prompt ids (.prompt.npy)");
+  cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: beside the model)");
+  cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat format (ChatML)");
+  cmd->add_option("--system", a->system, "System message for --chat (default: the template's own, if any)");
+  cmd->add_option("--threads", a->threads, "Threads (default: the machine's cores)");
+  cmd->add_flag("--basic", a->basic, "Basic rewrites only: constant folding and the QDQ fusion (for parity runs)");
+  cmd->add_flag("--int8", a->int8, "Run float MatMuls with constant weights as dynamic int8");
+  cmd->add_option("--act-precision", a->act_precision,
+                  "Activations of 4-bit weight GEMMs: auto, int8-row, int8-block, float")->capture_default_str();
+  cmd->add_flag("--quiet,-q", a->quiet, "Print only the generated text");
+  cmd->add_flag("--verbose,-v", a->verbose, "Print the binding and the passes");
+  cmd->callback([a, &action] {
+    action = [a] {
+      using Clock = std::chrono::steady_clock;
+      if (a->max_new < 1) fail("-n/--max-new-tokens must be at least 1, got {}", a->max_new);
+      if (a->prompt.empty() == a->prompt_ids.empty()) fail("give exactly one of --prompt and --prompt-ids");
+      const ModelFiles files = read_model_files(a->model);
+      const std::string tok_path = a->tokenizer.empty() ? files.tokenizer_path : a->tokenizer;
+      std::unique_ptr<Tokenizer> tokenizer;
+      if (!tok_path.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tok_path));
+      else if (!a->prompt.empty())
+        fail("{}: no tokenizer.json beside the model; pass --tokenizer PATH (or --prompt-ids)", a->model);
+
+      const auto t_load = Clock::now();
+      SessionOptions opts = SessionOptions::from_env();
+      opts.threads = a->threads;
+      opts.basic = a->basic;
+      opts.int8 = a->int8;
+      opts.act_precision = a->act_precision;
+      Session session(load_onnx(a->model), opts);
+      const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+      const CausalLmBinding binding = bind_causal_lm(session.graph());
+      if (a->cached && binding.cache == CausalLmBinding::Cache::None)
+        fail("{}: --cached, but the graph has no KV cache input (past, or past_key_values.N.key/value); export it "
+             "with scripts/export_onnx.py --cached",
+             a->model);
+      if (a->verbose) {
+        fmt::print(stderr, "binding: {}\n", describe(binding));
+        for (const auto& line : session.pass_report().log) fmt::print(stderr, "{}\n", line);
+      }
+
+      std::vector<int32_t> prompt;
+      if (!a->prompt_ids.empty()) {
+        prompt = parse_ids(a->prompt_ids);
+      } else {
+        const std::string text =
+            a->chat ? apply_chat_template(files.chat_template, a->prompt, a->system, files.dir) : a->prompt;
+        prompt = tokenizer->encode(text);
+      }
+      GenerateOptions gen;
+      gen.max_new_tokens = a->max_new;
+      gen.max_context = files.max_positions;
+      gen.keep_logits = !a->dump_logits.empty();
+      gen.eos_ids = files.eos_ids;
+      if (tokenizer)
+        for (const auto& t : files.eos_tokens)
+          if (int32_t id = tokenizer->token_to_id(t); id >= 0) gen.eos_ids.push_back(id);
+
+      Generator generator(session, binding);
+      std::unique_ptr<StreamDecoder> stream;
+      if (tokenizer) stream = std::make_unique<StreamDecoder>(*tokenizer, /*skip_special=*/true);
+      const GenerateResult r = generator.run(prompt, gen, [&](int32_t id) {
+        if (stream) {
+          const std::string piece = stream->push(id);
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+        } else {
+          std::printf("%d ", id);
+        }
+        std::fflush(stdout);
+      });
+      if (stream) {
+        const std::string rest = stream->flush();
+        std::fwrite(rest.data(), 1, rest.size(), stdout);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+
+      if (!a->dump_logits.empty()) {
+        Tensor logits = Tensor::allocate_uninit(DType::F32, {static_cast<int64_t>(r.tokens.size()), r.vocab});
+        std::copy(r.logits.begin(), r.logits.end(), logits.data<float>());
+        write_npy(a->dump_logits, logits);
+        auto ids = [](const std::vector<int32_t>& v) {
+          Tensor t = Tensor::allocate_uninit(DType::I64, {static_cast<int64_t>(v.size())});
+          std::copy(v.begin(), v.end(), t.data<int64_t>());
+          return t;
+        };
+        write_npy(sibling(a->dump_logits, "ids"), ids(r.tokens));
+        write_npy(sibling(a->dump_logits, "prompt"), ids(r.prompt));
+      }
+      if (!a->quiet) {
+        const int64_t steps = r.decode_steps();
+        fmt::print(stderr, "\n{} prompt tokens, {} generated{} | {} cache | threads {}\n", r.prompt.size(),
+                   r.tokens.size(), r.stopped_at_eos ? " (end of sequence)" : r.stopped_at_context ? " (context full)" : "",
+                   binding.cache == CausalLmBinding::Cache::None ? "no" : "KV", session.pool().size());
+        fmt::print(stderr, "load {:.2f} s | prefill {:.1f} tok/s ({:.1f} ms) | decode {} | peak RSS {:.0f} MiB\n", load_s,
+                   r.prompt.size() / (r.prefill_ms / 1000.0), r.prefill_ms,
+                   steps > 0 ? fmt::format("{:.2f} ms/token, {:.2f} tok/s", r.decode_ms / steps, steps / (r.decode_ms / 1000.0))
+                             : std::string("-"),
+                   peak_rss_mib());
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace onebit::cli

@@ -1,0 +1,121 @@
+#include "models/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "graph/error.h"
+
+namespace onebit {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+int index_of(const std::vector<std::string>& names, const std::string& name) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+// An integer tensor [1, n] of `dtype` (int64 or int32) filled by `value(i)`.
+template <class F>
+Tensor int_row(DType dtype, int64_t n, F value) {
+  Tensor t = Tensor::allocate_uninit(dtype, {1, n});
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::I32) t.data<int32_t>()[i] = static_cast<int32_t>(value(i));
+    else t.data<int64_t>()[i] = value(i);
+  }
+  return t;
+}
+
+}  // namespace
+
+int32_t argmax(const float* v, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (v[i] > v[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+Generator::Generator(Session& session, CausalLmBinding binding) : session_(session), binding_(std::move(binding)) {
+  const auto outs = session_.output_names();
+  logits_slot_ = index_of(outs, binding_.logits);
+  for (const auto& name : binding_.present_outputs) present_index_.push_back(index_of(outs, name));
+}
+
+const float* Generator::forward(const std::vector<int32_t>& ids, int64_t past_len) {
+  const int64_t seq = static_cast<int64_t>(ids.size());
+  std::vector<NamedTensor> inputs;
+  inputs.push_back({binding_.input_ids, int_row(binding_.ids_dtype, seq, [&](int64_t i) { return int64_t{ids[size_t(i)]}; })});
+  if (!binding_.attention_mask.empty())
+    inputs.push_back({binding_.attention_mask, int_row(binding_.mask_dtype, past_len + seq, [](int64_t) { return 1; })});
+  if (!binding_.position_ids.empty())
+    inputs.push_back({binding_.position_ids, int_row(binding_.positions_dtype, seq, [&](int64_t i) { return past_len + i; })});
+  if (binding_.cache != CausalLmBinding::Cache::None) {
+    if (cache_.empty()) {  // the first step: an empty cache, past length 0
+      for (size_t i = 0; i < binding_.past_inputs.size(); ++i) {
+        Shape s = binding_.cache == CausalLmBinding::Cache::Stacked
+                      ? Shape{2 * binding_.layers, 1, binding_.kv_heads, 0, binding_.head_dim}
+                      : Shape{1, binding_.kv_heads, 0, binding_.head_dim};
+        cache_.push_back(Tensor::allocate(binding_.cache_dtype, s));
+      }
+    }
+    for (size_t i = 0; i < binding_.past_inputs.size(); ++i) inputs.push_back({binding_.past_inputs[i], cache_[i]});
+  }
+  outputs_.clear();  // release last step's buffers so the session can recycle them
+  outputs_ = session_.run(inputs);
+  inputs.clear();
+  if (binding_.cache != CausalLmBinding::Cache::None)
+    for (size_t i = 0; i < present_index_.size(); ++i) cache_[i] = outputs_[static_cast<size_t>(present_index_[i])];
+
+  const Tensor& logits = outputs_[static_cast<size_t>(logits_slot_)];
+  if (logits.rank() != 3 || logits.dim(0) != 1 || logits.dim(1) != seq)
+    fail("{}: logits have shape {}, expected [1, {}, vocab]", session_.graph().path, shape_str(logits.shape()), seq);
+  if (logits.dtype() != DType::F32) fail("{}: logits are {}, expected float32", session_.graph().path, dtype_name(logits.dtype()));
+  vocab_ = logits.dim(2);
+  return logits.data<float>() + (seq - 1) * vocab_;
+}
+
+GenerateResult Generator::run(const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                              const std::function<void(int32_t)>& on_token) {
+  if (prompt.empty()) fail("the prompt is empty (0 tokens)");
+  if (options.max_new_tokens < 1) fail("the number of new tokens must be at least 1, got {}", options.max_new_tokens);
+  const int64_t ctx = options.max_context;
+  if (ctx > 0 && static_cast<int64_t>(prompt.size()) >= ctx)
+    fail("the prompt is {} tokens; the model's context is {} positions", prompt.size(), ctx);
+  cache_.clear();
+  GenerateResult r;
+  r.prompt = prompt;
+  std::vector<int32_t> sequence = prompt;
+  const bool cached = binding_.cache != CausalLmBinding::Cache::None;
+  int64_t past_len = 0;
+  for (int64_t step = 0; step < options.max_new_tokens; ++step) {
+    const auto t0 = Clock::now();
+    const float* logits = cached && step > 0 ? forward({sequence.back()}, past_len) : forward(sequence, 0);
+    const int32_t next = argmax(logits, vocab_);
+    (step == 0 ? r.prefill_ms : r.decode_ms) += ms_since(t0);
+    if (options.keep_logits) r.logits.insert(r.logits.end(), logits, logits + vocab_);
+    r.vocab = vocab_;
+    past_len = static_cast<int64_t>(sequence.size());
+    sequence.push_back(next);
+    r.tokens.push_back(next);
+    if (on_token) on_token(next);
+    if (std::find(options.eos_ids.begin(), options.eos_ids.end(), next) != options.eos_ids.end()) {
+      r.stopped_at_eos = true;
+      break;
+    }
+    if (ctx > 0 && static_cast<int64_t>(sequence.size()) >= ctx) {
+      r.stopped_at_context = true;
+      break;
+    }
+  }
+  outputs_.clear();
+  cache_.clear();
+  return r;
+}
+
+}  // namespace onebit
