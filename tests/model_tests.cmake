@@ -1,0 +1,29 @@
+# End-to-end tests on small exported models. The exports are made once by
+# scripts/export_onnx.py into ${PROJECT_BINARY_DIR}/models (cached: redone
+# only when missing) and shared by the tests through a ctest fixture.
+set(ONEBIT_RUN_PY ${PROJECT_SOURCE_DIR}/scripts/run_python.sh)
+set(ONEBIT_TEST_MODELS ${PROJECT_BINARY_DIR}/models)
+set(ONEBIT_TINY ${ONEBIT_TEST_MODELS}/qwen3-tiny)
+
+add_test(NAME export_tiny_qwen3
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/test_models.py tiny --out ${ONEBIT_TINY})
+set_tests_properties(export_tiny_qwen3 PROPERTIES FIXTURES_SETUP tiny_qwen3 TIMEOUT 900)
+
+# Issue-2 parity: 1bit run vs onnxruntime on the same inputs, default and cached exports.
+foreach(variant model model-cached)
+  add_test(NAME parity_run_${variant}
+    COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/check_run_parity.py
+            --onebit $<TARGET_FILE:onebit_cli> --model ${ONEBIT_TINY}/${variant}.onnx --tol 1e-4)
+  set_tests_properties(parity_run_${variant} PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+  add_test(NAME parity_run_${variant}_no_passes
+    COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/check_run_parity.py
+            --onebit $<TARGET_FILE:onebit_cli> --model ${ONEBIT_TINY}/${variant}.onnx --tol 1e-4
+            --onebit-arg=--stop-after-pass --onebit-arg=0)
+  set_tests_properties(parity_run_${variant}_no_passes PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+endforeach()
+
+# `1bit inspect --json` against the onnx package's independent count.
+add_test(NAME census_matches_onnx
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/check_census.py
+          --onebit $<TARGET_FILE:onebit_cli> ${ONEBIT_TINY}/model.onnx ${ONEBIT_TINY}/model-cached.onnx)
+set_tests_properties(census_matches_onnx PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 300)
