@@ -4,7 +4,6 @@
 
 namespace onebit {
 
-void fuse_qdq_matmul(Graph&, const SessionOptions&, PassReport&, ThreadPool&) {}
 void fuse_w4_matmul(Graph&, const SessionOptions&, PassReport&, ThreadPool&) {}
 void int8_dynamic_matmul(Graph&, const SessionOptions&, PassReport&, ThreadPool&) {}
 

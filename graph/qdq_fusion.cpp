@@ -1,0 +1,220 @@
+// QDQ-group fusion (DESIGN.md "Fused A8W8 group"):
+//
+//   x_q --DequantizeLinear(s_x, zp_x)--> x_dq --+
+//                                               +--> MatMul --> y [--QuantizeLinear(s_y, zp_y)--> y_q]
+//   w_q --DequantizeLinear(s_w, zp_w)--> w_dq --+
+//
+// becomes one com.onebit::QDQMatMul node reading x_q and w_q directly; the
+// dequantized float tensors are never made (the DequantizeLinear nodes die
+// unless something else reads them).
+//
+// Preconditions (each failure is a refusal with a reason, logged under
+// ONEBIT_QDQ_DEBUG=1 and counted in the pass report):
+//   - both MatMul inputs come from DequantizeLinear (ai.onnx or com.microsoft);
+//   - w_q is a constant 2-D int8/uint8 initializer, x_q is int8/uint8;
+//   - scales are constant float32; zero points constant, of the data's type;
+//   - x scale per tensor or per row (axis 0 of a 2-D x); w scale per tensor
+//     or per column (axis 1). A scale along K weights the products inside
+//     the sum and cannot fold into an integer epilogue: refused;
+//   - no block_size (blocked scales run along K);
+//   - a QuantizeLinear folded in only if it is y's sole reader, per tensor,
+//     int8/uint8, with constant scale and zero point.
+// Refused groups run node by node, with the same output.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <optional>
+#include <variant>
+
+#include "graph/fusions.h"
+#include "ops/registry.h"
+
+namespace onebit {
+
+namespace {
+
+bool is_q_op(const Node& n, const char* op) {
+  return n.op_type == op && (n.domain.empty() || n.domain == kMicrosoftDomain);
+}
+
+const Node* producer(const Graph& g, int value) {
+  if (value < 0) return nullptr;
+  const int p = g.values[static_cast<size_t>(value)].producer;
+  return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
+}
+
+const Tensor* constant(const Graph& g, const Node& n, size_t input) {
+  if (input >= n.inputs.size() || n.inputs[input] < 0) return nullptr;
+  const Value& v = g.values[static_cast<size_t>(n.inputs[input])];
+  return v.constant ? &*v.constant : nullptr;
+}
+
+bool is_int8(DType t) { return t == DType::I8 || t == DType::U8; }
+
+struct QdqGroup {
+  int matmul = -1, dq_x = -1, dq_w = -1, q_y = -1;
+  bool x_per_row = false, w_per_column = false;
+};
+
+// Scale layout of one DequantizeLinear: per tensor, or per axis `axis`.
+struct ScaleLayout {
+  bool per_axis = false;
+  int64_t axis = 0;
+};
+
+// Checks the scale and zero point of a Q/DQ node; returns the refusal
+// reason, or nothing when they fit one of the foldable layouts.
+std::optional<std::string> scale_layout(const Graph& g, const Node& q, int64_t data_rank, ScaleLayout& out) {
+  const Tensor* scale = constant(g, q, 1);
+  if (!scale) return "scale_not_constant";
+  if (scale->dtype() != DType::F32) return "scale_dtype";
+  if (q.inputs.size() > 2 && q.inputs[2] >= 0 && !constant(g, q, 2)) return "zero_point_not_constant";
+  if (q.attrs.get_int("block_size", 0) > 0) return "blocked";
+  if (scale->size() == 1) return std::nullopt;  // per tensor ([] or [1])
+  if (scale->rank() != 1) return "scale_shape";
+  int64_t axis = q.attrs.get_int("axis", 1);
+  if (data_rank < 0) return "unknown_rank";
+  if (axis < 0) axis += data_rank;
+  out.per_axis = true;
+  out.axis = axis;
+  return std::nullopt;
+}
+
+std::variant<QdqGroup, std::string> match(const Graph& g, const std::vector<std::vector<int>>& readers, int mm) {
+  const Node& matmul = g.nodes[static_cast<size_t>(mm)];
+  const Node* dq_x = producer(g, matmul.inputs[0]);
+  const Node* dq_w = producer(g, matmul.inputs.size() > 1 ? matmul.inputs[1] : -1);
+  const bool x_dq = dq_x && is_q_op(*dq_x, "DequantizeLinear");
+  const bool w_dq = dq_w && is_q_op(*dq_w, "DequantizeLinear");
+  if (!x_dq && !w_dq) return std::string();  // a float MatMul: not a group
+  if (!x_dq) return "activation_not_dequantized";
+  if (!w_dq) return "weight_not_dequantized";
+
+  QdqGroup grp;
+  grp.matmul = mm;
+  grp.dq_x = g.values[static_cast<size_t>(matmul.inputs[0])].producer;
+  grp.dq_w = g.values[static_cast<size_t>(matmul.inputs[1])].producer;
+  const Tensor* w = constant(g, *dq_w, 0);
+  if (!w) return "weight_not_constant";
+  if (w->rank() != 2) return "weight_rank";
+  if (!is_int8(w->dtype())) return "weight_dtype_" + std::string(dtype_name(w->dtype()));
+  const Value& xq = g.values[static_cast<size_t>(dq_x->inputs[0])];
+  DType x_type = xq.dtype;
+  if (x_type == DType::Undefined && xq.constant) x_type = xq.constant->dtype();
+  if (x_type == DType::Undefined) {
+    // The exporter did not declare it: the producer decides (QuantizeLinear's zero point type, default uint8).
+    const Node* q = producer(g, dq_x->inputs[0]);
+    if (q && is_q_op(*q, "QuantizeLinear")) {
+      const Tensor* zp = constant(g, *q, 2);
+      x_type = zp ? zp->dtype() : static_cast<DType>(q->attrs.get_int("output_dtype", 2));
+    }
+  }
+  if (!is_int8(x_type)) return "activation_dtype_" + std::string(dtype_name(x_type));
+
+  ScaleLayout ws, xs;
+  if (auto why = scale_layout(g, *dq_w, 2, ws)) return "weight_" + *why;
+  if (ws.per_axis && ws.axis == 0) return "weight_scale_along_k";
+  if (ws.per_axis && ws.axis != 1) return "weight_scale_axis";
+  grp.w_per_column = ws.per_axis;
+  const int64_t x_rank = xq.has_shape ? static_cast<int64_t>(xq.dims.size()) : -1;
+  if (auto why = scale_layout(g, *dq_x, x_rank, xs)) return "activation_" + *why;
+  if (xs.per_axis && xs.axis == x_rank - 1) return "activation_scale_along_k";
+  if (xs.per_axis && !(x_rank == 2 && xs.axis == 0)) return "activation_scale_axis";
+  grp.x_per_row = xs.per_axis;
+
+  // An optional QuantizeLinear that is y's only reader.
+  const int y = matmul.outputs[0];
+  const auto& y_readers = readers[static_cast<size_t>(y)];
+  if (y_readers.size() == 1 && !g.values[static_cast<size_t>(y)].is_output) {
+    const Node& q = g.nodes[static_cast<size_t>(y_readers[0])];
+    ScaleLayout ys;
+    const Tensor* zp = constant(g, q, 2);
+    const DType out_type = zp ? zp->dtype() : static_cast<DType>(q.attrs.get_int("output_dtype", 2));
+    if (is_q_op(q, "QuantizeLinear") && q.inputs[0] == y && !scale_layout(g, q, -1, ys) && !ys.per_axis &&
+        is_int8(out_type))
+      grp.q_y = y_readers[0];
+  }
+  return grp;
+}
+
+}  // namespace
+
+void fuse_qdq_matmul(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool&) {
+  const auto readers = g.consumers();
+  std::map<std::string, int64_t> refused;
+  std::vector<QdqGroup> groups;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    if (node.op_type != "MatMul" || !node.domain.empty() || node.inputs.size() != 2) continue;
+    auto m = match(g, readers, static_cast<int>(n));
+    if (auto* why = std::get_if<std::string>(&m)) {
+      if (!why->empty()) ++refused[*why];
+      continue;
+    }
+    if (!options.qdq_fusion) {
+      ++refused["disabled_by_ONEBIT_QDQ=0"];
+      continue;
+    }
+    groups.push_back(std::get<QdqGroup>(m));
+  }
+
+  // Rewrite: the MatMul becomes the fused node; a folded Q is dropped and its
+  // output becomes the fused node's output.
+  std::vector<bool> drop(g.nodes.size(), false);
+  int64_t with_q = 0;
+  for (const QdqGroup& grp : groups) {
+    const Node& dq_x = g.nodes[static_cast<size_t>(grp.dq_x)];
+    const Node& dq_w = g.nodes[static_cast<size_t>(grp.dq_w)];
+    Node& mm = g.nodes[static_cast<size_t>(grp.matmul)];
+    auto in = [](const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
+    Node fused;
+    fused.name = mm.name + "/qdq";
+    fused.op_type = "QDQMatMul";
+    fused.domain = kOneBitDomain;
+    fused.opset = 1;
+    fused.inputs = {in(dq_x, 0), in(dq_x, 1), in(dq_x, 2), in(dq_w, 0), in(dq_w, 1), in(dq_w, 2), -1, -1};
+    fused.outputs = mm.outputs;
+    Attribute a;
+    a.kind = Attribute::Kind::Int;
+    a.i = grp.x_per_row;
+    fused.attrs.set("x_per_row", a);
+    a.i = grp.w_per_column;
+    fused.attrs.set("w_per_column", a);
+    if (grp.q_y >= 0) {
+      const Node& q = g.nodes[static_cast<size_t>(grp.q_y)];
+      fused.inputs[6] = in(q, 1);
+      fused.inputs[7] = in(q, 2);
+      fused.outputs = q.outputs;
+      a.i = q.attrs.get_int("output_dtype", 0);
+      fused.attrs.set("output_dtype", a);
+      drop[static_cast<size_t>(grp.q_y)] = true;
+      ++with_q;
+    }
+    mm = std::move(fused);
+  }
+  if (!groups.empty()) {
+    std::vector<Node> kept;
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      if (!drop[n]) kept.push_back(std::move(g.nodes[n]));
+    g.nodes = std::move(kept);
+    g.relink();
+  }
+
+  report.count("qdq_fused", static_cast<int64_t>(groups.size()));
+  report.count("qdq_fused_with_q", with_q);
+  int64_t total_refused = 0;
+  for (const auto& [why, count] : refused) {
+    report.count("qdq_refused:" + why, count);
+    total_refused += count;
+  }
+  report.count("qdq_refused", total_refused);
+  if (options.qdq_debug) {
+    for (const auto& [why, count] : refused)
+      std::fprintf(stderr, "%s: qdq_refused why=%s count=%lld\n", g.path.c_str(), why.c_str(),
+                   static_cast<long long>(count));
+    std::fprintf(stderr, "%s: qdq_fused groups=%zu with_q=%lld refused=%lld\n", g.path.c_str(), groups.size(),
+                 static_cast<long long>(with_q), static_cast<long long>(total_refused));
+  }
+}
+
+}  // namespace onebit
