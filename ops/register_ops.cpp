@@ -13,6 +13,12 @@ void register_all_ops(OpRegistry& r) {
   register_concat_split_ops(r);
   register_gather_ops(r);
   register_scatter_ops(r);
+  register_unary_ops(r);
+  register_activation_ops(r);
+  register_variadic_ops(r);
+  register_cast_ops(r);
+  register_reduce_ops(r);
+  register_softmax_ops(r);
 }
 
 }  // namespace onebit

@@ -16,5 +16,11 @@ void register_expand_tile_ops(OpRegistry& r);
 void register_concat_split_ops(OpRegistry& r);
 void register_gather_ops(OpRegistry& r);
 void register_scatter_ops(OpRegistry& r);
+void register_unary_ops(OpRegistry& r);
+void register_activation_ops(OpRegistry& r);
+void register_variadic_ops(OpRegistry& r);
+void register_cast_ops(OpRegistry& r);
+void register_reduce_ops(OpRegistry& r);
+void register_softmax_ops(OpRegistry& r);
 
 }  // namespace onebit

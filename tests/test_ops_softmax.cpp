@@ -1,0 +1,106 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "op_test_util.h"
+#include "ops/registry.h"
+
+using namespace onebit;
+using namespace onebit::test;
+
+namespace {
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+// Double-precision softmax / logsoftmax of x [outer, n, inner] along n.
+std::vector<double> reference(const std::vector<double>& x, int64_t outer, int64_t n, int64_t inner, bool log) {
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t k) { return static_cast<size_t>((o * n + k) * inner + i); };
+      double m = -kInf, s = 0;
+      for (int64_t k = 0; k < n; ++k) m = std::max(m, x[at(k)]);
+      for (int64_t k = 0; k < n; ++k) s += std::exp(x[at(k)] - m);
+      for (int64_t k = 0; k < n; ++k) y[at(k)] = log ? x[at(k)] - m - std::log(s) : std::exp(x[at(k)] - m) / s;
+    }
+  return y;
+}
+
+std::vector<double> random_values(size_t n, double scale, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(-scale, scale);
+  std::vector<double> v(n);
+  for (double& x : v) x = static_cast<double>(static_cast<float>(d(rng)));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("softmax family is registered for opsets 17-21", "[softmax]") {
+  for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"})
+    for (int64_t v = 17; v <= 21; ++v) CHECK(OpRegistry::global().find("", op, v) != nullptr);
+}
+
+TEST_CASE("Softmax on a hand-computed row", "[softmax]") {
+  const Tensor y = OpTest("Softmax").input(make_tensor<float>({1, 3}, {1, 2, 3})).run1();
+  const double e1 = std::exp(-2.0), e2 = std::exp(-1.0), s = e1 + e2 + 1;
+  CHECK(all_close(to_doubles(y), {e1 / s, e2 / s, 1 / s}, 1e-6));
+  const Tensor l = OpTest("LogSoftmax").input(make_tensor<float>({1, 3}, {1, 2, 3})).run1();
+  CHECK(all_close(to_doubles(l), {-2 - std::log(s), -1 - std::log(s), -std::log(s)}, 1e-6));
+}
+
+TEST_CASE("Softmax and LogSoftmax match a double reference on every axis", "[softmax]") {
+  const Shape shape{3, 37, 70};
+  const auto x = random_values(3 * 37 * 70, 20, 7);
+  for (int64_t axis : {0, 1, 2, -1, -2}) {
+    const int64_t a = axis < 0 ? axis + 3 : axis;
+    const int64_t outer = a == 0 ? 1 : a == 1 ? 3 : 3 * 37, n = shape[static_cast<size_t>(a)];
+    const int64_t inner = a == 0 ? 37 * 70 : a == 1 ? 70 : 1;
+    for (bool log : {false, true}) {
+      INFO("axis " << axis << (log ? " LogSoftmax" : " Softmax"));
+      const Tensor y = OpTest(log ? "LogSoftmax" : "Softmax").threads(2).attr("axis", axis)
+                           .input(make_tensor_as(DType::F32, shape, x)).run1();
+      CHECK(all_close(to_doubles(y), reference(x, outer, n, inner, log), 1e-6, 1e-7));
+    }
+  }
+}
+
+TEST_CASE("Softmax is stable for large inputs and handles -inf", "[softmax]") {
+  const Tensor y = OpTest("Softmax").input(make_tensor_as(DType::F32, {4}, {1000, 1000, -kInf, 999})).run1();
+  const double s = 2 + std::exp(-1.0);
+  CHECK(all_close(to_doubles(y), {1 / s, 1 / s, 0, std::exp(-1.0) / s}, 1e-6));
+  const Tensor l = OpTest("LogSoftmax").input(make_tensor_as(DType::F32, {2}, {-kInf, 0})).run1();
+  CHECK(all_close(to_doubles(l), {-kInf, 0}));
+  const auto n = to_doubles(OpTest("Softmax").input(make_tensor_as(DType::F32, {2}, {kNaN, 0})).run1());
+  CHECK((std::isnan(n[0]) && std::isnan(n[1])));
+}
+
+TEST_CASE("Softmax on f16, bf16 and f64", "[softmax]") {
+  const auto x = random_values(2 * 10, 4, 3);
+  const auto want = reference(x, 2, 10, 1, false);
+  const Tensor h = OpTest("Softmax").input(make_tensor_as(DType::F16, {2, 10}, x)).run1();
+  CHECK(h.dtype() == DType::F16);
+  std::vector<double> xh = to_doubles(make_tensor_as(DType::F16, {2, 10}, x));
+  CHECK(all_close(to_doubles(h), reference(xh, 2, 10, 1, false), 1e-3, 1e-4));
+  const Tensor d = OpTest("Softmax").input(make_tensor_as(DType::F64, {2, 10}, x)).run1();
+  CHECK(all_close(to_doubles(d), want, 1e-13, 0));
+  const Tensor b = OpTest("LogSoftmax").attr("axis", int64_t{0}).input(make_tensor_as(DType::BF16, {2, 10}, x)).run1();
+  CHECK(b.dtype() == DType::BF16);
+}
+
+TEST_CASE("Hardmax picks the first maximum", "[softmax][hardmax]") {
+  const Tensor y = OpTest("Hardmax").input(make_tensor<float>({2, 4}, {3, 1, 3, 2, -1, -1, -1, -1})).run1();
+  CHECK(values<float>(y) == std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0});
+  const Tensor c = OpTest("Hardmax").attr("axis", int64_t{0}).input(make_tensor<float>({2, 3}, {1, 5, 2, 4, 5, 0}))
+                       .run1();
+  CHECK(values<float>(c) == std::vector<float>{0, 1, 1, 1, 0, 0});
+}
+
+TEST_CASE("softmax family edge cases", "[softmax]") {
+  CHECK(OpTest("Softmax").input(make_tensor<float>({0, 3}, {})).run1().shape() == Shape{0, 3});
+  CHECK(OpTest("Softmax").attr("axis", int64_t{0}).input(make_tensor<float>({0, 3}, {})).run1().shape() == Shape{0, 3});
+  CHECK_THROWS_WITH(OpTest("Softmax").attr("axis", int64_t{2}).input(make_tensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})).run(),
+                    Catch::Contains("axis"));
+  CHECK_THROWS_WITH(OpTest("Softmax").input(make_tensor<int32_t>({1}, {1})).run(), Catch::Contains("int32"));
+}
