@@ -10,8 +10,14 @@ namespace {
 // when messages[0] is not a system message. The literal is taken from the
 // template, so it is the model's own default and not ours.
 std::string default_system(const std::string& tmpl) {
-  const std::string key = "<|im_start|>system\\n";
-  const size_t at = tmpl.find(key);
+  // The newline after the role is a real one in the template text, or the
+  // two characters \n when the template writes it as a Jinja escape.
+  std::string key = "<|im_start|>system\n";
+  size_t at = tmpl.find(key);
+  if (at == std::string::npos) {
+    key = "<|im_start|>system\\n";
+    at = tmpl.find(key);
+  }
   if (at == std::string::npos) return {};
   const size_t start = at + key.size();
   const size_t end = tmpl.find("<|im_end|>", start);

@@ -3,6 +3,8 @@
 #include <simdjson.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "graph/error.h"
 
@@ -11,33 +13,66 @@ namespace onebit {
 namespace {
 
 namespace fs = std::filesystem;
-using simdjson::dom::element;
+namespace od = simdjson::ondemand;
 
-// Parses `path` if it exists; false when it does not.
-bool parse_if_exists(simdjson::dom::parser& parser, const fs::path& path, element& root) {
-  if (!fs::exists(path)) return false;
-  simdjson::padded_string text;
-  if (simdjson::padded_string::load(path.string()).get(text)) fail("{}: cannot read", path.string());
-  if (auto err = parser.parse(text).get(root)) fail("{}: not valid JSON: {}", path.string(), simdjson::error_message(err));
-  return true;
-}
+// On-demand parsing reads only the fields asked for, so a value these files
+// may carry that the DOM parser rejects (tokenizer_config's model_max_length
+// of 1e30 written as a 31-digit integer) does not stop us.
+class JsonFile {
+ public:
+  explicit JsonFile(const fs::path& path) : path_(path.string()) {
+    if (simdjson::padded_string::load(path_).get(text_)) fail("{}: cannot read", path_);
+  }
+  // Calls f(value) for each top-level field named `key` found.
+  template <class F>
+  void field(std::string_view key, F&& f) {
+    od::document doc;
+    if (parser_.iterate(text_).get(doc)) fail("{}: not valid JSON", path_);
+    od::object obj;
+    if (doc.get_object().get(obj)) fail("{}: not a JSON object", path_);
+    for (auto member : obj) {
+      std::string_view k;
+      if (member.unescaped_key().get(k)) fail("{}: not valid JSON", path_);
+      if (k != key) continue;
+      od::value v;
+      if (member.value().get(v)) fail("{}: not valid JSON at '{}'", path_, key);
+      f(v);
+      return;
+    }
+  }
+  const std::string& path() const { return path_; }
 
-// eos_token_id: an int or a list of ints.
-void read_ids(element value, std::vector<int64_t>& out, const std::string& where) {
-  int64_t one;
-  if (!value.get_int64().get(one)) {
-    out.push_back(one);
+ private:
+  std::string path_;
+  simdjson::padded_string text_;
+  od::parser parser_;
+};
+
+// eos_token_id: an int or a list of ints (or null).
+void read_ids(od::value v, std::vector<int64_t>& out, const std::string& where) {
+  od::json_type type;
+  if (v.type().get(type)) fail("{}: eos_token_id is malformed", where);
+  if (type == od::json_type::null) return;
+  if (type == od::json_type::number) {
+    int64_t id;
+    if (v.get_int64().get(id)) fail("{}: eos_token_id is not an integer", where);
+    out.push_back(id);
     return;
   }
-  simdjson::dom::array list;
-  if (value.get_array().get(list)) {
-    if (value.is_null()) return;
-    fail("{}: eos_token_id is neither an integer nor a list", where);
+  od::array list;
+  if (v.get_array().get(list)) fail("{}: eos_token_id is neither an integer nor a list", where);
+  for (auto e : list) {
+    int64_t id;
+    if (e.get_int64().get(id)) fail("{}: eos_token_id holds a non-integer", where);
+    out.push_back(id);
   }
-  for (element e : list) {
-    if (e.get_int64().get(one)) fail("{}: eos_token_id holds a non-integer", where);
-    out.push_back(one);
-  }
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace
@@ -49,29 +84,39 @@ ModelFiles read_model_files(const std::string& model_path) {
   const fs::path base(f.dir);
   if (fs::exists(base / "tokenizer.json")) f.tokenizer_path = (base / "tokenizer.json").string();
 
-  simdjson::dom::parser parser;
-  element root;
-  if (parse_if_exists(parser, base / "generation_config.json", root)) {
-    element v;
-    if (!root["eos_token_id"].get(v)) read_ids(v, f.eos_ids, (base / "generation_config.json").string());
+  if (fs::exists(base / "generation_config.json")) {
+    JsonFile j(base / "generation_config.json");
+    j.field("eos_token_id", [&](od::value v) { read_ids(v, f.eos_ids, j.path()); });
   }
-  if (parse_if_exists(parser, base / "config.json", root)) {
-    element v;
-    if (f.eos_ids.empty() && !root["eos_token_id"].get(v)) read_ids(v, f.eos_ids, (base / "config.json").string());
-    int64_t n;
-    if (!root["max_position_embeddings"].get_int64().get(n)) f.max_positions = n;
-    std::string_view type;
-    if (!root["model_type"].get_string().get(type)) f.model_type = std::string(type);
+  if (fs::exists(base / "config.json")) {
+    JsonFile j(base / "config.json");
+    if (f.eos_ids.empty()) j.field("eos_token_id", [&](od::value v) { read_ids(v, f.eos_ids, j.path()); });
+    j.field("max_position_embeddings", [&](od::value v) {
+      int64_t n;
+      if (!v.get_int64().get(n)) f.max_positions = n;
+    });
+    j.field("model_type", [&](od::value v) {
+      std::string_view s;
+      if (!v.get_string().get(s)) f.model_type = std::string(s);
+    });
   }
-  if (parse_if_exists(parser, base / "tokenizer_config.json", root)) {
-    element v;
-    std::string_view s;
-    if (!root["eos_token"].get(v)) {
-      if (!v.get_string().get(s)) f.eos_tokens.emplace_back(s);
-      else if (!v["content"].get_string().get(s)) f.eos_tokens.emplace_back(s);
-    }
-    if (!root["chat_template"].get_string().get(s)) f.chat_template = std::string(s);
+  if (fs::exists(base / "tokenizer_config.json")) {
+    JsonFile j(base / "tokenizer_config.json");
+    j.field("eos_token", [&](od::value v) {
+      std::string_view s;
+      od::json_type type;
+      if (v.type().get(type)) return;
+      if (type == od::json_type::string && !v.get_string().get(s)) f.eos_tokens.emplace_back(s);
+      if (type == od::json_type::object && !v["content"].get_string().get(s)) f.eos_tokens.emplace_back(s);
+    });
+    j.field("chat_template", [&](od::value v) {
+      std::string_view s;
+      if (!v.get_string().get(s)) f.chat_template = std::string(s);
+    });
   }
+  // transformers 5 writes the template to a file of its own.
+  if (f.chat_template.empty() && fs::exists(base / "chat_template.jinja"))
+    f.chat_template = read_text(base / "chat_template.jinja");
   return f;
 }
 
