@@ -19,6 +19,8 @@ void register_all_ops(OpRegistry& r) {
   register_cast_ops(r);
   register_reduce_ops(r);
   register_softmax_ops(r);
+  register_layer_norm_ops(r);
+  register_quantize_ops(r);
 }
 
 }  // namespace onebit

@@ -22,5 +22,7 @@ void register_variadic_ops(OpRegistry& r);
 void register_cast_ops(OpRegistry& r);
 void register_reduce_ops(OpRegistry& r);
 void register_softmax_ops(OpRegistry& r);
+void register_layer_norm_ops(OpRegistry& r);
+void register_quantize_ops(OpRegistry& r);
 
 }  // namespace onebit
