@@ -21,6 +21,9 @@ void register_all_ops(OpRegistry& r) {
   register_softmax_ops(r);
   register_layer_norm_ops(r);
   register_quantize_ops(r);
+  register_misc_ops(r);
+  register_topk_op(r);
+  register_einsum_op(r);
 }
 
 }  // namespace onebit

@@ -24,5 +24,8 @@ void register_reduce_ops(OpRegistry& r);
 void register_softmax_ops(OpRegistry& r);
 void register_layer_norm_ops(OpRegistry& r);
 void register_quantize_ops(OpRegistry& r);
+void register_misc_ops(OpRegistry& r);
+void register_topk_op(OpRegistry& r);
+void register_einsum_op(OpRegistry& r);
 
 }  // namespace onebit
