@@ -112,6 +112,10 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       Session session(load_onnx(a->model), opts);
       const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
       const CausalLmBinding binding = bind_causal_lm(session.graph());
+      // scripts/export_onnx.py stamps where the weights came from.
+      if (auto it = session.graph().metadata.find("onebit.source");
+          it != session.graph().metadata.end() && it->second.find("random") != std::string::npos && !a->quiet)
+        fmt::print(stderr, "note: {} has random-init weights ({}); its text is not meaningful\n", a->model, it->second);
       if (a->cached && binding.cache == CausalLmBinding::Cache::None)
         fail("{}: --cached, but the graph has no KV cache input (past, or past_key_values.N.key/value); export it "
              "with scripts/export_onnx.py --cached",

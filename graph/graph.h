@@ -81,6 +81,7 @@ class Graph {
   std::string producer_name;
   std::string producer_version;
   std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version
+  std::map<std::string, std::string> metadata;  // the model's metadata_props
   std::vector<Value> values;
   std::vector<Node> nodes;  // topological order once validated
   std::vector<int> inputs;  // graph inputs that are not initializers

@@ -248,6 +248,7 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
   if (!mp.has_graph()) fail("{}: not an ONNX model (no graph; is the file truncated or not .onnx?)", st.name);
   if (mp.ir_version() <= 0) fail("{}: not an ONNX model (ir_version {})", st.name, mp.ir_version());
 
+  for (const auto& kv : mp.metadata_props()) g.metadata[kv.key()] = kv.value();
   for (const auto& os : mp.opset_import()) {
     std::string domain = os.domain() == "ai.onnx" ? "" : os.domain();
     g.opsets[domain] = os.version();

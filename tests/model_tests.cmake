@@ -27,3 +27,22 @@ add_test(NAME census_matches_onnx
   COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/check_census.py
           --onebit $<TARGET_FILE:onebit_cli> ${ONEBIT_TINY}/model.onnx ${ONEBIT_TINY}/model-cached.onnx)
 set_tests_properties(census_matches_onnx PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 300)
+
+# Issue-3 golden end to end: the tiny model decodes greedily to exactly the
+# tokens transformers chooses on the same seeded weights (and agrees with
+# onnxruntime), uncached and cached; one run goes through the tokenizer.
+set(ONEBIT_TINY_REF --config ${PROJECT_SOURCE_DIR}/scripts/configs/qwen3-tiny.json --random-init --seed 0)
+add_test(NAME golden_tiny_uncached
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/parity.py --onebit $<TARGET_FILE:onebit_cli>
+          --model ${ONEBIT_TINY}/model.onnx --prompt-ids 9707,11,1879,374,264 -n 24 ${ONEBIT_TINY_REF})
+add_test(NAME golden_tiny_cached
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/parity.py --onebit $<TARGET_FILE:onebit_cli>
+          --model ${ONEBIT_TINY}/model-cached.onnx --prompt "Hello, world! The answer is" -n 32
+          --onebit-arg=--cached ${ONEBIT_TINY_REF})
+set_tests_properties(golden_tiny_uncached golden_tiny_cached PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 900)
+
+# Bad input to the commands: clear messages, exit 1, no crash.
+add_test(NAME cli_bad_input
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/check_cli_errors.py --onebit $<TARGET_FILE:onebit_cli>
+          --tiny ${ONEBIT_TINY})
+set_tests_properties(cli_bad_input PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Greedy-decode parity: 1bit against onnxruntime on the same graph and
+against transformers running the same greedy loop on the same weights.
+
+1bit runs `ort-run --dump-logits` (its prompt ids, chosen ids and per-step
+logits); onnxruntime then decodes the same prompt ids on the same ONNX file
+(feeding `present` back as `past` for a cached graph), and transformers
+decodes them on the checkpoint (or on the seeded random weights the export
+used). Per step it reports KL(reference || 1bit) in nats, top-1 agreement
+and the max abs logit difference; it fails when the mean KL exceeds --max-kl
+or any step's top-1 differs.
+
+  parity.py --onebit build/1bit --model DIR/model-cached.onnx --hf DIR \\
+            --prompt "The capital of France is" -n 64 [--onebit-arg --cached]
+  parity.py ... --config cfg.json --random-init --seed 0      # random-init export
+  parity.py ... --compare other.npy                           # two 1bit dumps
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def compare(ref: np.ndarray, ref_ids: np.ndarray, got: np.ndarray, got_ids: np.ndarray) -> dict:
+    """Per-step statistics over the steps both runs made."""
+    steps = min(len(ref), len(got))
+    lp, lq = log_softmax(ref[:steps]), log_softmax(got[:steps])
+    kl = (np.exp(lp) * (lp - lq)).sum(axis=-1)
+    top1 = ref[:steps].argmax(-1) == got[:steps].argmax(-1)
+    same_ids = int(np.sum(ref_ids[:steps] == got_ids[:steps]))
+    return {
+        "steps": steps,
+        "steps_ref": len(ref),
+        "steps_1bit": len(got),
+        "mean_kl": float(kl.mean()),
+        "max_kl": float(kl.max()),
+        "top1": float(top1.mean()),
+        "first_top1_miss": int(np.argmin(top1)) if not top1.all() else -1,
+        "same_ids": same_ids,
+        "max_abs_diff": float(np.abs(ref[:steps].astype(np.float64) - got[:steps]).max()),
+    }
+
+
+def run_onebit(onebit: str, model: str, prompt_args: list[str], n: int, extra: list[str], out: str):
+    cmd = [onebit, "ort-run", model, "-n", str(n), "--dump-logits", out, "--quiet"] + prompt_args + extra
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    base = out[:-4]
+    return np.load(out), np.load(base + ".ids.npy"), np.load(base + ".prompt.npy")
+
+
+def ort_greedy(model: str, prompt: np.ndarray, n: int, eos: set[int]):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    names = {i.name: i for i in sess.get_inputs()}
+    cached = "past" in names
+    ids = [int(t) for t in prompt]
+    logits_out, chosen = [], []
+    past = None
+    if cached:
+        shp = names["past"].shape
+        past = np.zeros((shp[0], 1, shp[2], 0, shp[4]), dtype=np.float32)
+    for step in range(n):
+        feed_ids = ids if not cached or step == 0 else ids[-1:]
+        feed = {"input_ids": np.array([feed_ids], dtype=np.int64)}
+        if cached:
+            feed["past"] = past
+        outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+        last = outs["logits"][0, -1]
+        if cached:
+            past = outs["present"]
+        tok = int(np.argmax(last))
+        logits_out.append(last.astype(np.float32))
+        chosen.append(tok)
+        ids.append(tok)
+        if tok in eos:
+            break
+    return np.stack(logits_out), np.array(chosen)
+
+
+def hf_model(args):
+    import torch
+
+    import export_onnx
+
+    if args.hf:
+        model = export_onnx.load_pretrained(args.hf, args.layers)
+    else:
+        model = export_onnx.load_random(args.config, args.layers, args.seed)
+    return model, torch
+
+
+def hf_greedy(args, prompt: np.ndarray, n: int, eos: set[int]):
+    model, torch = hf_model(args)
+    ids = torch.tensor([prompt.tolist()], dtype=torch.long)
+    logits_out, chosen = [], []
+    past = None
+    with torch.no_grad():
+        for step in range(n):
+            feed = ids if past is None else ids[:, -1:]
+            out = model(input_ids=feed, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            last = out.logits[0, -1].float().numpy()
+            tok = int(np.argmax(last))
+            logits_out.append(last)
+            chosen.append(tok)
+            ids = torch.cat([ids, torch.tensor([[tok]])], dim=1)
+            if tok in eos:
+                break
+    return np.stack(logits_out), np.array(chosen)
+
+
+def eos_ids(model: str) -> set[int]:
+    d = Path(model).parent
+    ids: set[int] = set()
+    for name in ("generation_config.json", "config.json"):
+        p = d / name
+        if p.exists():
+            v = json.loads(p.read_text()).get("eos_token_id")
+            if v is not None:
+                ids.update(v if isinstance(v, list) else [v])
+            if ids:
+                break
+    return ids
+
+
+def report(name: str, s: dict) -> str:
+    return (f"{name:<28} steps {s['steps']:>3} (ref {s['steps_ref']}, 1bit {s['steps_1bit']})  mean KL {s['mean_kl']:.3e}  "
+            f"max KL {s['max_kl']:.3e}  top-1 {s['top1'] * 100:.1f}%  same ids {s['same_ids']}/{s['steps']}  "
+            f"max|d| {s['max_abs_diff']:.3e}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--onebit", required=True, help="the 1bit binary")
+    ap.add_argument("--model", required=True, help="the ONNX graph 1bit and onnxruntime run")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--prompt")
+    g.add_argument("--prompt-ids", help="comma-separated token ids")
+    ap.add_argument("-n", type=int, default=64)
+    ap.add_argument("--onebit-arg", action="append", default=[], help="extra argument for 1bit ort-run (repeat)")
+    ap.add_argument("--hf", help="transformers checkpoint directory of the same weights")
+    ap.add_argument("--config", help="config.json of a --random-init export")
+    ap.add_argument("--random-init", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
+    ap.add_argument("--compare", help="another 1bit dump (.npy with .ids.npy beside) to compare against instead")
+    ap.add_argument("--max-kl", type=float, default=1e-6, help="fail above this mean KL (nats)")
+    ap.add_argument("--require-top1", type=float, default=1.0, help="fail below this top-1 agreement")
+    ap.add_argument("--json", help="write the statistics here")
+    args = ap.parse_args()
+
+    prompt_args = ["--prompt", args.prompt] if args.prompt else ["--prompt-ids", args.prompt_ids or ""]
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        got, got_ids, prompt = run_onebit(args.onebit, args.model, prompt_args, args.n, args.onebit_arg,
+                                          os.path.join(tmp, "onebit.npy"))
+        print(f"prompt {len(prompt)} tokens; 1bit made {len(got_ids)} steps: {got_ids.tolist()}")
+        eos = eos_ids(args.model)
+        if args.compare:
+            ref, ref_ids = np.load(args.compare), np.load(args.compare[:-4] + ".ids.npy")
+            results["vs_dump"] = compare(ref, ref_ids, got, got_ids)
+        if not args.compare and not args.no_ort:
+            ref, ref_ids = ort_greedy(args.model, prompt, args.n, eos)
+            results["vs_onnxruntime"] = compare(ref, ref_ids, got, got_ids)
+        if args.hf or args.config:
+            ref, ref_ids = hf_greedy(args, prompt, args.n, eos)
+            results["vs_transformers"] = compare(ref, ref_ids, got, got_ids)
+            print(f"transformers chose: {ref_ids.tolist()}")
+    ok = True
+    for name, s in results.items():
+        print(report(name, s))
+        ok &= s["mean_kl"] <= args.max_kl and s["top1"] >= args.require_top1 and s["steps_ref"] == s["steps_1bit"]
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    print("parity", "passed" if ok else "FAILED")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
