@@ -1,0 +1,113 @@
+// `1bit bench MODEL --prompt-lengths 16,64,256,1024 --gen 128`: prefill
+// tok/s, decode ms/token, achieved GB/s against the streaming-read bandwidth
+// measured in the same run, peak RSS and load time.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <fmt/format.h>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "graph/error.h"
+#include "graph/onnx_loader.h"
+#include "graph/session.h"
+#include "models/bench.h"
+#include "models/causal_lm.h"
+#include "models/generate.h"
+#include "ops/thread_pool.h"
+
+namespace onebit::cli {
+
+namespace {
+
+double peak_rss_mib() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+int64_t vocab_of(const Graph& g, const CausalLmBinding& b) {
+  const Value& v = g.values[static_cast<size_t>(g.find_value(b.logits))];
+  if (v.has_shape && v.dims.size() == 3 && v.dims[2].value > 0) return v.dims[2].value;
+  auto it = g.metadata.find("onebit.vocab_size");
+  return it != g.metadata.end() ? std::stoll(it->second) : 32000;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("bench", "Prefill and decode speed of a causal LM, against the memory bandwidth");
+  cmd->footer("\nExample:\n  1bit bench qwen3-0.6b-cached.onnx --prompt-lengths 16,64,256,1024 --gen 128 --threads 2\n");
+  struct Args {
+    std::string model, json;
+    std::vector<int64_t> lengths{16, 64, 256, 1024};
+    int64_t gen = 128;
+    int threads = 0;
+    bool basic = false, int8 = false, no_bandwidth = false;
+    std::string act_precision = "auto";
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("model", a->model, "ONNX causal LM")->required();
+  cmd->add_option("--prompt-lengths", a->lengths, "Prompt lengths in tokens")->delimiter(',')->capture_default_str();
+  cmd->add_option("--gen", a->gen, "New tokens per run (EOS ignored)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Threads (default: the machine's cores)");
+  cmd->add_flag("--basic", a->basic, "Basic rewrites only");
+  cmd->add_flag("--int8", a->int8, "Dynamic int8 for float MatMuls");
+  cmd->add_option("--act-precision", a->act_precision, "4-bit GEMM activations: auto, int8-row, int8-block, float");
+  cmd->add_flag("--no-bandwidth", a->no_bandwidth, "Skip the memory-bandwidth probe");
+  cmd->add_option("--json", a->json, "Also write the results as JSON");
+  cmd->callback([a, &action] {
+    action = [a] {
+      if (a->gen < 1) fail("--gen must be at least 1, got {}", a->gen);
+      for (int64_t p : a->lengths)
+        if (p < 1) fail("--prompt-lengths: {} is not a positive length", p);
+      const auto t0 = std::chrono::steady_clock::now();
+      SessionOptions opts = SessionOptions::from_env();
+      opts.threads = a->threads;
+      opts.basic = a->basic;
+      opts.int8 = a->int8;
+      opts.act_precision = a->act_precision;
+      Session session(load_onnx(a->model), opts);
+      const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const CausalLmBinding binding = bind_causal_lm(session.graph());
+      const uint64_t weights = weight_bytes_per_pass(session.graph());
+      const double bandwidth = a->no_bandwidth ? 0 : measure_read_bandwidth(session.pool());
+      const int64_t vocab = vocab_of(session.graph(), binding);
+      fmt::print("model {}\n  threads {} | cache {} | load {:.2f} s | weights read per pass {:.1f} MB | streaming "
+                 "read {:.1f} GB/s\n",
+                 a->model, session.pool().size(), binding.cache == CausalLmBinding::Cache::None ? "none" : "KV",
+                 load_s, weights / 1e6, bandwidth);
+      fmt::print("  {:>6} {:>5} {:>12} {:>12} {:>10} {:>10} {:>8}\n", "prompt", "gen", "prefill t/s", "decode ms/t",
+                 "decode t/s", "GB/s", "of peak");
+      Generator gen(session, binding);
+      std::string json = fmt::format("{{\"model\": \"{}\", \"threads\": {}, \"load_s\": {:.3f}, \"weight_bytes\": {}, "
+                                     "\"bandwidth_gbs\": {:.2f}, \"rows\": [",
+                                     a->model, session.pool().size(), load_s, weights, bandwidth);
+      for (size_t i = 0; i < a->lengths.size(); ++i) {
+        GenerateOptions go;
+        go.max_new_tokens = a->gen;
+        const GenerateResult r = gen.run(synthetic_prompt(a->lengths[i], vocab), go);
+        const int64_t steps = r.decode_steps();
+        const double ms = steps > 0 ? r.decode_ms / steps : 0;
+        const double gbs = ms > 0 ? weights / (ms / 1000.0) / 1e9 : 0;
+        fmt::print("  {:>6} {:>5} {:>12.1f} {:>12.2f} {:>10.2f} {:>10.1f} {:>7.0f}%\n", a->lengths[i], r.tokens.size(),
+                   a->lengths[i] / (r.prefill_ms / 1000.0), ms, ms > 0 ? 1000.0 / ms : 0, gbs,
+                   bandwidth > 0 ? 100.0 * gbs / bandwidth : 0);
+        std::fflush(stdout);
+        json += fmt::format("{}{{\"prompt\": {}, \"gen\": {}, \"prefill_ms\": {:.3f}, \"decode_ms_per_token\": {:.4f}, "
+                            "\"weight_gbs\": {:.3f}}}",
+                            i ? ", " : "", a->lengths[i], r.tokens.size(), r.prefill_ms, ms, gbs);
+      }
+      fmt::print("  peak RSS {:.0f} MiB\n", peak_rss_mib());
+      json += fmt::format("], \"peak_rss_mib\": {:.1f}}}\n", peak_rss_mib());
+      if (!a->json.empty()) {
+        std::ofstream out(a->json);
+        out << json;
+        if (!out) fail("{}: cannot write", a->json);
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace onebit::cli
