@@ -24,6 +24,9 @@ void register_all_ops(OpRegistry& r) {
   register_misc_ops(r);
   register_topk_op(r);
   register_einsum_op(r);
+  register_matmul_ops(r);
+  register_gemm_ops(r);
+  register_matmul_integer_ops(r);
 }
 
 }  // namespace onebit

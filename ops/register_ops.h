@@ -27,5 +27,8 @@ void register_quantize_ops(OpRegistry& r);
 void register_misc_ops(OpRegistry& r);
 void register_topk_op(OpRegistry& r);
 void register_einsum_op(OpRegistry& r);
+void register_matmul_ops(OpRegistry& r);
+void register_gemm_ops(OpRegistry& r);
+void register_matmul_integer_ops(OpRegistry& r);
 
 }  // namespace onebit

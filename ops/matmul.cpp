@@ -1,0 +1,154 @@
+// MatMul (ai.onnx 1-21; versions differ only in types): NumPy matmul with
+// batch broadcasting.
+//
+// float32 runs through sgemm:
+//   B constant and 2-D (every projection of an LLM) — packed once at create;
+//     A's batch dims fold into M, so [1, seq, 1024] · [1024, 2048] is one
+//     GEMM of seq rows (one row per decode step: the memory-bound path).
+//   B an activation with batch dims (attention's QKᵀ and AV, [1, heads, s, d])
+//     — one sgemm per batch matrix, the batches spread over the threads, each
+//     thread with its own slice of the workspace.
+// Other types (f16, bf16, f64, 32/64-bit integers) take a plain loop: 16-bit
+// floats accumulate in float, integers wrap like two's complement.
+#include <algorithm>
+#include <memory>
+
+#include "ops/dispatch.h"
+#include "ops/matmul_shape.h"
+#include "ops/registry.h"
+#include "ops/sgemm.h"
+#include "ops/thread_pool.h"
+
+namespace onebit {
+
+namespace {
+
+constexpr size_t kWorkspaceAlign = 64;
+// Below this many flops a batched MatMul runs on the calling thread.
+constexpr double kMinParallelFlops = 2e6;
+
+size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// The plain path: one output row per task.
+template <class T>
+void matmul_loop(const MatMulShape& s, const T* a, const T* b, T* y, ThreadPool& pool) {
+  using D = DotArith<T>;
+  const int64_t rows = s.batch * s.m;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, s.k * s.n));
+  pool.parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / s.m, i = r % s.m;
+      const T* ar = a + s.a_offset(o) + i * s.k;
+      const T* bm = b + s.b_offset(o);
+      T* yr = y + r * s.n;
+      for (int64_t j = 0; j < s.n; ++j) {
+        typename D::Acc acc = 0;
+        for (int64_t kk = 0; kk < s.k; ++kk) acc += D::load(ar[kk]) * D::load(bm[kk * s.n + j]);
+        yr[j] = D::store(acc);
+      }
+    }
+  });
+}
+
+class MatMulKernel : public Kernel {
+ public:
+  explicit MatMulKernel(const KernelInfo& info) : config_(&sgemm_config()) {
+    const Tensor* b = info.constant(1);
+    if (b && b->dtype() == DType::F32 && b->rank() == 2) {
+      const size_t k = static_cast<size_t>(b->dim(0)), n = static_cast<size_t>(b->dim(1));
+      packed_ = std::make_unique<PackedB>(*config_, k, n, b->data<float>(), n, false);
+    }
+  }
+
+  void reshape(ReshapeContext& ctx) override {
+    const DType t = ctx.dtype(0);
+    if (ctx.dtype(1) != t) fail("inputs are {} and {}; MatMul needs one type", dtype_name(t), dtype_name(ctx.dtype(1)));
+    if (!matmul_dtype(t)) unsupported_dtype("MatMul", t);
+    const MatMulShape s = matmul_shape(ctx.shape(0), ctx.shape(1));
+    ctx.set_output(0, t, s.output_shape());
+    if (t == DType::F32) ctx.set_workspace(f32_workspace(s));
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& A = ctx.input(0);
+    const Tensor& B = ctx.input(1);
+    Tensor& Y = ctx.output(0);
+    const MatMulShape s = matmul_shape(A.shape(), B.shape());
+    if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+    if (A.dtype() == DType::F32) return run_f32(s, A.data<float>(), B.data<float>(), Y.data<float>(), ctx);
+    dispatch_numeric(A.dtype(), "MatMul", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      matmul_loop<T>(s, A.data<T>(), B.data<T>(), Y.data<T>(), ctx.pool());
+    });
+  }
+
+  std::string describe() const override {
+    if (packed_)
+      return fmt::format("f32 B packed [{},{}] {} / {}", packed_->k(), packed_->n(), config_->gemm_name,
+                         config_->gemv_name);
+    return fmt::format("f32 {} / {}", config_->gemm_name, config_->gemv_name);
+  }
+
+ private:
+  // B is the packed constant, or else shared by every batch: then the
+  // batches of A are rows of one GEMM.
+  bool uses_packed(const MatMulShape& s) const {
+    return packed_ && s.b_shared && static_cast<int64_t>(packed_->k()) == s.k &&
+           static_cast<int64_t>(packed_->n()) == s.n;
+  }
+
+  // Workspace slices for batches run in parallel: as many as the machine
+  // has threads (the session's pool is never larger by default).
+  static int64_t slots(const MatMulShape& s) {
+    return std::max<int64_t>(1, std::min<int64_t>(s.batch, ThreadPool::default_threads()));
+  }
+
+  size_t f32_workspace(const MatMulShape& s) const {
+    const size_t m = static_cast<size_t>(s.m), n = static_cast<size_t>(s.n), k = static_cast<size_t>(s.k);
+    const size_t rows = static_cast<size_t>(s.batch) * m;
+    if (uses_packed(s)) return sgemm_packed_workspace(*packed_, rows, false);
+    if (s.b_shared) return sgemm_workspace(*config_, rows, n, k, false, false);
+    return align_up(sgemm_workspace(*config_, m, n, k, false, false)) * static_cast<size_t>(slots(s));
+  }
+
+  void run_f32(const MatMulShape& s, const float* a, const float* b, float* y, RunContext& ctx) const {
+    const size_t m = static_cast<size_t>(s.m), n = static_cast<size_t>(s.n), k = static_cast<size_t>(s.k);
+    ThreadPool& pool = ctx.pool();
+    if (uses_packed(s))
+      return sgemm_packed(static_cast<size_t>(s.batch) * m, a, k, false, *packed_, nullptr, y, n, ctx.workspace(),
+                          &pool);
+    if (s.b_shared)
+      return sgemm(*config_, static_cast<size_t>(s.batch) * m, n, k, a, k, false, b, n, false, nullptr, y, n,
+                   ctx.workspace(), &pool);
+
+    // Batched B. Each batch matrix is one sgemm; with at least as many
+    // batches as threads, each thread takes a contiguous run of batches and
+    // its own workspace slot, and the sgemms themselves stay single-threaded.
+    const size_t slot_bytes = align_up(sgemm_workspace(*config_, m, n, k, false, false));
+    auto* ws = static_cast<unsigned char*>(ctx.workspace());
+    auto one = [&](int64_t o, void* slot, ThreadPool* inner) {
+      sgemm(*config_, m, n, k, a + s.a_offset(o), k, false, b + s.b_offset(o), n, false, nullptr,
+            y + o * s.m * s.n, n, slot, inner);
+    };
+    const int64_t ranges = std::min<int64_t>({pool.size(), slots(s), s.batch});
+    const double flops = 2.0 * double(s.batch) * double(m) * double(n) * double(k);
+    if (ranges > 1 && s.batch >= pool.size() && flops >= kMinParallelFlops) {
+      const int64_t per = (s.batch + ranges - 1) / ranges;
+      pool.run(ranges, [&](int64_t r) {
+        void* slot = ws ? ws + static_cast<size_t>(r) * slot_bytes : nullptr;
+        for (int64_t o = r * per; o < std::min(s.batch, (r + 1) * per); ++o) one(o, slot, nullptr);
+      });
+    } else {
+      for (int64_t o = 0; o < s.batch; ++o) one(o, ws, &pool);
+    }
+  }
+
+  const SgemmConfig* config_;
+  std::unique_ptr<PackedB> packed_;  // constant 2-D float32 B, [K,N] in panels
+};
+
+}  // namespace
+
+void register_matmul_ops(OpRegistry& r) { r.add("", "MatMul", 1, 21, make_factory<MatMulKernel>()); }
+
+}  // namespace onebit
