@@ -1,0 +1,62 @@
+// Work splitting shared by the integer GEMM drivers (quant/qgemm_a8w8.cpp,
+// quant/q4_gemm.cpp). Decode (M = 1) splits the panels into one contiguous
+// run per thread, so each thread streams its part of the weight once. Larger
+// M is tiled into (row block × run of panels) tasks, several per thread so
+// the pool's dynamic scheduling evens out cores that other processes slow.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/thread_pool.h"
+
+namespace onebit::qgemm_detail {
+
+inline size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+inline size_t round_up(size_t a, size_t b) { return div_up(a, b) * b; }
+
+// Below this many multiply-adds the calling thread works alone: waking the
+// pool costs a few microseconds, about what 256 KiB of weight takes to stream.
+inline constexpr double kMinParallelMacs = double(1 << 18);
+inline constexpr size_t kTasksPerThread = 4;
+// Rows per block: the block's activations (64 × K bytes) stay in L2 while
+// each weight panel is reused across its row tiles from L1.
+inline constexpr size_t kRowBlock = 64;
+
+// fn(begin, end) over [0, n): one contiguous range per thread when `worth`.
+template <class F>
+void split_ranges(ThreadPool* pool, size_t n, bool worth, F&& fn) {
+  if (!pool || pool->size() == 1 || !worth || n < 2) {
+    fn(size_t{0}, n);
+    return;
+  }
+  pool->parallel_for(static_cast<int64_t>(n), 1,
+                     [&](int64_t b, int64_t e) { fn(static_cast<size_t>(b), static_cast<size_t>(e)); });
+}
+
+// fn(row0, row1, panel0, panel1) over a grid of row blocks × panel runs.
+template <class F>
+void run_tiles(ThreadPool* pool, size_t m, size_t panels, size_t mr, bool worth, F&& fn) {
+  const size_t threads = pool && worth ? static_cast<size_t>(pool->size()) : 1;
+  size_t m_blocks = div_up(m, kRowBlock);
+  const size_t mc = round_up(div_up(m, m_blocks), mr);
+  m_blocks = div_up(m, mc);
+  size_t n_chunks = threads == 1 ? 1 : div_up(threads * kTasksPerThread, m_blocks);
+  if (n_chunks > panels) n_chunks = panels;
+  const size_t chunk = div_up(panels, n_chunks);
+  n_chunks = div_up(panels, chunk);
+  auto task = [&](int64_t t) {
+    const size_t ib = static_cast<size_t>(t) / n_chunks, jb = static_cast<size_t>(t) % n_chunks;
+    const size_t row0 = ib * mc, row1 = row0 + mc < m ? row0 + mc : m;
+    const size_t pan0 = jb * chunk, pan1 = pan0 + chunk < panels ? pan0 + chunk : panels;
+    fn(row0, row1, pan0, pan1);
+  };
+  const size_t tasks = m_blocks * n_chunks;
+  if (threads == 1) {
+    for (size_t t = 0; t < tasks; ++t) task(static_cast<int64_t>(t));
+  } else {
+    pool->run(static_cast<int64_t>(tasks), task);
+  }
+}
+
+}  // namespace onebit::qgemm_detail

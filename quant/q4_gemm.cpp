@@ -1,0 +1,154 @@
+// Q4NX per-call path (quant/q4_gemm.h): activation preparation into the
+// workspace, then decode (one gemv call per run of panels, one contiguous
+// run per thread) or tiled prefill.
+//
+// Workspace, for M rows:
+//   rows    [M][row_bytes]   int8 modes: uint8 x_u, Kp valid (padding means real 0)
+//                            float: float x, zero padded to Kp
+//   params  int8-row:   s_x [M] float, zp_u [M] int32
+//           int8-block: s_xb [M][blocks] float
+//           float with zero points: Σ_k∈b x [M][blocks] float
+#include <cstring>
+
+#include "graph/error.h"
+#include "quant/act_quant.h"
+#include "quant/gemm_parallel.h"
+#include "quant/q4_gemm.h"
+
+namespace onebit {
+
+using namespace qgemm_detail;
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t row_bytes(Q4Act act, size_t kp) { return round_up(act == Q4Act::kFloat ? kp * sizeof(float) : kp, kAlign); }
+
+}  // namespace
+
+size_t Q4Gemm::kblock(Q4Act act) const {
+  if (bs_) return bs_;
+  return act == Q4Act::kInt8Block ? int8_block_ : kp_;
+}
+
+size_t Q4Gemm::weight_bytes() const {
+  return codes_.bytes() + scales_.bytes() + (has_zero_ ? zeros_.bytes() : 0);
+}
+
+Q4Weights Q4Gemm::weights(Q4Act act) const {
+  Q4Weights w;
+  w.codes = codes_.as<Q4Group>();
+  w.codes_stride = kp_ / kQ4GroupK;
+  w.scale = scales_.as<float>();
+  w.scale_stride = scale_rows_ * kQ4NR;
+  w.scale_step = bs_ ? kQ4NR : 0;
+  w.zero = has_zero_ ? zeros_.as<uint8_t>() : nullptr;
+  w.zero_stride = scale_rows_ * kQ4NR;
+  w.g = g_.as<float>();
+  w.bias = bias_.as<float>();
+  w.kp = kp_;
+  w.kblock = kblock(act);
+  return w;
+}
+
+size_t Q4Gemm::workspace_bytes(size_t m, Q4Act act) const {
+  const size_t blocks = div_up(kp_, kblock(act));
+  size_t params = 0;
+  if (act == Q4Act::kInt8Row) params = m * (sizeof(float) + sizeof(int32_t));
+  if (act == Q4Act::kInt8Block || (act == Q4Act::kFloat && has_zero_)) params = m * blocks * sizeof(float);
+  return m * row_bytes(act, kp_) + params;
+}
+
+void Q4Gemm::run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size_t ldy, void* workspace,
+                 ThreadPool* pool) const {
+  if (m == 0) return;
+  if (lda < k_) fail("Q4: activation row stride {} is less than K = {}", lda, k_);
+  if (ldy < n_) fail("Q4: output row stride {} is less than N = {}", ldy, n_);
+  const size_t kb = kblock(act), blocks = div_up(kp_, kb);
+  const size_t rb = row_bytes(act, kp_);
+  char* rows = static_cast<char*>(workspace);
+  char* params = rows + m * rb;
+  float* scale = reinterpret_cast<float*>(params);  // s_x [M], s_xb or Σx [M][blocks]
+  int32_t* zero = reinterpret_cast<int32_t*>(params + m * sizeof(float));
+
+  split_ranges(pool, m, double(m) * double(k_) >= kMinParallelMacs, [&](size_t m0, size_t m1) {
+    for (size_t i = m0; i < m1; ++i) {
+      const float* xi = x + i * lda;
+      char* row = rows + i * rb;
+      if (act == Q4Act::kFloat) {
+        float* f = reinterpret_cast<float*>(row);
+        std::memcpy(f, xi, k_ * sizeof(float));
+        std::memset(f + k_, 0, (kp_ - k_) * sizeof(float));
+        if (has_zero_)
+          for (size_t b = 0; b < blocks; ++b) {
+            float s = 0.0f;
+            for (size_t k = b * kb; k < (b + 1) * kb && k < kp_; ++k) s += f[k];
+            scale[i * blocks + b] = s;
+          }
+        continue;
+      }
+      int8_t* q = reinterpret_cast<int8_t*>(row);
+      if (act == Q4Act::kInt8Row) {
+        const QD8Params p = quantize_qd8(xi, k_, q);
+        std::memset(q + k_, static_cast<int8_t>(p.zero_point), kp_ - k_);  // real 0
+        scale[i] = p.scale;
+        zero[i] = p.zero_point + 128;
+      } else {
+        for (size_t b = 0; b < blocks; ++b) {
+          const size_t k0 = b * kb, k1 = k0 + kb < k_ ? k0 + kb : k_;
+          scale[i * blocks + b] = k0 < k_ ? quantize_symmetric(xi + k0, k1 - k0, q + k0) : 0.0f;
+        }
+        std::memset(q + k_, 0, kp_ - k_);
+      }
+      // The kernels take unsigned bytes: x_u = q + 128.
+      uint8_t* u = reinterpret_cast<uint8_t*>(row);
+      for (size_t k = 0; k < kp_; ++k) u[k] ^= 0x80;
+    }
+  });
+
+  const Q4Weights w = weights(act);
+  const bool z = has_zero_;
+  auto acts_at = [&](size_t i) {
+    Q4Acts a;
+    a.data = rows + i * rb;
+    a.lda = act == Q4Act::kFloat ? rb / sizeof(float) : rb;
+    a.blocks = blocks;
+    if (act == Q4Act::kInt8Row) {
+      a.scale = scale + i;
+      a.zero = zero + i;
+    } else if (act == Q4Act::kInt8Block) {
+      a.scale = scale + i * blocks;
+    } else {
+      a.bsum = scale + i * blocks;
+    }
+    return a;
+  };
+  const Q4GemmConfig& cfg = *config_;
+  const int ai = static_cast<int>(act);
+  const bool worth = double(m) * double(k_) * double(n_) >= kMinParallelMacs;
+
+  if (m == 1) {
+    const size_t per_call = cfg.gemv_nc[ai] / kQ4NR, calls = div_up(panels_, per_call);
+    const Q4GemmUkernel gemv = cfg.gemv[ai][z];
+    const Q4Acts a = acts_at(0);
+    split_ranges(pool, calls, worth, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        const size_t n0 = i * cfg.gemv_nc[ai], nc = n_ - n0 < cfg.gemv_nc[ai] ? n_ - n0 : cfg.gemv_nc[ai];
+        gemv(1, nc, w, i * per_call, a, y + n0, 0);
+      }
+    });
+    return;
+  }
+  const Q4GemmUkernel gemm = cfg.gemm[ai][z];
+  const size_t mr = cfg.mr[ai];
+  run_tiles(pool, m, panels_, mr, worth, [&](size_t row0, size_t row1, size_t pan0, size_t pan1) {
+    for (size_t p = pan0; p < pan1; ++p) {
+      const size_t n0 = p * kQ4NR, nc = n_ - n0 < kQ4NR ? n_ - n0 : kQ4NR;
+      for (size_t i = row0; i < row1; i += mr)
+        gemm(row1 - i < mr ? row1 - i : mr, nc, w, p, acts_at(i), y + i * ldy + n0, ldy);
+    }
+  });
+}
+
+}  // namespace onebit

@@ -1,0 +1,118 @@
+// Q4NX: float32 activations × 4-bit weights (DESIGN.md "Q4NX, weight-only
+// 4-bit"), Y[M,N] = X[M,K] · dequant(W)[K,N] + bias.
+//
+// Weights arrive either as the opset-21 graph holds them (int4/uint4 [K,N]
+// with a DequantizeLinear's scales along K in blocks, or per output channel)
+// or in onnxruntime's com.microsoft::MatMulNBits layout; both are repacked
+// once, at construction, into the microkernel layout of quant/q4_ukernels.h
+// (64-byte aligned), with K padded to a multiple of 32 by weights that mean
+// real zero. Packing from either layout gives identical packed bytes for
+// the same weights, hence identical outputs.
+//
+// Activation precision, chosen at construction and overridable per call:
+//   int8-row    QD8: per-row asymmetric int8 (quant/act_quant.h); integer
+//               dot products per weight block, one float step per block.
+//   int8-block  symmetric int8 with a scale per row and K block (the weight
+//               block, or `int8_block` for per-channel weights): finer, for
+//               rows with outlier channels.
+//   float       weights dequantized in registers and FMA'd with the float
+//               activations; no activation quantization.
+// The exact operation sequence of each is in quant/q4_ukernels.h.
+//
+// Lifecycle: construct (validate, pack), workspace_bytes(M, act), run()
+// which binds pointers and allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/aligned_buffer.h"
+#include "quant/kernel_config.h"
+
+namespace onebit {
+
+class ThreadPool;
+
+enum class Q4FloatType : uint8_t { kF32, kF16 };
+
+// DequantizeLinear(W, scale, zero_point) → MatMul's B, opset 21.
+struct Q4OnnxWeight {
+  size_t k = 0, n = 0;
+  bool is_signed = true;                  // int4 (−8..7) or uint4 (0..15)
+  const uint8_t* data = nullptr;          // ceil(K·N/2) bytes: element i = k·N + n in byte i/2, low nibble first
+  size_t block_size = 0;                  // along K (≥ 16, a multiple of 8); 0: per output channel
+  Q4FloatType scale_type = Q4FloatType::kF32;
+  const void* scales = nullptr;           // [ceil(K/bs)][N] (blocked) or [N] / [1,N] (per channel)
+  const uint8_t* zero_points = nullptr;   // shape of scales, 4-bit of W's type packed like W; null: none
+  // uint4 without zero points: Q4NX writes 8 explicitly; a caller fusing a
+  // DequantizeLinear that has none (ONNX's default is 0) sets 0 here.
+  int32_t uint4_zero_point = 8;
+};
+
+// com.microsoft::MatMulNBits, bits = 4 (onnxruntime contrib ops):
+//   B            uint8 [N][ceil(K/bs)][bs/2]: element k of column n in byte k/2 of its
+//                block's blob, low nibble first; codes 0..15
+//   scales       [N·ceil(K/bs)] float or float16
+//   zero_points  uint8 [N][ceil(ceil(K/bs)/2)] (block b in byte b/2, low nibble first),
+//                or float / float16 [N][ceil(K/bs)]; absent: 8
+struct Q4MatMulNBitsWeight {
+  enum class ZeroPoints : uint8_t { kNone, kPacked, kF32, kF16 };
+  size_t k = 0, n = 0, block_size = 0;
+  const uint8_t* b = nullptr;
+  Q4FloatType scale_type = Q4FloatType::kF32;
+  const void* scales = nullptr;
+  ZeroPoints zero_point_type = ZeroPoints::kNone;
+  const void* zero_points = nullptr;
+};
+
+struct Q4GemmOptions {
+  Q4Act act = Q4Act::kInt8Row;  // default precision of run()
+  size_t int8_block = 32;       // int8-block activation block for per-channel weights (multiple of 8)
+  const float* bias = nullptr;  // [N], copied
+};
+
+class Q4Gemm {
+ public:
+  Q4Gemm(const Q4GemmConfig& config, const Q4OnnxWeight& w, const Q4GemmOptions& options = {},
+         ThreadPool* pool = nullptr);
+  Q4Gemm(const Q4GemmConfig& config, const Q4MatMulNBitsWeight& w, const Q4GemmOptions& options = {},
+         ThreadPool* pool = nullptr);
+
+  size_t k() const { return k_; }
+  size_t n() const { return n_; }
+  size_t padded_k() const { return kp_; }
+  const Q4GemmConfig& config() const { return *config_; }
+  Q4Act default_act() const { return act_; }
+  // Bytes a decode step streams: codes + scales (+ zero points) as packed.
+  size_t weight_bytes() const;
+  // The packed codes [panels][Kp/8] (tests compare the two packers with it).
+  const AlignedBuffer& packed_codes() const { return codes_; }
+
+  size_t workspace_bytes(size_t m) const { return workspace_bytes(m, act_); }
+  size_t workspace_bytes(size_t m, Q4Act act) const;
+
+  void run(size_t m, const float* x, size_t lda, float* y, size_t ldy, void* workspace, ThreadPool* pool) const {
+    run(m, act_, x, lda, y, ldy, workspace, pool);
+  }
+  void run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size_t ldy, void* workspace,
+           ThreadPool* pool) const;
+
+ private:
+  template <class Source>
+  void pack(const Source& src, ThreadPool* pool);
+  void init(size_t k, size_t n, size_t block_size, const Q4GemmOptions& options);
+  Q4Weights weights(Q4Act act) const;
+  size_t kblock(Q4Act act) const;
+
+  const Q4GemmConfig* config_ = nullptr;
+  size_t k_ = 0, n_ = 0, kp_ = 0, bs_ = 0, scale_rows_ = 0, panels_ = 0, int8_block_ = 32;
+  Q4Act act_ = Q4Act::kInt8Row;
+  bool has_zero_ = false;  // some z' ≠ 8
+  AlignedBuffer codes_;    // [panels][Kp/8] Q4Group
+  AlignedBuffer scales_;   // [panels][scale_rows][16] float
+  AlignedBuffer zeros_;    // [panels][scale_rows][16] z' (only when has_zero_)
+  AlignedBuffer g_;        // [panels·16] float: Σ_b s_b·Σ_k∈b (c − z'_b), blocks of the int8-row kernel
+  AlignedBuffer bias_;     // [panels·16] float
+};
+
+}  // namespace onebit

@@ -1,0 +1,177 @@
+// Q4NX packing (quant/q4_gemm.h): validation of the two source layouts and
+// one repacking routine they share through a small "source" adapter:
+//   code(k, n)    the weight's code c ∈ [0, 15] (int4 w stored as w + 8)
+//   zero(r, n)    the shifted zero point z' ∈ [0, 15] of scale row r
+//   scale(r, n)   the scale of scale row r (a K block, or the only row)
+// so a weight is c − z' times its scale, whichever layout it came from.
+#include <cmath>
+#include <cstring>
+
+#include "graph/dtype.h"
+#include "graph/error.h"
+#include "quant/gemm_parallel.h"
+#include "quant/q4_gemm.h"
+
+namespace onebit {
+
+using namespace qgemm_detail;
+
+namespace {
+
+inline int nibble(const uint8_t* p, size_t i) { return (p[i / 2] >> (4 * (i & 1))) & 15; }
+
+float load_float(Q4FloatType t, const void* p, size_t i) {
+  return t == Q4FloatType::kF32 ? static_cast<const float*>(p)[i]
+                                : half_to_float(static_cast<const uint16_t*>(p)[i]);
+}
+
+// The opset-21 form: W [K,N] row-major nibbles; scales and zero points
+// [rows][N] with rows = ceil(K/bs), or [N] per channel.
+struct OnnxSource {
+  const Q4OnnxWeight& w;
+  int code(size_t k, size_t n) const {
+    const int c = nibble(w.data, k * w.n + n);
+    return w.is_signed ? c ^ 8 : c;  // two's-complement nibble w ↦ w + 8
+  }
+  int zero(size_t r, size_t n) const {
+    if (!w.zero_points) return w.is_signed ? 8 : w.uint4_zero_point;
+    const int z = nibble(w.zero_points, r * w.n + n);
+    return w.is_signed ? z ^ 8 : z;
+  }
+  float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, r * w.n + n); }
+};
+
+// com.microsoft::MatMulNBits: per column n, ceil(K/bs) blobs of bs/2 bytes.
+struct NBitsSource {
+  const Q4MatMulNBitsWeight& w;
+  size_t blocks;  // ceil(K/bs)
+  int code(size_t k, size_t n) const {
+    const size_t b = k / w.block_size, i = k % w.block_size;
+    return nibble(w.b + (n * blocks + b) * (w.block_size / 2), i);
+  }
+  int zero(size_t r, size_t n) const {
+    using Z = Q4MatMulNBitsWeight::ZeroPoints;
+    switch (w.zero_point_type) {
+      case Z::kNone: return 8;
+      case Z::kPacked: return nibble(static_cast<const uint8_t*>(w.zero_points) + n * ((blocks + 1) / 2), r);
+      case Z::kF32:
+      case Z::kF16: {
+        const float z = load_float(w.zero_point_type == Z::kF32 ? Q4FloatType::kF32 : Q4FloatType::kF16,
+                                   w.zero_points, n * blocks + r);
+        return static_cast<int>(z);  // checked integral in [0, 15] at construction
+      }
+    }
+    return 8;
+  }
+  float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, n * blocks + r); }
+};
+
+void check_block_size(size_t bs, const char* layout) {
+  if (bs < 16 || bs % 8 != 0)
+    fail("Q4 ({}): block_size = {}, expected a multiple of 8 that is at least 16", layout, bs);
+}
+
+}  // namespace
+
+void Q4Gemm::init(size_t k, size_t n, size_t block_size, const Q4GemmOptions& options) {
+  if (k == 0 || n == 0) fail("Q4: K = {}, N = {}, expected both positive", k, n);
+  if (options.int8_block < 8 || options.int8_block % 8 != 0)
+    fail("Q4: int8_block = {}, expected a positive multiple of 8", options.int8_block);
+  k_ = k;
+  n_ = n;
+  kp_ = round_up(k, kQ4KAlign);
+  bs_ = block_size;
+  scale_rows_ = bs_ ? div_up(kp_, bs_) : 1;
+  panels_ = div_up(n, kQ4NR);
+  act_ = options.act;
+  int8_block_ = options.int8_block;
+  codes_ = AlignedBuffer(panels_ * (kp_ / kQ4GroupK) * sizeof(Q4Group), "Q4 packed codes");
+  scales_ = AlignedBuffer(panels_ * scale_rows_ * kQ4NR * sizeof(float), "Q4 scales");
+  g_ = AlignedBuffer(panels_ * kQ4NR * sizeof(float), "Q4 zero-point terms");
+  bias_ = AlignedBuffer(panels_ * kQ4NR * sizeof(float), "Q4 bias");
+  if (options.bias) std::memcpy(bias_.as<float>(), options.bias, n * sizeof(float));
+}
+
+template <class Source>
+void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
+  const size_t real_rows = bs_ ? div_up(k_, bs_) : 1;
+  for (size_t r = 0; r < real_rows && !has_zero_; ++r)
+    for (size_t j = 0; j < n_; ++j) has_zero_ |= src.zero(r, j) != 8;
+  if (has_zero_) zeros_ = AlignedBuffer(panels_ * scale_rows_ * kQ4NR, "Q4 zero points");
+
+  const size_t groups = kp_ / kQ4GroupK;
+  split_ranges(pool, panels_, double(k_) * double(n_) >= kMinParallelMacs, [&](size_t p0, size_t p1) {
+    for (size_t p = p0; p < p1; ++p) {
+      float* scale = scales_.as<float>() + p * scale_rows_ * kQ4NR;
+      uint8_t* zero = has_zero_ ? zeros_.as<uint8_t>() + p * scale_rows_ * kQ4NR : nullptr;
+      Q4Group* codes = codes_.as<Q4Group>() + p * groups;
+      for (size_t j = 0; j < kQ4NR; ++j) {
+        const size_t n = p * kQ4NR + j;
+        const bool real_col = n < n_;
+        // z' and scale of row r; padding rows and columns mean weight 0.
+        auto zero_of = [&](size_t r) { return real_col && r < real_rows ? src.zero(r, n) : 8; };
+        for (size_t r = 0; r < scale_rows_; ++r) {
+          scale[r * kQ4NR + j] = real_col && r < real_rows ? src.scale(r, n) : 0.0f;
+          if (zero) zero[r * kQ4NR + j] = static_cast<uint8_t>(zero_of(r));
+        }
+        double g = 0.0;
+        int64_t wsum = 0;
+        for (size_t k = 0; k < kp_; ++k) {
+          const size_t r = bs_ ? k / bs_ : 0;
+          const int z = zero_of(r);
+          const int c = real_col && k < k_ ? src.code(k, n) : z;
+          uint8_t& byte = codes[k / 8].bytes[j * 4 + k % 4];
+          byte = static_cast<uint8_t>(k % 8 < 4 ? (byte & 0xF0) | c : (byte & 0x0F) | (c << 4));
+          wsum += c - z;
+          const bool row_end = k + 1 == kp_ || (bs_ && (k + 1) % bs_ == 0);
+          if (row_end) {
+            g += double(scale[r * kQ4NR + j]) * double(wsum);
+            wsum = 0;
+          }
+        }
+        g_.as<float>()[n] = static_cast<float>(g);
+      }
+    }
+  });
+}
+
+Q4Gemm::Q4Gemm(const Q4GemmConfig& config, const Q4OnnxWeight& w, const Q4GemmOptions& options, ThreadPool* pool)
+    : config_(&config) {
+  if (w.block_size) check_block_size(w.block_size, "DequantizeLinear");
+  if (!w.data || !w.scales) fail("Q4 (DequantizeLinear): weight data or scales missing");
+  if (!w.is_signed && !w.zero_points && (w.uint4_zero_point < 0 || w.uint4_zero_point > 15))
+    fail("Q4 (DequantizeLinear): uint4 implicit zero point = {}, expected 0..15", w.uint4_zero_point);
+  init(w.k, w.n, w.block_size, options);
+  const size_t rows = bs_ ? div_up(w.k, bs_) : 1;
+  for (size_t i = 0; i < rows * w.n; ++i)
+    if (!std::isfinite(load_float(w.scale_type, w.scales, i)))
+      fail("Q4 (DequantizeLinear): scale [{}][{}] is not finite", i / w.n, i % w.n);
+  pack(OnnxSource{w}, pool);
+}
+
+Q4Gemm::Q4Gemm(const Q4GemmConfig& config, const Q4MatMulNBitsWeight& w, const Q4GemmOptions& options,
+               ThreadPool* pool)
+    : config_(&config) {
+  check_block_size(w.block_size, "MatMulNBits");
+  if (w.block_size % 2) fail("Q4 (MatMulNBits): block_size = {} is odd", w.block_size);
+  if (!w.b || !w.scales) fail("Q4 (MatMulNBits): B or scales missing");
+  using Z = Q4MatMulNBitsWeight::ZeroPoints;
+  if (w.zero_point_type != Z::kNone && !w.zero_points) fail("Q4 (MatMulNBits): zero_points missing");
+  init(w.k, w.n, w.block_size, options);
+  const size_t blocks = div_up(w.k, w.block_size);
+  for (size_t i = 0; i < blocks * w.n; ++i) {
+    if (!std::isfinite(load_float(w.scale_type, w.scales, i)))
+      fail("Q4 (MatMulNBits): scales[{}] (column {}, block {}) is not finite", i, i / blocks, i % blocks);
+    if (w.zero_point_type == Z::kF32 || w.zero_point_type == Z::kF16) {
+      const float z =
+          load_float(w.zero_point_type == Z::kF32 ? Q4FloatType::kF32 : Q4FloatType::kF16, w.zero_points, i);
+      if (!(z >= 0 && z <= 15 && z == std::floor(z)))
+        fail("Q4 (MatMulNBits): zero_points[{}] = {}, expected an integer in [0, 15] (the integer kernels "
+             "cannot represent a fractional zero point)",
+             i, z);
+    }
+  }
+  pack(NBitsSource{w, blocks}, pool);
+}
+
+}  // namespace onebit

@@ -1,0 +1,31 @@
+// Helpers shared by the quant/*__avx512*.cpp kernel files, which alone
+// include this header (it needs their AVX-512 flags). Everything here has
+// internal linkage: an inline function with external linkage compiled under
+// AVX-512 flags is one the linker could hand to baseline code.
+//
+// GCC 12's AVX-512 headers trip -Wuninitialized inside their own
+// _mm*_undefined_* helpers (GCC bug 105593); the warning is about them.
+#pragma once
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace onebit {
+namespace {  // deliberately per translation unit, see above
+
+// The first n of 16 lanes.
+inline __mmask16 mask16(size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
+
+// Four bytes broadcast to every 32-bit lane (vpdpbusd's activation operand).
+inline __m512i bcast4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+}  // namespace
+}  // namespace onebit

@@ -1,0 +1,374 @@
+// Q4NX GEMM (quant/q4_gemm.h).
+//
+// Q4Tester draws 4-bit weights (int4 or uint4, blocked or per channel, with
+// or without zero points, float or float16 scales), builds both source
+// layouts from them (opset-21 [K,N] nibbles and MatMulNBits), and checks:
+//   1. the two packers produce the same packed codes and the same outputs;
+//   2. every kernel family equals a naive reference that follows the
+//      operation sequence of quant/q4_ukernels.h from the unpacked weights
+//      and the public row quantizers — bit for bit (compared with ==, so
+//      only the sign of an exact zero may differ): the integer dot products
+//      are exact and every float step happens in the same order;
+//   3. against float64 X·dequant(W) the error stays within what the
+//      activation precision allows: for int8 modes, half an activation step
+//      times Σ|w| (plus float rounding); for float, the summation bound
+//      2(K+4)·u·Σ|x·w| (Higham, "Accuracy and Stability of Numerical
+//      Algorithms", §3.1), u = 2⁻²⁴.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "graph/dtype.h"
+#include "graph/error.h"
+#include "ops/thread_pool.h"
+#include "quant/act_quant.h"
+#include "quant/q4_gemm.h"
+#include "quant_test_util.h"
+
+using namespace onebit;
+
+namespace {
+
+using namespace quant_test;
+
+void put_nibble(std::vector<uint8_t>& v, size_t i, int value) {
+  v[i / 2] = static_cast<uint8_t>(i % 2 ? (v[i / 2] & 0x0F) | ((value & 15) << 4) : (v[i / 2] & 0xF0) | (value & 15));
+}
+
+size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+const char* act_name(Q4Act a) {
+  return a == Q4Act::kInt8Row ? "int8-row" : (a == Q4Act::kInt8Block ? "int8-block" : "float");
+}
+
+class Q4Tester {
+ public:
+  Q4Tester& m(size_t v) { m_ = v; return *this; }
+  Q4Tester& n(size_t v) { n_ = v; return *this; }
+  Q4Tester& k(size_t v) { k_ = v; return *this; }
+  Q4Tester& lda(size_t v) { lda_ = v; return *this; }
+  Q4Tester& ldy(size_t v) { ldy_ = v; return *this; }
+  Q4Tester& is_signed(bool v) { signed_ = v; return *this; }
+  Q4Tester& block_size(size_t v) { bs_ = v; return *this; }
+  Q4Tester& zero_points(bool v) { zp_ = v; return *this; }
+  Q4Tester& f16_scales(bool v) { f16_ = v; return *this; }
+  Q4Tester& bias(bool v) { bias_ = v; return *this; }
+  Q4Tester& act(Q4Act v) { act_ = v; return *this; }
+  Q4Tester& int8_block(size_t v) { int8_block_ = v; return *this; }
+  Q4Tester& nbits_zero_points(Q4MatMulNBitsWeight::ZeroPoints v) { nbits_zp_ = v; return *this; }
+  Q4Tester& config(const Q4GemmConfig& v) { config_ = &v; return *this; }
+  Q4Tester& pool(ThreadPool* v) { pool_ = v; return *this; }
+
+  void test() const {
+    REQUIRE(config_);
+    INFO(config_->gemm_name[int(act_)] << " act=" << act_name(act_) << " m=" << m_ << " n=" << n_ << " k=" << k_
+                                       << " lda=" << lda_ << " signed=" << signed_ << " bs=" << bs_ << " zp=" << zp_
+                                       << " f16=" << f16_ << " bias=" << bias_
+                                       << " threads=" << (pool_ ? pool_->size() : 1));
+    std::mt19937 rng(static_cast<unsigned>(m_ * 7919 + n_ * 104729 + k_ * 13 + bs_ * 7 + signed_ + 2 * zp_));
+    const size_t rows = bs_ ? div_up(k_, bs_) : 1, lda = std::max(lda_, k_), ldy = std::max(ldy_, n_);
+    const int wlo = signed_ ? -8 : 0;
+    std::uniform_int_distribution<int> wd(wlo, wlo + 15);
+    std::uniform_real_distribution<float> sd(0.01f, 0.1f), xd(-1.0f, 1.0f);
+
+    // Logical weights: w[k][n], z[r][n] in W's type; s[r][n] float.
+    std::vector<int> w(k_ * n_), z(rows * n_, signed_ ? 0 : 8);
+    std::vector<float> s(rows * n_);
+    for (int& v : w) v = wd(rng);
+    if (zp_)
+      for (int& v : z) v = wd(rng);
+    std::vector<uint16_t> s16(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+      const float v = sd(rng) * (i % 3 == 0 ? -1.0f : 1.0f);
+      s16[i] = float_to_half(v);
+      s[i] = f16_ ? half_to_float(s16[i]) : v;
+    }
+    std::vector<float> x(m_ * lda + 1), bias(n_);
+    for (float& v : x) v = xd(rng);
+    for (float& v : bias) v = xd(rng);
+
+    // Opset-21 layout.
+    std::vector<uint8_t> data(div_up(k_ * n_, 2)), zdata(div_up(rows * n_, 2));
+    for (size_t i = 0; i < w.size(); ++i) put_nibble(data, i, w[i]);
+    for (size_t i = 0; i < z.size(); ++i) put_nibble(zdata, i, z[i]);
+    Q4OnnxWeight ow;
+    ow.k = k_;
+    ow.n = n_;
+    ow.is_signed = signed_;
+    ow.data = data.data();
+    ow.block_size = bs_;
+    ow.scale_type = f16_ ? Q4FloatType::kF16 : Q4FloatType::kF32;
+    ow.scales = f16_ ? static_cast<const void*>(s16.data()) : s.data();
+    ow.zero_points = zp_ ? zdata.data() : nullptr;
+    Q4GemmOptions opt;
+    opt.act = act_;
+    opt.int8_block = int8_block_;
+    opt.bias = bias_ ? bias.data() : nullptr;
+    const Q4Gemm gemm(*config_, ow, opt, pool_);
+
+    // Shifted codes and zero points, c − z' = w − z (quant/q4_ukernels.h).
+    auto C = [&](size_t kk, size_t j) { return signed_ ? w[kk * n_ + j] + 8 : w[kk * n_ + j]; };
+    auto Zs = [&](size_t r, size_t j) { return signed_ ? z[r * n_ + j] + 8 : z[r * n_ + j]; };
+    auto row_of = [&](size_t kk) { return bs_ ? kk / bs_ : 0; };
+
+    // The same weights as MatMulNBits (blocked only: it has no per-channel form).
+    if (bs_) {
+      const size_t blob = bs_ / 2, zbytes = div_up(rows, 2);
+      std::vector<uint8_t> b(n_ * rows * blob), zp8(n_ * zbytes);
+      std::vector<float> sn(n_ * rows), zf(n_ * rows);
+      std::vector<uint16_t> sn16(n_ * rows), zf16(n_ * rows);
+      for (size_t j = 0; j < n_; ++j) {
+        for (size_t kk = 0; kk < k_; ++kk) {
+          const size_t byte = (j * rows + kk / bs_) * blob + (kk % bs_) / 2;
+          b[byte] = static_cast<uint8_t>(kk % 2 ? (b[byte] & 0x0F) | (C(kk, j) << 4) : (b[byte] & 0xF0) | C(kk, j));
+        }
+        for (size_t r = 0; r < rows; ++r) {
+          sn[j * rows + r] = s[r * n_ + j];
+          sn16[j * rows + r] = s16[r * n_ + j];
+          const int zz = zp_ || !signed_ ? Zs(r, j) : 8;
+          zf[j * rows + r] = float(zz);
+          zf16[j * rows + r] = float_to_half(float(zz));
+          uint8_t& byte = zp8[j * zbytes + r / 2];
+          byte = static_cast<uint8_t>(r % 2 ? (byte & 0x0F) | (zz << 4) : (byte & 0xF0) | zz);
+        }
+      }
+      using Z = Q4MatMulNBitsWeight::ZeroPoints;
+      Q4MatMulNBitsWeight nw;
+      nw.k = k_;
+      nw.n = n_;
+      nw.block_size = bs_;
+      nw.b = b.data();
+      nw.scale_type = ow.scale_type;
+      nw.scales = f16_ ? static_cast<const void*>(sn16.data()) : sn.data();
+      nw.zero_point_type = zp_ || !signed_ ? nbits_zp_ : Z::kNone;
+      nw.zero_points = nw.zero_point_type == Z::kPacked ? static_cast<const void*>(zp8.data())
+                       : nw.zero_point_type == Z::kF16  ? static_cast<const void*>(zf16.data())
+                                                        : zf.data();
+      const Q4Gemm from_nbits(*config_, nw, opt, pool_);
+      REQUIRE(from_nbits.weight_bytes() == gemm.weight_bytes());
+      CHECK(std::memcmp(from_nbits.packed_codes().as<uint8_t>(), gemm.packed_codes().as<uint8_t>(),
+                        gemm.packed_codes().bytes()) == 0);
+      std::vector<float> y1(m_ * ldy), y2(m_ * ldy);
+      auto ws = workspace(gemm.workspace_bytes(m_));
+      gemm.run(m_, x.data(), lda, y1.data(), ldy, ws.get(), pool_);
+      from_nbits.run(m_, x.data(), lda, y2.data(), ldy, ws.get(), pool_);
+      for (size_t i = 0; i < m_ * ldy; i += ldy) REQUIRE(std::equal(&y1[i], &y1[i] + n_, &y2[i]));
+    }
+
+    // Run, through the per-call override of the precision as well.
+    const float sentinel = -777.0f;
+    std::vector<float> y(m_ * ldy, sentinel), y_override(m_ * ldy, sentinel);
+    auto ws = workspace(gemm.workspace_bytes(m_, act_));
+    gemm.run(m_, x.data(), lda, y.data(), ldy, ws.get(), pool_);
+    const Q4Act other = act_ == Q4Act::kFloat ? Q4Act::kInt8Row : Q4Act::kFloat;
+    auto ws2 = workspace(gemm.workspace_bytes(m_, other));
+    gemm.run(m_, other, x.data(), lda, y_override.data(), ldy, ws2.get(), pool_);  // must not disturb
+    gemm.run(m_, act_, x.data(), lda, y_override.data(), ldy, ws.get(), pool_);
+    CHECK(y == y_override);
+
+    // The naive reference, operation for operation.
+    const size_t kp = gemm.padded_k();
+    const size_t kb = bs_ ? bs_ : (act_ == Q4Act::kInt8Block ? int8_block_ : kp), blocks = div_up(kp, kb);
+    bool any_zero = false;
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t j = 0; j < n_; ++j) any_zero |= Zs(r, j) != 8;
+    auto zprime = [&](size_t r, size_t j) { return r < rows ? Zs(r, j) : 8; };
+    auto scale_of = [&](size_t r, size_t j) { return r < rows ? s[r * n_ + j] : 0.0f; };
+    auto weight = [&](size_t kk, size_t j) { return kk < k_ ? C(kk, j) - zprime(row_of(kk), j) : 0; };
+    auto code = [&](size_t kk, size_t j) { return kk < k_ ? C(kk, j) : zprime(row_of(kk), j); };
+    // Scale row of kernel block b: the weight block, or the only row.
+    auto srow = [&](size_t b) { return bs_ ? b : 0; };
+
+    size_t bad = 0;
+    double worst = 0.0;
+    std::vector<int8_t> q(kp);
+    for (size_t i = 0; i < m_; ++i) {
+      const float* xi = x.data() + i * lda;
+      std::vector<float> xpad(kp, 0.0f);
+      std::copy(xi, xi + k_, xpad.begin());
+      QD8Params qd{0, 0.0f};
+      std::vector<float> sxb(blocks, 0.0f);
+      if (act_ == Q4Act::kInt8Row) {
+        qd = quantize_qd8(xi, k_, q.data());
+        std::fill(q.begin() + k_, q.end(), int8_t(qd.zero_point));
+      } else if (act_ == Q4Act::kInt8Block) {
+        std::fill(q.begin(), q.end(), 0);
+        for (size_t b = 0; b * kb < k_; ++b) sxb[b] = quantize_symmetric(xi + b * kb, std::min(kb, k_ - b * kb), q.data() + b * kb);
+      }
+      for (size_t j = 0; j < n_; ++j) {
+        float acc = 0.0f;
+        double g = 0.0;
+        for (size_t b = 0; b < blocks; ++b) {
+          const size_t k0 = b * kb, k1 = std::min(kp, k0 + kb);
+          const float sb = scale_of(srow(b), j);
+          if (act_ == Q4Act::kFloat) {
+            float lo = 0.0f, hi = 0.0f, bsum = 0.0f;
+            for (size_t kk = k0; kk < k1; ++kk) {
+              (kk % 8 < 4 ? lo : hi) = std::fma(xpad[kk], float(code(kk, j) - 8), kk % 8 < 4 ? lo : hi);
+              bsum += xpad[kk];
+            }
+            float t = lo + hi;
+            if (any_zero) t = std::fma(-float(zprime(srow(b), j) - 8), bsum, t);
+            acc = std::fma(t, sb, acc);
+          } else {
+            int32_t raw = 0, wsum = 0;
+            for (size_t kk = k0; kk < k1; ++kk) {
+              raw += (int32_t(q[kk]) + 128) * weight(kk, j);
+              wsum += weight(kk, j);
+            }
+            if (act_ == Q4Act::kInt8Row) acc = std::fma(float(raw), sb, acc);
+            else acc = std::fma(float(raw - 128 * wsum), sb * sxb[b], acc);
+            g += double(sb) * double(wsum);
+          }
+        }
+        const float bj = bias_ ? bias[j] : 0.0f;
+        const float want = act_ == Q4Act::kInt8Row
+                               ? std::fma(std::fma(-float(qd.zero_point + 128), float(g), acc), qd.scale, bj)
+                               : acc + bj;
+        const float got = y[i * ldy + j];
+        if (!(got == want) && bad++ < 5)
+          FAIL_CHECK("y[" << i << "][" << j << "] = " << got << ", reference " << want);
+
+        // Against float64 X·dequant(W) + bias.
+        // mag bounds the terms the float steps actually add: x·(c − 8) and
+        // (z' − 8)·x in float mode, and the QD8 offset (|min x| at most
+        // max|x|) the int8-row zero-point correction removes.
+        double exact = bj, mag = 0.0, wabs = 0.0, xmax = 0.0;
+        for (size_t kk = 0; kk < k_; ++kk) xmax = std::max(xmax, std::fabs(double(xi[kk])));
+        for (size_t kk = 0; kk < k_; ++kk) {
+          const double sk = scale_of(row_of(kk), j), wv = double(weight(kk, j)) * sk;
+          exact += double(xi[kk]) * wv;
+          mag += (std::fabs(double(xi[kk])) + xmax) * (std::abs(code(kk, j) - 8) + std::abs(zprime(row_of(kk), j) - 8)) *
+                 std::fabs(sk);
+          wabs += std::fabs(wv);
+        }
+        double step = 0.0;  // the largest activation quantization step of the row
+        if (act_ == Q4Act::kInt8Row) step = qd.scale;
+        for (float v : sxb) step = std::max(step, double(v));
+        const double tol = step / 2 * wabs * 1.001 + 4.0 * double(k_ + 4) * std::ldexp(1.0, -24) * (mag + std::fabs(bj));
+        worst = std::max(worst, std::fabs(got - exact) / (tol + 1e-30));
+        if (!(std::fabs(got - exact) <= tol) && bad++ < 5)
+          FAIL_CHECK("y[" << i << "][" << j << "] = " << got << ", float64 " << exact << ", tolerance " << tol);
+      }
+      for (size_t j = n_; j < ldy && i + 1 < m_; ++j)
+        if (y[i * ldy + j] != sentinel && bad++ < 5) FAIL_CHECK("y[" << i << "][" << j << "] past N was written");
+    }
+    CHECK(bad == 0);
+  }
+
+ private:
+  size_t m_ = 1, n_ = 1, k_ = 1, lda_ = 0, ldy_ = 0, bs_ = 32, int8_block_ = 32;
+  bool signed_ = true, zp_ = false, f16_ = false, bias_ = false;
+  Q4Act act_ = Q4Act::kInt8Row;
+  Q4MatMulNBitsWeight::ZeroPoints nbits_zp_ = Q4MatMulNBitsWeight::ZeroPoints::kPacked;
+  const Q4GemmConfig* config_ = nullptr;
+  ThreadPool* pool_ = nullptr;
+};
+
+const Q4Act kActs[] = {Q4Act::kInt8Row, Q4Act::kInt8Block, Q4Act::kFloat};
+
+}  // namespace
+
+TEST_CASE("q4: QD8 rows map real 0 to the zero point and stay within half a step", "[q4]") {
+  std::mt19937 rng(3);
+  for (float lo : {-3.0f, 0.5f, -0.001f})
+    for (float hi : {-0.25f, 2.0f, 40.0f}) {
+      std::uniform_real_distribution<float> d(std::min(lo, hi), std::max(lo, hi));
+      std::vector<float> x(300);
+      for (float& v : x) v = d(rng);
+      x[17] = 0.0f;
+      std::vector<int8_t> q(x.size());
+      const QD8Params p = quantize_qd8(x.data(), x.size(), q.data());
+      CHECK(q[17] == p.zero_point);
+      for (size_t i = 0; i < x.size(); ++i) CHECK(std::fabs((q[i] - p.zero_point) * p.scale - x[i]) <= p.scale * 0.5001f);
+    }
+  std::vector<float> zeros(40, 0.0f);
+  std::vector<int8_t> q(40, 9);
+  const QD8Params p = quantize_qd8(zeros.data(), zeros.size(), q.data());
+  CHECK(p.scale == 0.0f);
+  CHECK(std::all_of(q.begin(), q.end(), [](int8_t v) { return v == 0; }));
+  CHECK(quantize_symmetric(zeros.data(), zeros.size(), q.data()) == 0.0f);
+}
+
+TEST_CASE("q4: tile edges on every ISA and precision", "[q4]") {
+  for (const Q4GemmConfig* cfg : q4_configs())
+    for (Q4Act act : kActs) {
+      const size_t mr = cfg->mr[int(act)];
+      for (size_t m : {size_t{1}, size_t{2}, mr - 1, mr, mr + 1, size_t{33}})
+        for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{35}, cfg->gemv_nc[int(act)] + 5})
+          for (size_t k : {1, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1000})
+            Q4Tester().m(m).n(n).k(k).act(act).zero_points(k % 2 == 1).config(*cfg).test();
+    }
+}
+
+TEST_CASE("q4: int4 and uint4, per block and per channel, zero points, float16 scales", "[q4]") {
+  for (const Q4GemmConfig* cfg : q4_configs())
+    for (Q4Act act : kActs)
+      for (bool sgn : {true, false})
+        for (size_t bs : {0, 16, 32, 64, 128})
+          for (bool zp : {false, true})
+            for (size_t m : {size_t{1}, size_t{10}})
+              Q4Tester().m(m).n(40).k(200).is_signed(sgn).block_size(bs).zero_points(zp).f16_scales(bs == 64)
+                  .bias(zp).act(act).config(*cfg).test();
+}
+
+TEST_CASE("q4: MatMulNBits zero points packed, float and float16 match the [K,N] layout", "[q4]") {
+  using Z = Q4MatMulNBitsWeight::ZeroPoints;
+  for (const Q4GemmConfig* cfg : q4_configs())
+    for (Z zt : {Z::kPacked, Z::kF32, Z::kF16})
+      for (size_t k : {size_t{96}, size_t{100}})  // odd and even block counts per column
+        Q4Tester().m(3).n(21).k(k).is_signed(false).zero_points(true).nbits_zero_points(zt).config(*cfg).test();
+}
+
+TEST_CASE("q4: per-channel int8-block uses its own activation block", "[q4]") {
+  for (const Q4GemmConfig* cfg : q4_configs())
+    for (size_t blk : {8, 24, 64})
+      Q4Tester().m(5).n(20).k(150).block_size(0).zero_points(true).act(Q4Act::kInt8Block).int8_block(blk)
+          .config(*cfg).test();
+}
+
+TEST_CASE("q4: strided activations and outputs, one and two threads", "[q4]") {
+  ThreadPool two(2);
+  for (const Q4GemmConfig* cfg : q4_configs())
+    for (Q4Act act : kActs)
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
+        Q4Tester().m(1).n(700).k(1024).act(act).bias(true).config(*cfg).pool(pool).test();
+        Q4Tester().m(40).n(130).k(300).lda(333).ldy(150).zero_points(true).act(act).config(*cfg).pool(pool).test();
+      }
+}
+
+TEST_CASE("q4: bad inputs are errors that name the value", "[q4]") {
+  std::vector<uint8_t> data(64);
+  std::vector<float> scales(16, 1.0f);
+  Q4OnnxWeight w;
+  w.k = 16;
+  w.n = 8;
+  w.data = data.data();
+  w.scales = scales.data();
+  w.block_size = 12;
+  CHECK_THROWS_WITH(Q4Gemm(q4_gemm_config(), w), Catch::Contains("block_size = 12"));
+  w.block_size = 16;
+  scales[3] = std::nanf("");
+  CHECK_THROWS_WITH(Q4Gemm(q4_gemm_config(), w), Catch::Contains("not finite"));
+  const float half_zp[8] = {7.5f, 8, 8, 8, 8, 8, 8, 8};
+  scales[3] = 1.0f;
+  Q4MatMulNBitsWeight nw;
+  nw.k = 16;
+  nw.n = 8;
+  nw.block_size = 16;
+  nw.b = data.data();
+  nw.scales = scales.data();
+  nw.zero_point_type = Q4MatMulNBitsWeight::ZeroPoints::kF32;
+  nw.zero_points = half_zp;
+  CHECK_THROWS_WITH(Q4Gemm(q4_gemm_config(), nw), Catch::Contains("zero_points[0] = 7.5"));
+  Q4GemmOptions opt;
+  opt.int8_block = 12;
+  nw.zero_point_type = Q4MatMulNBitsWeight::ZeroPoints::kNone;
+  CHECK_THROWS_WITH(Q4Gemm(q4_gemm_config(), nw, opt), Catch::Contains("int8_block = 12"));
+}
