@@ -110,45 +110,36 @@ QuantLayout layout_of(const RunContext& ctx, int64_t axis, int64_t block) {
   return plan_layout(ctx.input(0).shape(), ctx.input(1).shape(), z ? &z->shape() : nullptr, axis, block);
 }
 
-// Calls f(j, p) for every element j of rows [row_begin, row_end) (a row is one
-// (outer, d) pair of `inner` elements) with p the scale / zero point index.
-template <class F>
-void for_each_element(const QuantLayout& l, int64_t row_begin, int64_t row_end, F f) {
+// Calls run(j0, len, p0, ps) for the rows [row_begin, row_end) (a row is one
+// (outer, d) pair of `inner` elements): elements j0 .. j0 + len - 1 use the
+// scale / zero point at p0 + i * ps (ps = 0: one pair for the whole run, so
+// the loop over it can hold them in registers and vectorise).
+template <class Run>
+void for_each_run(const QuantLayout& l, int64_t row_begin, int64_t row_end, Run run) {
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t o = row / l.d, d = row % l.d, j0 = row * l.inner;
-    switch (l.mode) {
-      case QuantLayout::Mode::Tensor:
-        for (int64_t i = 0; i < l.inner; ++i) f(j0 + i, int64_t{0});
-        break;
-      case QuantLayout::Mode::Axis:
-        for (int64_t i = 0; i < l.inner; ++i) f(j0 + i, d);
-        break;
-      case QuantLayout::Mode::Block: {
-        const int64_t p0 = (o * l.s_d + d / l.block) * l.inner;
-        for (int64_t i = 0; i < l.inner; ++i) f(j0 + i, p0 + i);
-        break;
-      }
-    }
+    if (l.mode == QuantLayout::Mode::Block) run(j0, l.inner, (o * l.s_d + d / l.block) * l.inner, int64_t{1});
+    else run(j0, l.inner, l.mode == QuantLayout::Mode::Axis ? d : int64_t{0}, int64_t{0});
   }
 }
 
-// Runs f over every element, in parallel when large. Tasks start on even
-// elements so 4-bit outputs never share a byte across threads: per tensor by
-// construction, per row when `inner` is even; otherwise (4-bit output, odd
-// `inner`) the loop stays serial.
-template <class F>
-void for_all_elements(ThreadPool& pool, const QuantLayout& l, bool nibble_output, F f) {
+// for_each_run over every element, in parallel when large. Tasks start on
+// even elements so 4-bit outputs never share a byte across threads: per
+// tensor by construction, per row when `inner` is even; otherwise (4-bit
+// output, odd `inner`) the loop stays serial.
+template <class Run>
+void for_all_runs(ThreadPool& pool, const QuantLayout& l, bool nibble_output, Run run) {
   if (l.mode == QuantLayout::Mode::Tensor) {  // one long row: split it on even elements
     const int64_t n = l.inner;
     pool.parallel_for((n + 1) / 2, kElementwiseGrain / 2, [&](int64_t b, int64_t e) {
-      for (int64_t j = 2 * b; j < std::min(2 * e, n); ++j) f(j, int64_t{0});
+      run(2 * b, std::min(2 * e, n) - 2 * b, int64_t{0}, int64_t{0});
     });
     return;
   }
   const int64_t rows = l.outer * l.d;
-  if (nibble_output && l.inner % 2 != 0) return for_each_element(l, 0, rows, f);
+  if (nibble_output && l.inner % 2 != 0) return for_each_run(l, 0, rows, run);
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(l.inner, 1));
-  pool.parallel_for(rows, grain, [&](int64_t b, int64_t e) { for_each_element(l, b, e, f); });
+  pool.parallel_for(rows, grain, [&](int64_t b, int64_t e) { for_each_run(l, b, e, run); });
 }
 
 // Element i of quantized data as an integer (4-bit types unpacked).
@@ -240,8 +231,8 @@ class QuantizeKernel : public Kernel {
         using Q = typename decltype(qtag)::type;
         const void* zp = Z ? Z->raw() : nullptr;
         void* y = Y.raw();
-        auto emit = [&](int64_t j, auto q_real) {  // q_real: rounded quotient + zero point
-          float v = static_cast<float>(q_real);
+        // saturate(q_real) into y[j]; q_real is the rounded quotient plus the zero point.
+        auto emit = [&](int64_t j, float v) {
           v = !(v >= lo) ? lo : v;  // NaN saturates low, as ONNX Runtime and the reference do
           v = v > hi ? hi : v;
           const int32_t q = static_cast<int32_t>(v);
@@ -253,27 +244,35 @@ class QuantizeKernel : public Kernel {
             static_cast<Q*>(y)[j] = static_cast<Q>(q);
           }
         };
-        auto zero_at = [&](int64_t p) -> int32_t { return zp ? quant_at<Q>(zp, p, sgn) : 0; };
+        auto zero_at = [&](int64_t p) -> float { return zp ? static_cast<float>(quant_at<Q>(zp, p, sgn)) : 0.0f; };
+        auto scale_at = [&](int64_t p) { return static_cast<float>(Arith<ST>::load(scale[p])); };
         if (X.dtype() == DType::I32) {
           // int32 x (opset 13): the division runs in double, as x / scale
           // promotes there in the reference implementation.
           const int32_t* x = X.data<int32_t>();
-          for_all_elements(ctx.pool(), l, is_nibble(out), [&](int64_t j, int64_t p) {
-            const double qd = round_half_even(static_cast<double>(x[j]) /
-                                              static_cast<double>(Arith<ST>::load(scale[p])));
-            emit(j, qd + zero_at(p));
+          for_all_runs(ctx.pool(), l, is_nibble(out), [&](int64_t j0, int64_t len, int64_t p0, int64_t ps) {
+            for (int64_t i = 0; i < len; ++i) {
+              const int64_t p = p0 + i * ps;
+              const double qd = round_half_even(static_cast<double>(x[j0 + i]) / static_cast<double>(scale_at(p)));
+              emit(j0 + i, static_cast<float>(qd + zero_at(p)));
+            }
           });
           return;
         }
         dispatch_float(X.dtype(), "QuantizeLinear x", [&](auto xtag) {
           using XT = typename decltype(xtag)::type;
           const XT* x = X.data<XT>();
-          for_all_elements(ctx.pool(), l, is_nibble(out), [&](int64_t j, int64_t p) {
-            const float xf = static_cast<float>(Arith<XT>::load(x[j]));
-            const float sf = static_cast<float>(Arith<ST>::load(scale[p]));
-            // round(x / scale) + zp: exact in float whenever the sum is within
-            // any quantized range (|rounded| < 2^24); beyond, it saturates anyway.
-            emit(j, round_half_even(xf / sf) + static_cast<float>(zero_at(p)));
+          // round(x / scale) + zp: exact in float whenever the sum is within
+          // any quantized range (|rounded| < 2^24); beyond, it saturates anyway.
+          auto quant = [](float xv, float s, float z) { return round_half_even(xv / s) + z; };
+          for_all_runs(ctx.pool(), l, is_nibble(out), [&](int64_t j0, int64_t len, int64_t p0, int64_t ps) {
+            if (ps == 0) {
+              const float s = scale_at(p0), z = zero_at(p0);
+              for (int64_t i = 0; i < len; ++i) emit(j0 + i, quant(Arith<XT>::load(x[j0 + i]), s, z));
+            } else {
+              for (int64_t i = 0; i < len; ++i)
+                emit(j0 + i, quant(Arith<XT>::load(x[j0 + i]), scale_at(p0 + i), zero_at(p0 + i)));
+            }
           });
         });
       });
@@ -322,15 +321,27 @@ class DequantizeKernel : public Kernel {
         using Q = typename decltype(qtag)::type;
         const void* x = X.raw();
         const void* zp = Z ? Z->raw() : nullptr;
-        for_all_elements(ctx.pool(), l, false, [&](int64_t j, int64_t p) {
-          const int64_t q = quant_at<Q>(x, j, sgn);
-          const int64_t z = zp ? quant_at<Q>(zp, p, sgn) : 0;
-          const float s = static_cast<float>(A::load(scale[p]));
+        auto at = [&](const void* p, int64_t i) { return static_cast<int64_t>(quant_at<Q>(p, i, sgn)); };
+        for_all_runs(ctx.pool(), l, false, [&](int64_t j0, int64_t len, int64_t p0, int64_t ps) {
           if constexpr (std::is_same_v<Q, int32_t>) {
             // x - zp can need 33 bits; one rounding from the exact product.
-            y[j] = A::store(static_cast<float>(static_cast<double>(q - z) * static_cast<double>(s)));
+            for (int64_t i = 0; i < len; ++i) {
+              const int64_t p = p0 + i * ps;
+              const double s = static_cast<double>(A::load(scale[p]));
+              y[j0 + i] = A::store(static_cast<float>(static_cast<double>(at(x, j0 + i) - (zp ? at(zp, p) : 0)) * s));
+            }
+          } else if (ps == 0) {
+            // (x - zp) is exact in int32 and in float; one rounding, the product.
+            const float s = static_cast<float>(A::load(scale[p0]));
+            const int32_t z = zp ? static_cast<int32_t>(at(zp, p0)) : 0;
+            for (int64_t i = 0; i < len; ++i)
+              y[j0 + i] = A::store(static_cast<float>(static_cast<int32_t>(at(x, j0 + i)) - z) * s);
           } else {
-            y[j] = A::store(static_cast<float>(q - z) * s);  // q - z exact, one rounding
+            for (int64_t i = 0; i < len; ++i) {
+              const float s = static_cast<float>(A::load(scale[p0 + i]));
+              const int32_t z = zp ? static_cast<int32_t>(at(zp, p0 + i)) : 0;
+              y[j0 + i] = A::store(static_cast<float>(static_cast<int32_t>(at(x, j0 + i)) - z) * s);
+            }
           }
         });
       });

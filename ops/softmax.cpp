@@ -29,16 +29,25 @@ namespace {
 // e^x for float, written so the compiler can vectorise it: x = n ln2 + r
 // with |r| <= ln2/2 (Cody-Waite, ln2 split in two), e^r by its degree-7
 // Taylor polynomial (truncation error < 6e-9 relative), times 2^n built in
-// the exponent bits. Within 2 ulp of std::exp for x in [-87.33, 88.72]
-// (FLT_MIN to FLT_MAX); below, the result (a float32 denormal or 0) is
-// flushed to 0; above, +inf; NaN stays NaN.
+// the exponent bits. Within 1e-7 relative of exp for x in [-87.3, 88.7]
+// (FLT_MIN to FLT_MAX); below about -87.7 the result is 0 (the float32
+// denormals are flushed), above 88.72 it is +inf; NaN stays NaN.
+//
+// Every step is straight-line arithmetic or an integer select: a float
+// select with a constant arm (a clamp of x, say) lets GCC split the loop into
+// paths, which it will not merge back under -ftrapping-math, and the loop
+// then stays scalar (5x slower).
 inline float exp_f32(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;  // exact in 10 bits, so n * kLn2Hi is exact
+  constexpr float kLn2Hi = 0.693359375f;  // 10 significant bits: n * kLn2Hi is exact
   constexpr float kLn2Lo = -2.12194440e-4f;
-  constexpr float kMax = 88.7228317f, kMin = -87.3365479f;
-  const float xc = std::min(std::max(x, kMin), kMax);
-  const float n = std::nearbyint(xc * kLog2e);
+  // |x| clamped to 104 on the bit pattern (keeps the sign; e^±104 is already
+  // 0 / inf in float32). NaN is remembered and restored at the end.
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t mag = bits & 0x7FFFFFFFu;
+  const uint32_t nan = mag > 0x7F800000u ? 0x7FC00000u : 0u;
+  const float xc = std::bit_cast<float>(std::min(mag, 0x42D00000u) | (bits & 0x80000000u));
+  const float n = std::nearbyint(xc * kLog2e);  // in [-150, 150]
   float r = std::fma(-n, kLn2Hi, xc);
   r = std::fma(-n, kLn2Lo, r);
   float p = 1.0f / 5040;
@@ -49,13 +58,14 @@ inline float exp_f32(float x) {
   p = std::fma(p, r, 0.5f);
   p = std::fma(p, r, 1.0f);
   p = std::fma(p, r, 1.0f);
-  // 2^n for n in [-126, 128], in two factors so neither leaves the normal range.
-  const int32_t ni = static_cast<int32_t>(n), h = ni >> 1;
-  const float s1 = std::bit_cast<float>((h + 127) << 23), s2 = std::bit_cast<float>((ni - h + 127) << 23);
-  float y = p * s1 * s2;
-  y = x > kMax ? std::numeric_limits<float>::infinity() : y;
-  y = x < kMin ? 0.0f : y;
-  return x != x ? x : y;
+  // 2^n as 2^a * 2^b with a in [-126, 127] (always normal); 2^b is exactly 0
+  // when n < -126, so tiny results are 0 without passing through denormals,
+  // and overflows to inf when n > 128.
+  const int32_t ni = static_cast<int32_t>(n);
+  const int32_t a = std::min(std::max(ni, -126), 127);
+  const int32_t b = ni < -126 ? 0 : std::min(ni - a + 127, 255);
+  const float y = (p * std::bit_cast<float>(b << 23)) * std::bit_cast<float>((a + 127) << 23);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(y) | nan);
 }
 
 template <class C>
@@ -86,45 +96,47 @@ void row_kernel(Mode mode, const T* x, T* y, int64_t n) {
     for (int64_t k = 0; k < n; ++k) y[k] = A::store(C(k == at ? 1 : 0));
     return;
   }
-  // Max with independent lanes so it vectorises (NaN propagates; the row then
-  // comes out NaN, as the formula gives).
+  // Max with independent lanes so it vectorises; NaN is tracked apart (a
+  // select that also tests for NaN keeps the loop scalar) and makes the max,
+  // and so the whole row, NaN, as the formula gives.
   constexpr int L = 8;
   C lanes[L];
+  int nan_lanes[L] = {};
   for (int j = 0; j < L; ++j) lanes[j] = -std::numeric_limits<C>::infinity();
   int64_t k = 0;
   for (; k + L <= n; k += L)
     for (int j = 0; j < L; ++j) {
       const C v = A::load(x[k + j]);
-      lanes[j] = (v > lanes[j] || v != v) ? v : lanes[j];
+      lanes[j] = v > lanes[j] ? v : lanes[j];
+      nan_lanes[j] |= v != v;
     }
   C m = -std::numeric_limits<C>::infinity();
+  bool nan = false;
   for (; k < n; ++k) {
     const C v = A::load(x[k]);
-    m = (v > m || v != v) ? v : m;
+    m = v > m ? v : m;
+    nan |= v != v;
   }
-  for (int j = 0; j < L; ++j) m = (lanes[j] > m || lanes[j] != lanes[j]) ? lanes[j] : m;
+  for (int j = 0; j < L; ++j) {
+    m = lanes[j] > m ? lanes[j] : m;
+    nan |= nan_lanes[j] != 0;
+  }
+  if (nan) m = std::numeric_limits<C>::quiet_NaN();
 
   // The sum of exponentials accumulates in double (float inputs): its
   // rounding would otherwise dominate log(sum) for rows with one dominant entry.
   using S = std::conditional_t<std::is_same_v<C, float>, double, C>;
   S sums[L] = {};
   S sum = 0;
-  k = 0;
   if constexpr (std::is_same_v<T, C>) {
-    // Stash exp(x - m) in y, then normalise in place.
-    for (; k + L <= n; k += L)
-      for (int j = 0; j < L; ++j) {
-        y[k + j] = exp_of(x[k + j] - m);
-        sums[j] += y[k + j];
-      }
-    for (; k < n; ++k) {
-      y[k] = exp_of(x[k] - m);
-      sum += y[k];
-    }
+    // Stash exp(x - m) in y (a plain loop, so it vectorises), sum it, then
+    // normalise in place.
+    for (k = 0; k < n; ++k) y[k] = exp_of(x[k] - m);
+    for (k = 0; k + L <= n; k += L)
+      for (int j = 0; j < L; ++j) sums[j] += static_cast<S>(y[k + j]);
+    for (; k < n; ++k) sum += static_cast<S>(y[k]);
   } else {
-    for (; k + L <= n; k += L)
-      for (int j = 0; j < L; ++j) sums[j] += exp_of(A::load(x[k + j]) - m);
-    for (; k < n; ++k) sum += exp_of(A::load(x[k]) - m);
+    for (k = 0; k < n; ++k) sum += static_cast<S>(exp_of(A::load(x[k]) - m));
   }
   for (int j = 0; j < L; ++j) sum += sums[j];
 
@@ -161,7 +173,7 @@ void column_kernel(Mode mode, const T* x, T* y, int64_t n, int64_t inner, int64_
       if (mode == Mode::Hardmax) {
         if (beats(v, m[c])) m[c] = v, at[c] = k;
       } else {
-        m[c] = (v > m[c] || v != v) ? v : m[c];  // once NaN, stays NaN
+        m[c] = ((v > m[c]) | (v != v)) ? v : m[c];  // once NaN, stays NaN
       }
     }
   if (mode == Mode::Hardmax) {
