@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   onebit::cli::Action action;
   onebit::cli::add_run_command(app, action);
   onebit::cli::add_inspect_command(app, action);
+  onebit::cli::add_tokenize_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,78 @@
+// `1bit tokenize --tokenizer tokenizer.json`: text -> ids, or ids -> text.
+#include <fmt/format.h>
+
+#include <cctype>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "graph/error.h"
+#include "models/tokenizer.h"
+
+namespace onebit::cli {
+
+namespace {
+
+// Ids as a JSON array ("[1, 2]") or separated by whitespace or commas.
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::string cleaned = text;
+  for (char& c : cleaned) {
+    if (c == '[' || c == ']' || c == ',') c = ' ';
+  }
+  std::istringstream in(cleaned);
+  std::vector<int32_t> ids;
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || v < 0 || v > INT32_MAX) fail("--decode: '{}' is not a token id", word);
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+}  // namespace
+
+void add_tokenize_command(CLI::App& app, Action& action) {
+  auto* cmd =
+      app.add_subcommand("tokenize",
+                         "Encode text to token ids (a JSON array) or decode ids to text with a tokenizer.json\n\n"
+                         "  echo 'Hello world' | 1bit tokenize --tokenizer tokenizer.json\n"
+                         "  1bit tokenize --tokenizer tokenizer.json --decode --text '[9707, 1879]'");
+  struct Args {
+    std::string tokenizer;
+    std::string text;
+    bool decode = false;
+    bool no_special = false;
+    bool skip_special = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (Hugging Face format)")->required();
+  cmd->add_option("--text", args->text, "Input instead of stdin: text, or ids with --decode");
+  cmd->add_flag("--decode", args->decode, "Read ids (JSON array or whitespace-separated) and print the text");
+  cmd->add_flag("--no-special", args->no_special, "Encode special tokens' text literally instead of as their ids");
+  cmd->add_flag("--skip-special", args->skip_special, "With --decode, leave special tokens out of the text");
+  cmd->callback([args, &action, cmd] {
+    const bool from_stdin = cmd->count("--text") == 0;
+    action = [args, from_stdin] {
+      std::string input = args->text;
+      // Bytes go through untouched: the tokenizer itself repairs invalid UTF-8.
+      if (from_stdin) input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      const Tokenizer tokenizer = Tokenizer::load(args->tokenizer);
+      if (args->decode) {
+        fmt::print("{}", tokenizer.decode(parse_ids(input), args->skip_special));
+        return 0;
+      }
+      fmt::print("[{}]\n", fmt::join(tokenizer.encode(input, !args->no_special), ", "));
+      return 0;
+    };
+  });
+}
+
+}  // namespace onebit::cli
