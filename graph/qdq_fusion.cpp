@@ -54,6 +54,7 @@ bool is_int8(DType t) { return t == DType::I8 || t == DType::U8; }
 struct QdqGroup {
   int matmul = -1, dq_x = -1, dq_w = -1, q_y = -1;
   bool x_per_row = false, w_per_column = false;
+  DType x_type = DType::Undefined;
 };
 
 // Scale layout of one DequantizeLinear: per tensor, or per axis `axis`.
@@ -110,6 +111,7 @@ std::variant<QdqGroup, std::string> match(const Graph& g, const std::vector<std:
     }
   }
   if (!is_int8(x_type)) return "activation_dtype_" + std::string(dtype_name(x_type));
+  grp.x_type = x_type;
 
   ScaleLayout ws, xs;
   if (auto why = scale_layout(g, *dq_w, 2, ws)) return "weight_" + *why;
@@ -180,6 +182,8 @@ void fuse_qdq_matmul(Graph& g, const SessionOptions& options, PassReport& report
     fused.attrs.set("x_per_row", a);
     a.i = grp.w_per_column;
     fused.attrs.set("w_per_column", a);
+    a.i = static_cast<int64_t>(grp.x_type);
+    fused.attrs.set("x_type", a);
     if (grp.q_y >= 0) {
       const Node& q = g.nodes[static_cast<size_t>(grp.q_y)];
       fused.inputs[6] = in(q, 1);
