@@ -14,5 +14,7 @@ using Action = std::function<int()>;
 void add_run_command(CLI::App& app, Action& action);
 void add_inspect_command(CLI::App& app, Action& action);
 void add_tokenize_command(CLI::App& app, Action& action);
+void add_ort_run_command(CLI::App& app, Action& action);
+void add_bench_command(CLI::App& app, Action& action);
 
 }  // namespace onebit::cli

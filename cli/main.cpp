@@ -16,8 +16,10 @@ int main(int argc, char** argv) {
       "1bit"};
   app.require_subcommand(1);
   onebit::cli::Action action;
+  onebit::cli::add_ort_run_command(app, action);
   onebit::cli::add_run_command(app, action);
   onebit::cli::add_inspect_command(app, action);
+  onebit::cli::add_bench_command(app, action);
   onebit::cli::add_tokenize_command(app, action);
   try {
     app.parse(argc, argv);

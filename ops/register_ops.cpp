@@ -13,6 +13,7 @@ void register_all_ops(OpRegistry& r) {
   register_concat_split_ops(r);
   register_gather_ops(r);
   register_scatter_ops(r);
+  register_pad_op(r);
   register_unary_ops(r);
   register_activation_ops(r);
   register_variadic_ops(r);
@@ -27,6 +28,7 @@ void register_all_ops(OpRegistry& r) {
   register_matmul_ops(r);
   register_gemm_ops(r);
   register_matmul_integer_ops(r);
+  register_qdq_matmul_op(r);
 }
 
 }  // namespace onebit

@@ -16,6 +16,7 @@ void register_expand_tile_ops(OpRegistry& r);
 void register_concat_split_ops(OpRegistry& r);
 void register_gather_ops(OpRegistry& r);
 void register_scatter_ops(OpRegistry& r);
+void register_pad_op(OpRegistry& r);
 void register_unary_ops(OpRegistry& r);
 void register_activation_ops(OpRegistry& r);
 void register_variadic_ops(OpRegistry& r);
@@ -30,5 +31,7 @@ void register_einsum_op(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
 void register_gemm_ops(OpRegistry& r);
 void register_matmul_integer_ops(OpRegistry& r);
+
+void register_qdq_matmul_op(OpRegistry& r);
 
 }  // namespace onebit
