@@ -5,6 +5,5 @@
 namespace onebit {
 
 void fuse_w4_matmul(Graph&, const SessionOptions&, PassReport&, ThreadPool&) {}
-void int8_dynamic_matmul(Graph&, const SessionOptions&, PassReport&, ThreadPool&) {}
 
 }  // namespace onebit

@@ -33,5 +33,6 @@ void register_gemm_ops(OpRegistry& r);
 void register_matmul_integer_ops(OpRegistry& r);
 
 void register_qdq_matmul_op(OpRegistry& r);
+void register_dyn_int8_matmul_op(OpRegistry& r);
 
 }  // namespace onebit

@@ -1,0 +1,52 @@
+// com.onebit::DynInt8MatMul(x float [..., K], W constant float [K, N]) —
+// written by the --int8 pass (graph/int8_dynamic.cpp), run by
+// quant/dynamic_int8.h.
+#include "ops/registry.h"
+#include "ops/thread_pool.h"
+#include "quant/dynamic_int8.h"
+
+namespace onebit {
+
+namespace {
+
+class DynInt8MatMulKernel : public Kernel {
+ public:
+  explicit DynInt8MatMulKernel(const KernelInfo& info) {
+    const Tensor* w = info.constant(1);
+    if (!w || w->rank() != 2 || w->dtype() != DType::F32)
+      fail("the weight ('{}') must be a constant float32 [K, N] tensor", info.input_name(1));
+    gemm_ = std::make_unique<DynamicInt8Gemm>(qgemm_config(), static_cast<size_t>(w->dim(0)),
+                                              static_cast<size_t>(w->dim(1)), w->data<float>());
+  }
+  void reshape(ReshapeContext& ctx) override {
+    const Shape& x = ctx.shape(0);
+    if (ctx.dtype(0) != DType::F32) fail("input A is {}, expected float32", dtype_name(ctx.dtype(0)));
+    if (x.empty() || x.back() != static_cast<int64_t>(gemm_->k()))
+      fail("input A has shape {}, expected [..., K={}]", shape_str(x), gemm_->k());
+    Shape y = x;
+    y.back() = static_cast<int64_t>(gemm_->n());
+    ctx.set_output(0, DType::F32, y);
+    ctx.set_workspace(gemm_->workspace_bytes(static_cast<size_t>(numel(x) / static_cast<int64_t>(gemm_->k()))));
+  }
+  void run(RunContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const size_t m = static_cast<size_t>(x.size()) / gemm_->k();
+    if (m == 0) return;
+    gemm_->run(m, x.data<float>(), gemm_->k(), ctx.output(0).data<float>(), gemm_->n(), ctx.workspace(),
+               &ctx.pool());
+  }
+  std::string describe() const override {
+    return fmt::format("dynamic int8 {}x{} {}", gemm_->k(), gemm_->n(), gemm_->gemm().config().gemm_name);
+  }
+
+ private:
+  std::unique_ptr<DynamicInt8Gemm> gemm_;
+};
+
+}  // namespace
+
+void register_dyn_int8_matmul_op(OpRegistry& r) {
+  r.add(kOneBitDomain, "DynInt8MatMul", 1, 1, make_factory<DynInt8MatMulKernel>());
+}
+
+}  // namespace onebit
