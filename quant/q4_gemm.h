@@ -85,8 +85,11 @@ class Q4Gemm {
   Q4Act default_act() const { return act_; }
   // Bytes a decode step streams: codes + scales (+ zero points) as packed.
   size_t weight_bytes() const;
-  // The packed codes [panels][Kp/8] (tests compare the two packers with it).
+  // The packed arrays a call streams (tests compare the two packers with
+  // them; benchmarks flush them from the caches for cold runs).
   const AlignedBuffer& packed_codes() const { return codes_; }
+  const AlignedBuffer& packed_scales() const { return scales_; }
+  const AlignedBuffer& packed_zeros() const { return zeros_; }  // empty unless some z' ≠ 8
 
   size_t workspace_bytes(size_t m) const { return workspace_bytes(m, act_); }
   size_t workspace_bytes(size_t m, Q4Act act) const;

@@ -57,24 +57,32 @@ void half_int8(const Q4Weights& w, size_t panel, size_t h, const Q4Acts& a, floa
   const uint8_t* x = static_cast<const uint8_t*>(a.data);
   const __m256i nib = _mm256_set1_epi8(0x0F), b128 = _mm256_set1_epi8(char(0x80));
   __m256 y[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) y[r] = _mm256_setzero_ps();
   size_t b = 0;
   for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
     const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
     const __m256i zv = Z ? expand_zero(zero + b * w.scale_step) : _mm256_set1_epi8(8);
     __m256i acc[R], wsum = _mm256_setzero_si256();
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_si256();
-    for (size_t k = k0; k < kend; k += 8) {
+    // do-while: a block has at least one group, and with the for form GCC 12
+    // copies every accumulator between registers on each iteration.
+    size_t k = k0;
+    do {
       const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + k * 8));
       const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(v, nib), zv);
       const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib), zv);
       if (A == Q4Act::kInt8Block) wsum = _mm256_add_epi32(wsum, quad(b128, lo, b128, hi));
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const uint8_t* xr = x + r * a.lda + k;
         acc[r] = _mm256_add_epi32(acc[r], quad(bcast4(xr), lo, bcast4(xr + 4), hi));
       }
-    }
+      k += 8;
+    } while (k < kend);
     const __m256 sv = _mm256_loadu_ps(scale + b * w.scale_step);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       if (A == Q4Act::kInt8Row) {
         y[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), sv, y[r]);
@@ -86,6 +94,7 @@ void half_int8(const Q4Weights& w, size_t panel, size_t h, const Q4Acts& a, floa
   }
   const size_t col = panel * 16 + 8 * h;
   const __m256 bias = _mm256_loadu_ps(w.bias + col);
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     __m256 out;
     if (A == Q4Act::kInt8Row) {
@@ -115,30 +124,36 @@ void half_f32(const Q4Weights& w, size_t panel, size_t h, const Q4Acts& a, float
   const uint8_t* zero = Z ? pan.zero + 8 * h : nullptr;
   const float* x = static_cast<const float*>(a.data);
   __m256 y[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) y[r] = _mm256_setzero_ps();
   size_t b = 0;
   for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
     const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
     __m256 lo[R], hi[R];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
-    for (size_t k = k0; k < kend; k += 8) {
+    size_t k = k0;
+    do {
       const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + k * 8));
 #pragma GCC unroll 4
       for (int t = 0; t < 4; ++t) {
         const __m256 wl = weight(v, t), wh = weight(v, t + 4);
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const float* xr = x + r * a.lda + k;
           lo[r] = _mm256_fmadd_ps(_mm256_set1_ps(xr[t]), wl, lo[r]);
           hi[r] = _mm256_fmadd_ps(_mm256_set1_ps(xr[t + 4]), wh, hi[r]);
         }
       }
-    }
+      k += 8;
+    } while (k < kend);
     const __m256 sv = _mm256_loadu_ps(scale + b * w.scale_step);
     __m256 zf = _mm256_setzero_ps();
     if (Z) {
       const __m256i z = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zero + b * w.scale_step)));
       zf = _mm256_cvtepi32_ps(_mm256_sub_epi32(z, _mm256_set1_epi32(8)));
     }
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m256 t = _mm256_add_ps(lo[r], hi[r]);
       if (Z) t = _mm256_fnmadd_ps(zf, _mm256_set1_ps(a.bsum[r * a.blocks + b]), t);
@@ -146,6 +161,7 @@ void half_f32(const Q4Weights& w, size_t panel, size_t h, const Q4Acts& a, float
     }
   }
   const __m256 bias = _mm256_loadu_ps(w.bias + panel * 16 + 8 * h);
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) store8(c + r * ldc, _mm256_add_ps(y[r], bias), nc);
 }
 

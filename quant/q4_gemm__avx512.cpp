@@ -43,15 +43,18 @@ void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c
   const float* x = static_cast<const float*>(a.data);
   const __m512 tab = table();
   __m512 y[R];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) y[r] = _mm512_setzero_ps();
   size_t b = 0;
   for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
     const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
     __m512 lo[R], hi[R];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
-    for (size_t k = k0; k < kend; k += 8) {
+    // do-while: a block has at least one group, and with the for form GCC 12
+    // copies every accumulator between registers on each iteration.
+    size_t k = k0;
+    do {
       const __m512i v = _mm512_load_si512(codes + k * 8);
 #define STEP(T)                                                                       \
   {                                                                                   \
@@ -64,10 +67,11 @@ void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c
   }
       STEP(0) STEP(1) STEP(2) STEP(3)
 #undef STEP
-    }
+      k += 8;
+    } while (k < kend);
     const __m512 sv = _mm512_loadu_ps(scale + b * w.scale_step);
     const __m512 zf = Z ? zero_f32(zero + b * w.scale_step) : _mm512_setzero_ps();
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       __m512 t = _mm512_add_ps(lo[r], hi[r]);
       if (Z) t = _mm512_fnmadd_ps(zf, _mm512_set1_ps(a.bsum[r * a.blocks + b]), t);
@@ -75,27 +79,29 @@ void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c
     }
   }
   const __m512 bias = _mm512_loadu_ps(w.bias + panel * 16);
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(c + r * ldc, mask16(nc), _mm512_add_ps(y[r], bias));
 }
 
 template <bool Z, int P>
 void gemv_tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c) {
   Q4Panel pan[P];
-#pragma GCC unroll 4
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p) pan[p] = q4_panel(w, panel + p);
   const float* x = static_cast<const float*>(a.data);
   const __m512 tab = table();
   __m512 y[P];
-#pragma GCC unroll 4
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p) y[p] = _mm512_setzero_ps();
   size_t b = 0;
   for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
     const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
     __m512 lo[P], hi[P];
-#pragma GCC unroll 4
+#pragma GCC unroll 16
     for (int p = 0; p < P; ++p) lo[p] = hi[p] = _mm512_setzero_ps();
-    for (size_t k = k0; k < kend; k += 8) {
-#pragma GCC unroll 4
+    size_t k = k0;
+    do {
+#pragma GCC unroll 16
       for (int p = 0; p < P; ++p) {
         _mm_prefetch(reinterpret_cast<const char*>(pan[p].codes + k * 8 + kPrefetchBytes), _MM_HINT_T0);
         const __m512i v = _mm512_load_si512(pan[p].codes + k * 8);
@@ -108,14 +114,16 @@ void gemv_tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, flo
         lo[p] = _mm512_fmadd_ps(_mm512_set1_ps(x[k + 3]), weight<3>(v, tab), lo[p]);
         hi[p] = _mm512_fmadd_ps(_mm512_set1_ps(x[k + 7]), weight<7>(v, tab), hi[p]);
       }
-    }
-#pragma GCC unroll 4
+      k += 8;
+    } while (k < kend);
+#pragma GCC unroll 16
     for (int p = 0; p < P; ++p) {
       __m512 t = _mm512_add_ps(lo[p], hi[p]);
       if (Z) t = _mm512_fnmadd_ps(zero_f32(pan[p].zero + b * w.scale_step), _mm512_set1_ps(a.bsum[b]), t);
       y[p] = _mm512_fmadd_ps(t, _mm512_loadu_ps(pan[p].scale + b * w.scale_step), y[p]);
     }
   }
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p) {
     const __m512 bias = _mm512_loadu_ps(w.bias + (panel + p) * 16);
     _mm512_mask_storeu_ps(c + 16 * p, mask16(nc - 16 * p), _mm512_add_ps(y[p], bias));

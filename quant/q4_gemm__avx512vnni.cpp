@@ -39,7 +39,7 @@ inline Split split(const uint8_t* group, __m512i zero) {
           _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nib), zero)};
 }
 
-inline __m512i dot(__m512i acc, __m512i x, __m512i w) { return _mm512_dpbusd_epi32(acc, x, w); }
+inline __m512i dot(__m512i acc, __m512i x, __m512i w) { return dpbusd(acc, x, w); }
 
 // The per-block float step of one row (quant/q4_ukernels.h).
 template <Q4Act A>
@@ -68,53 +68,59 @@ void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c
   const uint8_t* x = static_cast<const uint8_t*>(a.data);
   const __m512i b128 = _mm512_set1_epi8(char(0x80));
   __m512 y[R];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) y[r] = _mm512_setzero_ps();
   size_t b = 0;
   for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
     const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
     const __m512i zv = Z ? expand_zero(zero + b * w.scale_step) : _mm512_set1_epi8(8);
     __m512i acc[R], wsum = _mm512_setzero_si512();
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
-    for (size_t k = k0; k < kend; k += 8) {
+    // do-while: a block has at least one group, and with the for form GCC 12
+    // copies every accumulator between registers on each iteration.
+    size_t k = k0;
+    do {
       const Split s = split(codes + k * 8, zv);
       if (A == Q4Act::kInt8Block) wsum = dot(dot(wsum, b128, s.lo), b128, s.hi);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const uint8_t* xr = x + r * a.lda + k;
         acc[r] = dot(dot(acc[r], bcast4(xr), s.lo), bcast4(xr + 4), s.hi);
       }
-    }
+      k += 8;
+    } while (k < kend);
     const __m512 sv = _mm512_loadu_ps(scale + b * w.scale_step);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) y[r] = block_step<A>(y[r], acc[r], wsum, sv, a, r, b);
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) finish<A>(y[r], w, panel * 16, a, r, nc, c + r * ldc);
 }
 
 template <Q4Act A, bool Z, int P>
 void gemv_tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c) {
   Q4Panel pan[P];
-#pragma GCC unroll 4
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p) pan[p] = q4_panel(w, panel + p);
   const uint8_t* x = static_cast<const uint8_t*>(a.data);
   const __m512i b128 = _mm512_set1_epi8(char(0x80));
   __m512 y[P];
-#pragma GCC unroll 4
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p) y[p] = _mm512_setzero_ps();
   size_t b = 0;
   for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
     const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
     __m512i zv[P], lo[P], hi[P], wsum[P];
-#pragma GCC unroll 4
+#pragma GCC unroll 16
     for (int p = 0; p < P; ++p) {
       zv[p] = Z ? expand_zero(pan[p].zero + b * w.scale_step) : _mm512_set1_epi8(8);
       lo[p] = hi[p] = wsum[p] = _mm512_setzero_si512();
     }
-    for (size_t k = k0; k < kend; k += 8) {
+    size_t k = k0;
+    do {
       const __m512i xl = bcast4(x + k), xh = bcast4(x + k + 4);
-#pragma GCC unroll 4
+#pragma GCC unroll 16
       for (int p = 0; p < P; ++p) {
         _mm_prefetch(reinterpret_cast<const char*>(pan[p].codes + k * 8 + kPrefetchBytes), _MM_HINT_T0);
         const Split s = split(pan[p].codes + k * 8, zv[p]);
@@ -122,12 +128,14 @@ void gemv_tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, flo
         lo[p] = dot(lo[p], xl, s.lo);
         hi[p] = dot(hi[p], xh, s.hi);
       }
-    }
-#pragma GCC unroll 4
+      k += 8;
+    } while (k < kend);
+#pragma GCC unroll 16
     for (int p = 0; p < P; ++p)
       y[p] = block_step<A>(y[p], _mm512_add_epi32(lo[p], hi[p]), wsum[p], _mm512_loadu_ps(pan[p].scale + b * w.scale_step),
                            a, 0, b);
   }
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p) finish<A>(y[p], w, (panel + p) * 16, a, 0, nc - 16 * p, c + 16 * p);
 }
 

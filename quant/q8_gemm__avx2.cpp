@@ -114,12 +114,12 @@ template <bool XS, int R>
 void tile(size_t nc, size_t k, const int16_t* a, size_t lda, const uint8_t* w, size_t m0, size_t n0,
           const Q8Epilogue& ep, void* c, size_t ldc) {
   __m256i acc0[R], acc1[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_si256();
   const size_t pairs = (k + 1) / 2;
   for (size_t g = 0; g < pairs; ++g) {
     const __m256i w0 = widen<XS>(w + g * kGroup), w1 = widen<XS>(w + g * kGroup + 16);
-#pragma GCC unroll 4
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256i x = pair(a + r * lda + 2 * g);
       acc0[r] = _mm256_add_epi32(acc0[r], _mm256_madd_epi16(x, w0));
@@ -127,6 +127,7 @@ void tile(size_t nc, size_t k, const int16_t* a, size_t lda, const uint8_t* w, s
     }
   }
   const size_t es = elem_bytes(ep);
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) store16(acc0[r], acc1[r], m0 + r, n0, nc, ep, static_cast<char*>(c) + r * ldc * es);
 }
 
@@ -134,12 +135,12 @@ template <bool XS, int P>
 void gemv_tile(size_t nc, size_t k, const int16_t* x, const uint8_t* w, size_t ps, size_t m0, size_t n0,
                const Q8Epilogue& ep, void* c) {
   __m256i acc0[P], acc1[P];
-#pragma GCC unroll 2
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p) acc0[p] = acc1[p] = _mm256_setzero_si256();
   const size_t pairs = (k + 1) / 2;
   for (size_t g = 0; g < pairs; ++g) {
     const __m256i xv = pair(x + 2 * g);
-#pragma GCC unroll 2
+#pragma GCC unroll 16
     for (int p = 0; p < P; ++p) {
       const uint8_t* wp = w + p * ps + g * kGroup;
       acc0[p] = _mm256_add_epi32(acc0[p], _mm256_madd_epi16(xv, widen<XS>(wp)));
@@ -147,6 +148,7 @@ void gemv_tile(size_t nc, size_t k, const int16_t* x, const uint8_t* w, size_t p
     }
   }
   const size_t es = elem_bytes(ep);
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p)
     store16(acc0[p], acc1[p], m0, n0 + 16 * p, nc - 16 * p, ep, static_cast<char*>(c) + 16 * p * es);
 }

@@ -31,7 +31,7 @@ inline __m512i bcast_tail(const uint8_t* p, size_t n) {
 
 template <bool XS>
 inline __m512i dot(__m512i acc, __m512i x, __m512i w) {
-  return XS ? _mm512_dpbusd_epi32(acc, w, x) : _mm512_dpbusd_epi32(acc, x, w);
+  return XS ? dpbusd(acc, w, x) : dpbusd(acc, x, w);
 }
 
 // Column constants of a 16-column block (arrays are padded to whole panels).
@@ -107,23 +107,27 @@ void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, s
           const Q8Epilogue& ep, void* c, size_t ldc) {
   __m512i acc[R];
   const uint8_t* ar[R];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     acc[r] = _mm512_setzero_si512();
     ar[r] = a + r * lda;
   }
+  // The K tail first: after the main loop it makes GCC 12 copy every
+  // accumulator between registers on each iteration.
   const size_t groups = k / 4;
-  for (size_t g = 0; g < groups; ++g) {
-    const __m512i wv = _mm512_load_si512(w + g * kGroup);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] = dot<XS>(acc[r], bcast4(ar[r] + 4 * g), wv);
-  }
   if (k % 4) {
     const __m512i wv = _mm512_load_si512(w + groups * kGroup);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[r] = dot<XS>(acc[r], bcast_tail(ar[r] + 4 * groups, k % 4), wv);
+  }
+  for (size_t g = 0; g < groups; ++g) {
+    const __m512i wv = _mm512_load_si512(w + g * kGroup);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = dot<XS>(acc[r], bcast4(ar[r] + 4 * g), wv);
   }
   const Cols cols = load_cols(ep, n0);
   const size_t es = elem_bytes(ep);
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) store_row(acc[r], cols, m0 + r, nc, ep, static_cast<char*>(c) + r * ldc * es);
 }
 
@@ -131,13 +135,24 @@ template <bool XS, int P>
 void gemv_tile(size_t nc, size_t k, const uint8_t* x, const uint8_t* w, size_t ps, size_t m0, size_t n0,
                const Q8Epilogue& ep, void* c) {
   __m512i acc[P], acc2[P];
-#pragma GCC unroll 4
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p) acc[p] = acc2[p] = _mm512_setzero_si512();
-  const size_t groups = k / 4;
-  size_t g = 0;
-  for (; g + 2 <= groups; g += 2) {
+  const size_t groups = k / 4, pairs = groups / 2;
+  // Tails first (see tile).
+  if (k % 4) {
+    const __m512i xt = bcast_tail(x + 4 * groups, k % 4);
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], xt, _mm512_load_si512(w + p * ps + groups * kGroup));
+  }
+  if (groups % 2) {
+    const size_t g = groups - 1;
+    const __m512i x0 = bcast4(x + 4 * g);
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], x0, _mm512_load_si512(w + p * ps + g * kGroup));
+  }
+  for (size_t g = 0; g < 2 * pairs; g += 2) {
     const __m512i x0 = bcast4(x + 4 * g), x1 = bcast4(x + 4 * g + 4);
-#pragma GCC unroll 4
+#pragma GCC unroll 16
     for (int p = 0; p < P; ++p) {
       const uint8_t* wp = w + p * ps + g * kGroup;
       _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
@@ -146,15 +161,8 @@ void gemv_tile(size_t nc, size_t k, const uint8_t* x, const uint8_t* w, size_t p
       acc2[p] = dot<XS>(acc2[p], x1, _mm512_load_si512(wp + kGroup));
     }
   }
-  if (g < groups) {
-    const __m512i x0 = bcast4(x + 4 * g);
-    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], x0, _mm512_load_si512(w + p * ps + g * kGroup));
-  }
-  if (k % 4) {
-    const __m512i xt = bcast_tail(x + 4 * groups, k % 4);
-    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], xt, _mm512_load_si512(w + p * ps + groups * kGroup));
-  }
   const size_t es = elem_bytes(ep);
+#pragma GCC unroll 16
   for (int p = 0; p < P; ++p) {
     const size_t col = 16 * p;
     store_row(_mm512_add_epi32(acc[p], acc2[p]), load_cols(ep, n0 + col), m0, nc - col, ep,

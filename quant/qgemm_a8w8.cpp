@@ -124,20 +124,19 @@ QGemmA8W8::QGemmA8W8(const QGemmConfig& config, const A8W8Weight& w, ThreadPool*
 // cz[n] = Σ_k (w − zw[n]) = Σ_k p − K·(delta + zw[n]) = Σ_k p − K·c1[n].
 const int32_t* QGemmA8W8::colsums() const {
   std::call_once(lazy_->once, [&] {
+    // One linear pass over the packed panels; padding bytes are 0.
     const size_t nr = config_->nr, kr = config_->kr;
     const bool p_signed = x_type_ == Q8Type::kU8;  // p is signed when x is unsigned
-    const uint8_t* packed = packed_.as<uint8_t>();
+    const uint8_t* p = packed_.as<uint8_t>();
     const int32_t* c1 = c1_.as<int32_t>();
     int32_t* cz = cz_.as<int32_t>();
-    for (size_t j = 0; j < n_; ++j) {
-      const uint8_t* panel = packed + (j / nr) * kr_ * nr + (j % nr) * kr;
-      int64_t s = 0;
-      for (size_t kk = 0; kk < k_; ++kk) {
-        const uint8_t p = panel[(kk / kr) * nr * kr + kk % kr];
-        s += p_signed ? int64_t(static_cast<int8_t>(p)) : int64_t(p);
-      }
-      cz[j] = static_cast<int32_t>(s - int64_t(k_) * c1[j]);
+    for (size_t panel = 0; panel < panels_; ++panel) {
+      int32_t* sum = cz + panel * nr;  // |Σ p| ≤ K·128 fits
+      for (size_t g = 0; g < kr_ / kr; ++g)
+        for (size_t j = 0; j < nr; ++j)
+          for (size_t t = 0; t < kr; ++t, ++p) sum[j] += p_signed ? int32_t(static_cast<int8_t>(*p)) : int32_t(*p);
     }
+    for (size_t j = 0; j < n_; ++j) cz[j] -= static_cast<int32_t>(k_) * c1[j];
     lazy_->computed.store(true);
   });
   return cz_.as<int32_t>();

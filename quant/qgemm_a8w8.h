@@ -75,6 +75,7 @@ class QGemmA8W8 {
   const QGemmConfig& config() const { return *config_; }
   // Bytes of packed weight a call reads once per row block (decode: per call).
   size_t packed_bytes() const { return packed_bytes_; }
+  const AlignedBuffer& packed() const { return packed_; }
 
   size_t workspace_bytes(size_t m) const;
 

@@ -27,5 +27,8 @@ inline __m512i bcast4(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// acc + Σ₄ u·s per 32-bit lane: vpdpbusd (u unsigned bytes, s signed).
+inline __m512i dpbusd(__m512i acc, __m512i u, __m512i s) { return _mm512_dpbusd_epi32(acc, u, s); }
+
 }  // namespace
 }  // namespace onebit

@@ -1,0 +1,253 @@
+// Integer GEMM kernels (quant/) on the Qwen3-0.6B projection shapes, and the
+// read bandwidth the decode rows are bound by.
+//
+//   ninja -C build-quant bench_quant
+//   build-quant/bench/bench_quant                                # everything
+//   build-quant/bench/bench_quant --benchmark_filter='q4/|stream' # Q4 decode vs bandwidth
+//   ONEBIT_ISA=avx2 build-quant/bench/bench_quant                # another kernel family
+//
+// Rows (state.range: K, N, M, threads):
+//   q4/…          Q4NX int4, block 32, int8-row (QD8) activations; the weight
+//                 is cache-resident after the first call (the L3 of this
+//                 machine holds every shape).
+//   q4_cold/…     M = 1 with the packed weight flushed from every cache
+//                 before each call (manual timing excludes the flush): the
+//                 decode case where the weight streams from DRAM.
+//   q4_act/…      cold M = 1 with int8-block or float activations (range 2:
+//                 1 = int8-block, 2 = float).
+//   a8w8/…, a8w8_cold/…   the same for the A8W8 kernel (int8 × int8, float out).
+//   stream/MiB/threads    read bandwidth: a buffer of that size read with
+//                 64-byte loads, each thread one contiguous part (as decode
+//                 splits the weight); 1024 MiB is DRAM, 4-64 MiB stay in cache.
+// Counters: GB/s = packed weight bytes (codes + scales) per second, the
+// decode roofline's numerator; GOP/s = 2·M·N·K per second; cpuGB/s (one
+// thread) = the same bytes per second of the calling thread's CPU time,
+// i.e. the speed of an idle core on a machine other processes load.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <time.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "ops/thread_pool.h"
+#include "quant/q4_gemm.h"
+#include "quant/qgemm_a8w8.h"
+
+namespace {
+
+using namespace onebit;
+
+struct Free {
+  void operator()(void* p) const { std::free(p); }
+};
+using Mem = std::unique_ptr<void, Free>;
+
+Mem alloc(size_t bytes) { return Mem(std::aligned_alloc(64, (bytes + 127) / 64 * 64)); }
+
+std::vector<float> random_floats(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Evicts [p, p + bytes) from every cache level of every core.
+void flush(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t i = 0; i < bytes; i += 64) _mm_clflush(c + i);
+  _mm_mfence();
+}
+
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Runs `call` once per iteration; with `cold`, flushes `buffers` first and
+// times only the call, after one untimed warm-up call. Returns the calling thread's CPU seconds spent in the
+// calls: on a machine other processes load, bytes / that time is the
+// kernel's own speed on an idle core (meaningful for one thread).
+template <class Call>
+double loop(benchmark::State& state, bool cold, const std::vector<std::pair<const void*, size_t>>& buffers,
+            Call&& call) {
+  call();  // one-time work (the A8W8 column sums) stays out of the timing
+  double cpu = 0.0;
+  for (auto _ : state) {
+    if (cold)
+      for (const auto& [p, n] : buffers) flush(p, n);
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = thread_seconds();
+    call();
+    cpu += thread_seconds() - c0;
+    if (cold) state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    benchmark::ClobberMemory();
+  }
+  return cpu;
+}
+
+void counters(benchmark::State& state, double cpu_seconds, size_t weight_bytes, size_t m, size_t n, size_t k) {
+  state.counters["GB/s"] = benchmark::Counter(double(weight_bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GOP/s"] =
+      benchmark::Counter(2.0 * double(m) * double(n) * double(k) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  if (state.range(3) == 1 && cpu_seconds > 0)
+    state.counters["cpuGB/s"] = double(weight_bytes) * double(state.iterations()) / cpu_seconds / 1e9;
+}
+
+// A Q4NX int4 weight with block 32 and random codes and scales.
+Q4Gemm make_q4(size_t k, size_t n, Q4Act act, ThreadPool* pool) {
+  std::mt19937 rng(1);
+  std::vector<uint8_t> codes((k * n + 1) / 2);
+  for (uint8_t& b : codes) b = static_cast<uint8_t>(rng());
+  std::vector<float> scales = random_floats((k + 31) / 32 * n, 2);
+  Q4OnnxWeight w;
+  w.k = k;
+  w.n = n;
+  w.data = codes.data();
+  w.block_size = 32;
+  w.scales = scales.data();
+  Q4GemmOptions opt;
+  opt.act = act;
+  return Q4Gemm(q4_gemm_config(), w, opt, pool);
+}
+
+void run_q4(benchmark::State& state, Q4Act act, bool cold) {
+  const size_t k = size_t(state.range(0)), n = size_t(state.range(1)), m = size_t(state.range(2));
+  ThreadPool pool(int(state.range(3)));
+  const Q4Gemm gemm = make_q4(k, n, act, &pool);
+  const std::vector<float> x = random_floats(m * k, 3);
+  std::vector<float> y(m * n);
+  Mem ws = alloc(gemm.workspace_bytes(m));
+  const std::vector<std::pair<const void*, size_t>> buffers = {
+      {gemm.packed_codes().as<void>(), gemm.packed_codes().bytes()},
+      {gemm.packed_scales().as<void>(), gemm.packed_scales().bytes()}};
+  const double cpu = loop(state, cold, buffers, [&] { gemm.run(m, x.data(), k, y.data(), n, ws.get(), &pool); });
+  counters(state, cpu, gemm.weight_bytes(), m, n, k);
+  const int ai = int(act);
+  state.SetLabel(m == 1 ? gemm.config().gemv_name[ai] : gemm.config().gemm_name[ai]);
+}
+
+void BM_q4(benchmark::State& state) { run_q4(state, Q4Act::kInt8Row, false); }
+void BM_q4_cold(benchmark::State& state) { run_q4(state, Q4Act::kInt8Row, true); }
+void BM_q4_act(benchmark::State& state) {
+  const Q4Act act = static_cast<Q4Act>(state.range(2));
+  state.counters["act"] = double(state.range(2));
+  // range(2) is the precision here; the row count is 1.
+  const size_t k = size_t(state.range(0)), n = size_t(state.range(1));
+  ThreadPool pool(int(state.range(3)));
+  const Q4Gemm gemm = make_q4(k, n, act, &pool);
+  const std::vector<float> x = random_floats(k, 3);
+  std::vector<float> y(n);
+  Mem ws = alloc(gemm.workspace_bytes(1));
+  const double cpu = loop(state, true,
+                          {{gemm.packed_codes().as<void>(), gemm.packed_codes().bytes()},
+                           {gemm.packed_scales().as<void>(), gemm.packed_scales().bytes()}},
+                          [&] { gemm.run(1, x.data(), k, y.data(), n, ws.get(), &pool); });
+  counters(state, cpu, gemm.weight_bytes(), 1, n, k);
+  state.SetLabel(gemm.config().gemv_name[int(act)]);
+}
+
+void run_a8w8(benchmark::State& state, bool cold) {
+  const size_t k = size_t(state.range(0)), n = size_t(state.range(1)), m = size_t(state.range(2));
+  ThreadPool pool(int(state.range(3)));
+  std::mt19937 rng(4);
+  std::vector<int8_t> w(k * n), x(m * k);
+  for (int8_t& v : w) v = static_cast<int8_t>(rng());
+  for (int8_t& v : x) v = static_cast<int8_t>(rng());
+  const float sw = 0.01f, sx = 0.02f;
+  const int32_t zx = -3;
+  A8W8Weight aw;
+  aw.k = k;
+  aw.n = n;
+  aw.data = w.data();
+  aw.scale = &sw;
+  const QGemmA8W8 gemm(aw, &pool);
+  const A8W8Activation a{&sx, 1, &zx, 1};
+  std::vector<float> y(m * n);
+  Mem ws = alloc(gemm.workspace_bytes(m));
+  const double cpu = loop(state, cold, {{gemm.packed().as<void>(), gemm.packed_bytes()}},
+                          [&] { gemm.run(m, x.data(), k, a, y.data(), n, ws.get(), &pool); });
+  counters(state, cpu, gemm.packed_bytes(), m, n, k);
+  state.SetLabel(m == 1 ? gemm.config().gemv_name : gemm.config().gemm_name);
+}
+
+void BM_a8w8(benchmark::State& state) { run_a8w8(state, false); }
+void BM_a8w8_cold(benchmark::State& state) { run_a8w8(state, true); }
+
+// OR of every 64-byte line of [p, p + bytes), eight loads in flight.
+__attribute__((target("avx512f"))) uint64_t read_lines(const char* p, size_t bytes) {
+  __m512i acc[8];
+  for (__m512i& a : acc) a = _mm512_setzero_si512();
+  for (size_t i = 0; i + 512 <= bytes; i += 512)
+    for (int j = 0; j < 8; ++j) acc[j] = _mm512_or_si512(acc[j], _mm512_load_si512(p + i + 64 * j));
+  for (int j = 1; j < 8; ++j) acc[0] = _mm512_or_si512(acc[0], acc[j]);
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, acc[0]);
+  return lanes[0] | lanes[1] | lanes[2] | lanes[3] | lanes[4] | lanes[5] | lanes[6] | lanes[7];
+}
+
+void BM_stream(benchmark::State& state) {
+  const size_t bytes = size_t(state.range(0)) << 20;
+  ThreadPool pool(int(state.range(1)));
+  Mem mem = alloc(bytes);
+  std::memset(mem.get(), 1, bytes);
+  const char* p = static_cast<const char*>(mem.get());
+  const int64_t chunks = int64_t(bytes / 512);
+  double cpu = 0.0;
+  for (auto _ : state) {
+    const double c0 = thread_seconds();
+    pool.parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+      benchmark::DoNotOptimize(read_lines(p + b * 512, size_t(e - b) * 512));
+    });
+    cpu += thread_seconds() - c0;
+  }
+  state.counters["GB/s"] = benchmark::Counter(double(bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  if (state.range(1) == 1) state.counters["cpuGB/s"] = double(bytes) * double(state.iterations()) / cpu / 1e9;
+}
+
+// (K, N) of the Qwen3-0.6B projections: q/o, k/v, o, gate/up, down, LM head.
+const int64_t kShapes[][2] = {{1024, 2048}, {1024, 1024}, {2048, 1024}, {1024, 3072}, {3072, 1024}, {1024, 151936}};
+
+void gemm_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"K", "N", "M", "threads"});
+  for (int64_t m : {1, 128})
+    for (const auto& s : kShapes)
+      for (int64_t t : {1, 2}) b->Args({s[0], s[1], m, t});
+}
+
+void cold_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"K", "N", "M", "threads"});
+  for (const auto& s : kShapes)
+    for (int64_t t : {1, 2}) b->Args({s[0], s[1], 1, t});
+}
+
+void act_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"K", "N", "act", "threads"});
+  for (int64_t act : {1, 2})
+    for (const auto& s : {kShapes[3], kShapes[5]})
+      for (int64_t t : {1, 2}) b->Args({s[0], s[1], act, t});
+}
+
+void stream_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"MiB", "threads"});
+  for (int64_t mib : {4, 16, 64, 1024})
+    for (int64_t t : {1, 2}) b->Args({mib, t});
+}
+
+}  // namespace
+
+BENCHMARK(BM_stream)->Apply(stream_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_q4)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_q4_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_q4_act)->Apply(act_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_a8w8)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_a8w8_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+
+BENCHMARK_MAIN();
