@@ -26,6 +26,15 @@ double peak_rss_mib() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
+// Resident set now (VmRSS), MiB.
+double rss_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
 int64_t vocab_of(const Graph& g, const CausalLmBinding& b) {
   const Value& v = g.values[static_cast<size_t>(g.find_value(b.logits))];
   if (v.has_shape && v.dims.size() == 3 && v.dims[2].value > 0) return v.dims[2].value;
@@ -71,12 +80,12 @@ void add_bench_command(CLI::App& app, Action& action) {
       const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const CausalLmBinding binding = bind_causal_lm(session.graph());
       const uint64_t weights = weight_bytes_per_pass(session.graph());
-      const double bandwidth = a->no_bandwidth ? 0 : measure_read_bandwidth(session.pool());
+      const double bandwidth = a->no_bandwidth ? 0 : measure_read_bandwidth_isolated(session.pool().size());
       const int64_t vocab = vocab_of(session.graph(), binding);
-      fmt::print("model {}\n  threads {} | cache {} | load {:.2f} s | weights read per pass {:.1f} MB | streaming "
-                 "read {:.1f} GB/s\n",
+      fmt::print("model {}\n  threads {} | cache {} | load {:.2f} s (RSS {:.0f} MiB, peak {:.0f}) | weights read per "
+                 "pass {:.1f} MB | streaming read {:.1f} GB/s\n",
                  a->model, session.pool().size(), binding.cache == CausalLmBinding::Cache::None ? "none" : "KV",
-                 load_s, weights / 1e6, bandwidth);
+                 load_s, rss_mib(), peak_rss_mib(), weights / 1e6, bandwidth);
       fmt::print("  {:>6} {:>5} {:>12} {:>12} {:>10} {:>10} {:>8}\n", "prompt", "gen", "prefill t/s", "decode ms/t",
                  "decode t/s", "GB/s", "of peak");
       Generator gen(session, binding);

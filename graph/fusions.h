@@ -6,6 +6,7 @@
 
 namespace onebit {
 
+void fuse_matmul_transpose(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 void fuse_qdq_matmul(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 void fuse_w4_matmul(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 void int8_dynamic_matmul(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);

@@ -87,6 +87,11 @@ class Graph {
   std::vector<int> inputs;  // graph inputs that are not initializers
   std::vector<int> outputs;
   std::vector<std::shared_ptr<const void>> keep_alive;  // parsed model, mmaps
+  struct Region {
+    const uint8_t* data;
+    uint64_t size;
+  };
+  std::vector<Region> mapped;  // read-only file mappings constants may view
 
   int find_value(const std::string& name) const;  // -1 if absent
   int add_value(Value v);

@@ -13,6 +13,7 @@
 
 #include "graph/error.h"
 #include "graph/mapped_file.h"
+#include "graph/onnx_wire.h"
 #include "graph/validate.h"
 
 namespace onebit {
@@ -31,6 +32,10 @@ struct LoadState {
   std::string dir_real;
   std::map<std::string, std::shared_ptr<MappedFile>> external;
   std::shared_ptr<const onnx::ModelProto> model;
+  // The mapped .onnx file when loading from one, and where each
+  // initializer's raw_data sits in it (graph/onnx_wire.h).
+  std::shared_ptr<MappedFile> source;
+  std::vector<RawDataRef> raw_refs;
 };
 
 uint64_t parse_u64(const std::string& s, const std::string& what) {
@@ -82,8 +87,10 @@ std::shared_ptr<Dst> convert_field(const Src& src, size_t n) {
   return buf;
 }
 
-// One initializer or tensor attribute into a Tensor view. `what` names it.
-Tensor read_tensor(LoadState& st, const onnx::TensorProto& tp, const std::string& what) {
+// One initializer or tensor attribute into a Tensor view. `what` names it;
+// `in_file` says where its raw_data lies in the mapped source, if stripped.
+Tensor read_tensor(LoadState& st, const onnx::TensorProto& tp, const std::string& what,
+                   const RawDataRef* in_file = nullptr) {
   return with_context(what, [&]() -> Tensor {
     const int32_t type = tp.data_type();
     if (!dtype_supported(type)) {
@@ -134,6 +141,10 @@ Tensor read_tensor(LoadState& st, const onnx::TensorProto& tp, const std::string
     }
 
     auto model = std::static_pointer_cast<const void>(st.model);
+    if (in_file && in_file->present) {
+      sized("raw_data", in_file->size);
+      return Tensor(dtype, shape, const_cast<uint8_t*>(st.source->data() + in_file->offset), st.source);
+    }
     if (tp.has_raw_data()) {
       sized("raw_data", tp.raw_data().size());
       return Tensor(dtype, shape, const_cast<char*>(tp.raw_data().data()), model);
@@ -273,10 +284,12 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
     return g.add_value(std::move(v));
   };
 
-  for (const auto& init : gp.initializer()) {
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    const onnx::TensorProto& init = gp.initializer(i);
     const int id = define(init.name(), "initializer");
     Value& v = g.values[static_cast<size_t>(id)];
-    v.constant = read_tensor(st, init, st.name + ": initializer '" + init.name() + "'");
+    const RawDataRef* ref = static_cast<size_t>(i) < st.raw_refs.size() ? &st.raw_refs[static_cast<size_t>(i)] : nullptr;
+    v.constant = read_tensor(st, init, st.name + ": initializer '" + init.name() + "'", ref);
     v.dtype = v.constant->dtype();
     v.has_shape = true;
     for (int64_t d : v.constant->shape()) v.dims.push_back(Dim{d, {}});
@@ -367,12 +380,27 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
 
 }  // namespace
 
-Graph load_onnx_bytes(const void* data, size_t size, const std::string& name, const std::string& dir,
-                      const LoadOptions& options) {
+namespace {
+
+Graph load_from(const void* data, size_t size, const std::string& name, const std::string& dir,
+                const LoadOptions& options, std::shared_ptr<MappedFile> source) {
   if (size == 0) fail("{}: the file is empty", name);
   if (size > options.max_model_bytes)
     fail("{}: the file is {} bytes, over the parse limit of {} bytes (models over 2 GB keep weights in external data)",
          name, size, options.max_model_bytes);
+  LoadState st;
+  st.name = name;
+  st.dir = dir.empty() ? "." : dir;
+  st.source = source;
+  // From a mapped file, embedded weights stay in the file (onnx_wire.h):
+  // protobuf parses a copy with their payloads cut out.
+  StrippedModel stripped;
+  if (source) {
+    stripped = strip_initializer_data(static_cast<const uint8_t*>(data), size, name);
+    data = stripped.bytes.data();
+    size = stripped.bytes.size();
+    st.raw_refs = std::move(stripped.initializers);
+  }
   auto model = std::make_shared<onnx::ModelProto>();
   google::protobuf::io::ArrayInputStream raw(data, static_cast<int>(size));
   google::protobuf::io::CodedInputStream coded(&raw);
@@ -380,14 +408,23 @@ Graph load_onnx_bytes(const void* data, size_t size, const std::string& name, co
   if (!model->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
     fail("{}: not a valid ONNX model (protobuf parsing failed after {} of {} bytes; truncated or not .onnx?)", name,
          coded.CurrentPosition(), size);
-  LoadState st;
-  st.name = name;
-  st.dir = dir.empty() ? "." : dir;
   st.model = model;
   Graph g = build_graph(st, options);
   g.keep_alive.push_back(model);
+  if (source) {
+    g.keep_alive.push_back(source);
+    g.mapped.push_back({source->data(), source->size()});
+  }
+  for (const auto& [loc, f] : st.external) g.mapped.push_back({f->data(), f->size()});
   validate(g);
   return g;
+}
+
+}  // namespace
+
+Graph load_onnx_bytes(const void* data, size_t size, const std::string& name, const std::string& dir,
+                      const LoadOptions& options) {
+  return load_from(data, size, name, dir, options, nullptr);
 }
 
 Tensor load_tensor_file(const std::string& path, std::string* name) {
@@ -414,7 +451,7 @@ Graph load_onnx(const std::string& path, const LoadOptions& options) {
   if (file->size() > options.max_model_bytes)
     fail("{}: the file is {} bytes, over the parse limit of {} bytes (models over 2 GB keep weights in external data)",
          path, file->size(), options.max_model_bytes);
-  return load_onnx_bytes(file->data(), file->size(), path, dir, options);
+  return load_from(file->data(), file->size(), path, dir, options, file);
 }
 
 }  // namespace onebit

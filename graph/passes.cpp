@@ -24,11 +24,13 @@ SessionOptions SessionOptions::from_env() {
   return o;
 }
 
-// The order matters: folding first so fusions see constants (a weight behind
-// a Transpose becomes a plain initializer), dead nodes after folding, then
-// the fusions, which match on constant weights.
+// The order matters: a transposed constant weight is handed to its MatMul
+// before folding could copy it; folding next so fusions see constants;
+// dead nodes after folding; then the fusions, which match on constant
+// weights.
 const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
+      {"matmul-transposed-weight", true, fuse_matmul_transpose},
       {"fold-constants", true, fold_constants},
       {"remove-dead-nodes", true, remove_dead_nodes},
       {"fuse-qdq-matmul", true, fuse_qdq_matmul},

@@ -1,5 +1,8 @@
 #include "graph/session.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +79,13 @@ Session::Session(Graph graph, const SessionOptions& options) : graph_(std::move(
   const OpRegistry& registry = OpRegistry::global();
   std::map<std::string, std::vector<std::string>> unsupported;  // "domain::Op (opset N)" -> node names
   kernels_.resize(graph_.nodes.size());
+  // A constant every reader has packed a copy of is released as soon as its
+  // last reader is created, so the originals and the packed copies never
+  // all coexist (the peak of a load is one weight above the packed model).
+  std::vector<int> unpacked_readers(graph_.values.size(), 0);
+  for (const Node& node : graph_.nodes)
+    for (int v : node.inputs)
+      if (v >= 0) ++unpacked_readers[static_cast<size_t>(v)];
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
     const OpEntry* entry = registry.find(node.domain, node.op_type, node.opset);
@@ -86,6 +96,13 @@ Session::Session(Graph graph, const SessionOptions& options) : graph_(std::move(
     }
     KernelInfo info(graph_, node);
     kernels_[n] = with_context(graph_.node_label(node), [&] { return entry->create(info); });
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int v = node.inputs[i];
+      if (v < 0 || !kernels_[n]->packs_constant(static_cast<int>(i))) continue;
+      Value& val = graph_.values[static_cast<size_t>(v)];
+      if (--unpacked_readers[static_cast<size_t>(v)] == 0 && val.constant && val.constant->raw() && !val.is_output)
+        release_constant(val);
+    }
   }
   if (!unsupported.empty()) {
     std::string list;
@@ -105,6 +122,22 @@ Session::Session(Graph graph, const SessionOptions& options) : graph_(std::move(
   output_slot_.assign(graph_.values.size(), 0);
   for (size_t i = 0; i < graph_.outputs.size(); ++i) output_slot_[static_cast<size_t>(graph_.outputs[i])] = i;
   output_pool_.resize(graph_.outputs.size());
+}
+
+void Session::release_constant(Value& val) {
+  const Tensor& t = *val.constant;
+  const uint8_t* p = static_cast<const uint8_t*>(t.raw());
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // Pages wholly inside the tensor, in a file mapping, go back to the page
+  // cache; elsewhere the storage is freed when its last view goes.
+  for (const Graph::Region& r : graph_.mapped) {
+    if (!p || p < r.data || p + t.bytes() > r.data + r.size) continue;
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + t.bytes()) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
+  stats_.released_bytes += t.bytes();
+  val.constant = Tensor(t.dtype(), t.shape(), nullptr);
 }
 
 Tensor Session::output_buffer(size_t slot, DType dtype, const Shape& shape) {
@@ -198,7 +231,9 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
   for (size_t v = 0; v < nv; ++v) {
     const Value& val = graph_.values[v];
     if (val.constant) {
-      p.known[v] = &*val.constant;
+      // A released constant (packed by its readers) keeps its dtype and
+      // shape for planning but is no longer a value anyone may read.
+      if (val.constant->raw() || val.constant->bytes() == 0) p.known[v] = &*val.constant;
       p.dtype[v] = val.constant->dtype();
       p.shape[v] = val.constant->shape();
     }
@@ -366,8 +401,10 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
 
   const size_t nv = graph_.values.size();
   std::vector<Tensor> rt(nv);
-  for (size_t v = 0; v < nv; ++v)
+  for (size_t v = 0; v < nv; ++v) {
     if (p.known[v]) rt[v] = *p.known[v];
+    else if (graph_.values[v].constant) rt[v] = *graph_.values[v].constant;  // released: shape only
+  }
   for (size_t i = 0; i < graph_.inputs.size(); ++i) rt[static_cast<size_t>(graph_.inputs[i])] = *inputs[i];
 
   std::vector<const Tensor*> ins;

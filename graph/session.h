@@ -57,6 +57,7 @@ class Session {
     int64_t output_allocations = 0;  // graph-output buffers that could not be recycled
     size_t arena_bytes = 0;       // arena capacity
     size_t planned_bytes = 0;     // what the last run's plan needs of it
+    uint64_t released_bytes = 0;  // constants released after packing
   };
   const Stats& stats() const { return stats_; }
 
@@ -65,6 +66,9 @@ class Session {
   std::unique_ptr<Plan> build_plan(const std::vector<const Tensor*>& inputs);
   std::vector<const Tensor*> bind_inputs(const std::vector<NamedTensor>& inputs) const;
   void ensure_arena(size_t bytes);
+  // Drops a constant every reader has packed a copy of (returning its file
+  // pages to the kernel), keeping its dtype and shape for planning.
+  void release_constant(Value& val);
   // A buffer for graph output `slot`: one the caller has released since an
   // earlier run if it is large enough, else a new one with headroom.
   Tensor output_buffer(size_t slot, DType dtype, const Shape& shape);

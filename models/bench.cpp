@@ -1,6 +1,8 @@
 #include "models/bench.h"
 
 #include <immintrin.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -56,6 +58,30 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes) {
   }
   std::free(buf);
   return best;
+}
+
+double measure_read_bandwidth_isolated(int threads) {
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  const pid_t pid = fork();
+  if (pid < 0) return 0;
+  if (pid == 0) {
+    ::close(fds[0]);
+    double gbs = 0;
+    {
+      ThreadPool pool(threads);
+      gbs = measure_read_bandwidth(pool);
+    }
+    const ssize_t w = ::write(fds[1], &gbs, sizeof gbs);
+    _exit(w == sizeof gbs ? 0 : 1);
+  }
+  ::close(fds[1]);
+  double gbs = 0;
+  if (::read(fds[0], &gbs, sizeof gbs) != sizeof gbs) gbs = 0;
+  ::close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return gbs;
 }
 
 std::vector<int32_t> synthetic_prompt(int64_t n, int64_t vocab) {

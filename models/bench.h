@@ -25,6 +25,9 @@ uint64_t weight_bytes_per_pass(const Graph& g);
 // Streaming read bandwidth (GB/s) over a buffer far larger than the caches,
 // using the pool's threads; the best of a few passes.
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes = size_t{1} << 30);
+// The same in a child process with `threads` threads, so the probe's
+// buffer never counts in this process's peak RSS.
+double measure_read_bandwidth_isolated(int threads);
 
 struct BenchRow {
   int64_t prompt_tokens = 0;

@@ -18,6 +18,8 @@ class DynInt8MatMulKernel : public Kernel {
     gemm_ = std::make_unique<DynamicInt8Gemm>(qgemm_config(), static_cast<size_t>(w->dim(0)),
                                               static_cast<size_t>(w->dim(1)), w->data<float>());
   }
+  bool packs_constant(int input) const override { return input == 1; }
+
   void reshape(ReshapeContext& ctx) override {
     const Shape& x = ctx.shape(0);
     if (ctx.dtype(0) != DType::F32) fail("input A is {}, expected float32", dtype_name(ctx.dtype(0)));

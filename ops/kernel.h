@@ -139,6 +139,12 @@ class Kernel {
     (void)input;
     return true;
   }
+  // True when create() copied constant input `input` into a packed form and
+  // never reads the original again: the session may then release it.
+  virtual bool packs_constant(int input) const {
+    (void)input;
+    return false;
+  }
   // One line for traces and `inspect` (which microkernel, which layout).
   virtual std::string describe() const { return {}; }
 };

@@ -53,18 +53,26 @@ void matmul_loop(const MatMulShape& s, const T* a, const T* b, T* y, ThreadPool&
 class MatMulKernel : public Kernel {
  public:
   explicit MatMulKernel(const KernelInfo& info) : config_(&sgemm_config()) {
+    // com.onebit::MatMul with transB = 1 (graph/matmul_transpose.cpp) reads
+    // a constant 2-D B stored [N, K]: the packer transposes as it packs.
+    trans_b_ = info.attrs().get_int("transB", 0) != 0;
     const Tensor* b = info.constant(1);
+    if (trans_b_ && (!b || b->rank() != 2 || b->dtype() != DType::F32))
+      fail("transB needs a constant float32 2-D B ('{}')", info.input_name(1));
     if (b && b->dtype() == DType::F32 && b->rank() == 2) {
-      const size_t k = static_cast<size_t>(b->dim(0)), n = static_cast<size_t>(b->dim(1));
-      packed_ = std::make_unique<PackedB>(*config_, k, n, b->data<float>(), n, false);
+      const size_t rows = static_cast<size_t>(b->dim(0)), cols = static_cast<size_t>(b->dim(1));
+      const size_t k = trans_b_ ? cols : rows, n = trans_b_ ? rows : cols;
+      packed_ = std::make_unique<PackedB>(*config_, k, n, b->data<float>(), cols, trans_b_);
     }
   }
+
+  bool packs_constant(int input) const override { return input == 1 && packed_ != nullptr; }
 
   void reshape(ReshapeContext& ctx) override {
     const DType t = ctx.dtype(0);
     if (ctx.dtype(1) != t) fail("inputs are {} and {}; MatMul needs one type", dtype_name(t), dtype_name(ctx.dtype(1)));
     if (!matmul_dtype(t)) unsupported_dtype("MatMul", t);
-    const MatMulShape s = matmul_shape(ctx.shape(0), ctx.shape(1));
+    const MatMulShape s = matmul_shape(ctx.shape(0), b_shape(ctx.shape(1)));
     ctx.set_output(0, t, s.output_shape());
     if (t == DType::F32) ctx.set_workspace(f32_workspace(s));
   }
@@ -73,7 +81,7 @@ class MatMulKernel : public Kernel {
     const Tensor& A = ctx.input(0);
     const Tensor& B = ctx.input(1);
     Tensor& Y = ctx.output(0);
-    const MatMulShape s = matmul_shape(A.shape(), B.shape());
+    const MatMulShape s = matmul_shape(A.shape(), b_shape(B.shape()));
     if (s.batch == 0 || s.m == 0 || s.n == 0) return;
     if (A.dtype() == DType::F32) return run_f32(s, A.data<float>(), B.data<float>(), Y.data<float>(), ctx);
     dispatch_numeric(A.dtype(), "MatMul", [&](auto tag) {
@@ -90,6 +98,9 @@ class MatMulKernel : public Kernel {
   }
 
  private:
+  // The logical [K, N] shape of B.
+  Shape b_shape(const Shape& b) const { return trans_b_ ? Shape{b[1], b[0]} : b; }
+
   // B is the packed constant, or else shared by every batch: then the
   // batches of A are rows of one GEMM.
   bool uses_packed(const MatMulShape& s) const {
@@ -144,11 +155,15 @@ class MatMulKernel : public Kernel {
   }
 
   const SgemmConfig* config_;
+  bool trans_b_ = false;
   std::unique_ptr<PackedB> packed_;  // constant 2-D float32 B, [K,N] in panels
 };
 
 }  // namespace
 
-void register_matmul_ops(OpRegistry& r) { r.add("", "MatMul", 1, 21, make_factory<MatMulKernel>()); }
+void register_matmul_ops(OpRegistry& r) {
+  r.add("", "MatMul", 1, 21, make_factory<MatMulKernel>());
+  r.add(kOneBitDomain, "MatMul", 1, 1, make_factory<MatMulKernel>());
+}
 
 }  // namespace onebit

@@ -93,6 +93,8 @@ class QdqMatMulKernel : public Kernel {
     }
   }
 
+  bool packs_constant(int input) const override { return input == 3; }
+
   void reshape(ReshapeContext& ctx) override {
     const Shape& x = ctx.shape(0);
     if (x.empty() || x.back() != static_cast<int64_t>(gemm_->k()))

@@ -1,0 +1,83 @@
+// MatMul(x, Transpose(W)) with a constant W becomes com.onebit::MatMul with
+// transB (no folded copy of W), and packed weights are released. Run with
+// and without the pass; outputs identical; must-not-fire cases.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "graph/onnx_loader.h"
+#include "graph/session.h"
+#include "model_builder.h"
+
+using namespace onebit;
+using onebit::test::ModelBuilder;
+using onebit::test::scratch_dir;
+
+namespace {
+
+constexpr int32_t kFloat = 1;
+
+ModelBuilder tied(std::vector<int64_t> perm, bool embedding_reader) {
+  ModelBuilder b;
+  b.input("x", kFloat, {3, 40}).output("y", kFloat, {3, 50});
+  std::mt19937 rng(1);
+  std::vector<float> w(50 * 40);
+  for (auto& v : w) v = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 8.f;
+  b.initializer<float>("table", kFloat, {50, 40}, w);  // [N, K], as an embedding table
+  ModelBuilder::attr_ints(b.node("Transpose", {"table"}, {"table_t"}, "t"), "perm", perm);
+  b.node("MatMul", {"x", "table_t"}, {"y"}, "lm_head");
+  if (embedding_reader) {
+    b.input("ids", 7, {2});
+    b.output("emb", kFloat, {2, 40});
+    b.node("Gather", {"table", "ids"}, {"emb"}, "embed");
+  }
+  return b;
+}
+
+Session make(const ModelBuilder& b, const std::string& name, int stop = -1) {
+  const std::string path = scratch_dir(name) + "/model.onnx";
+  b.save(path);
+  SessionOptions o;
+  o.stop_after_pass = stop;
+  return Session(load_onnx(path), o);
+}
+
+Tensor x_input() {
+  Tensor x = Tensor::allocate(DType::F32, {3, 40});
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i % 7) - 3.f;
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("matmul transpose: a transposed constant weight is packed in place", "[fusion][matmul]") {
+  Session fused = make(tied({1, 0}, false), "mmt_on"), plain = make(tied({1, 0}, false), "mmt_off", 0);
+  CHECK(fused.pass_report().get("matmul_transpose") == 1);
+  REQUIRE(fused.graph().nodes.size() == 1);
+  CHECK(fused.graph().nodes[0].domain == "com.onebit");
+  CHECK(plain.graph().nodes.size() == 2);
+  // The table's only reader packed it, so it was released.
+  CHECK(fused.stats().released_bytes == 50 * 40 * 4);
+  const Tensor a = fused.run({{"x", x_input()}})[0], b = plain.run({{"x", x_input()}})[0];
+  for (int64_t i = 0; i < a.size(); ++i) CHECK(a.data<float>()[i] == b.data<float>()[i]);
+}
+
+TEST_CASE("matmul transpose: a table the embedding also reads is kept", "[fusion][matmul]") {
+  Session s = make(tied({1, 0}, true), "mmt_tied");
+  CHECK(s.pass_report().get("matmul_transpose") == 1);
+  CHECK(s.stats().released_bytes == 0);
+  Tensor ids = Tensor::allocate(DType::I64, {2});
+  ids.data<int64_t>()[1] = 49;
+  auto out = s.run({{"x", x_input()}, {"ids", ids}});
+  CHECK(out[1].shape() == Shape{2, 40});
+}
+
+TEST_CASE("matmul transpose must not fire on other permutations", "[fusion][matmul][must-not-fire]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {2, 3, 4}).output("y", kFloat, {2, 3, 3});
+  b.initializer<float>("w", kFloat, {2, 3, 4}, std::vector<float>(24, 0.5f));
+  ModelBuilder::attr_ints(b.node("Transpose", {"w"}, {"wt"}, "t"), "perm", {0, 2, 1});
+  b.node("MatMul", {"x", "wt"}, {"y"});
+  Session s = make(b, "mmt_perm");
+  CHECK(s.pass_report().get("matmul_transpose") == 0);
+}
