@@ -114,6 +114,7 @@ void add_bench_command(CLI::App& app, Action& action) {
         out << json;
         if (!out) fail("{}: cannot write", a->json);
       }
+      if (opts.profile) fmt::print(stderr, "{}", session.profile_report());
       return 0;
     };
   });

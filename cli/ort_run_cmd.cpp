@@ -184,6 +184,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
                              : std::string("-"),
                    peak_rss_mib());
       }
+      if (opts.profile) fmt::print(stderr, "{}", session.profile_report());
       return 0;
     };
   });

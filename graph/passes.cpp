@@ -21,6 +21,7 @@ SessionOptions SessionOptions::from_env() {
   o.qdq_fusion = env_flag("ONEBIT_QDQ", true);
   o.qdq_debug = env_flag("ONEBIT_QDQ_DEBUG", false);
   o.trace = env_flag("ONEBIT_TRACE", false);
+  o.profile = env_flag("ONEBIT_PROFILE", false);
   return o;
 }
 

@@ -22,6 +22,7 @@ struct SessionOptions {
   bool w4_fusion = true;     // DequantizeLinear(int4) -> MatMul into the Q4 GEMM
   std::string act_precision = "auto";  // activations of the 4-bit GEMM: auto|int8-row|int8-block|float
   bool trace = false;        // ONEBIT_TRACE=1: log kernel choices
+  bool profile = false;      // ONEBIT_PROFILE=1: time every kernel, by op type
 
   // Reads ONEBIT_QDQ, ONEBIT_QDQ_DEBUG, ONEBIT_TRACE from the environment.
   static SessionOptions from_env();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -122,6 +123,34 @@ Session::Session(Graph graph, const SessionOptions& options) : graph_(std::move(
   output_slot_.assign(graph_.values.size(), 0);
   for (size_t i = 0; i < graph_.outputs.size(); ++i) output_slot_[static_cast<size_t>(graph_.outputs[i])] = i;
   output_pool_.resize(graph_.outputs.size());
+  node_ms_.assign(graph_.nodes.size(), 0.0);
+}
+
+std::string Session::profile_report() const {
+  struct Row {
+    double ms = 0;
+    int nodes = 0;
+    size_t worst = 0;
+  };
+  std::map<std::string, Row> by_op;
+  double total = 0;
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    const Node& node = graph_.nodes[n];
+    Row& r = by_op[node.domain.empty() ? node.op_type : node.domain + "::" + node.op_type];
+    if (r.nodes == 0 || node_ms_[n] > node_ms_[r.worst]) r.worst = n;
+    r.ms += node_ms_[n];
+    ++r.nodes;
+    total += node_ms_[n];
+  }
+  std::vector<std::pair<std::string, Row>> rows(by_op.begin(), by_op.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::string s = fmt::format("profile: {:.1f} ms in kernels over {} runs\n", total, stats_.runs);
+  for (const auto& [op, r] : rows) {
+    if (r.ms <= 0) continue;
+    s += fmt::format("  {:<28} {:>9.1f} ms {:>5.1f}%  {:>4} nodes  worst '{}' {}\n", op, r.ms, 100 * r.ms / total, r.nodes,
+                     graph_.nodes[r.worst].name, kernels_[r.worst] ? kernels_[r.worst]->describe() : "");
+  }
+  return s;
 }
 
 void Session::release_constant(Value& val) {
@@ -436,7 +465,13 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
       if (p.workspace_at[n] >= 0) workspace = arena + p.workspace_at[n];
       RunContext ctx(ins.data(), static_cast<int>(ins.size()), outs.data(), static_cast<int>(outs.size()), workspace,
                      *pool_);
-      with_context(graph_.node_label(node), [&] { kernel.run(ctx); });
+      if (options_.profile) {
+        const auto t0 = std::chrono::steady_clock::now();
+        with_context(graph_.node_label(node), [&] { kernel.run(ctx); });
+        node_ms_[n] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      } else {
+        with_context(graph_.node_label(node), [&] { kernel.run(ctx); });
+      }
     } else {
       outs = with_context(graph_.node_label(node), [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });
     }

@@ -61,6 +61,10 @@ class Session {
   };
   const Stats& stats() const { return stats_; }
 
+  // With SessionOptions::profile: time spent per op type (and the kernel's
+  // describe() of its costliest node) since the session began, as a table.
+  std::string profile_report() const;
+
  private:
   const Plan& plan_for(const std::vector<const Tensor*>& inputs);
   std::unique_ptr<Plan> build_plan(const std::vector<const Tensor*>& inputs);
@@ -89,6 +93,7 @@ class Session {
   };
   std::vector<std::vector<OutputBuffer>> output_pool_;  // per graph output
   std::vector<size_t> output_slot_;                     // value id -> graph output index
+  std::vector<double> node_ms_;                         // per node, with profile
 };
 
 }  // namespace onebit
