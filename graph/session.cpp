@@ -38,6 +38,7 @@ struct Plan {
   std::vector<Shape> shape;             // per value
   std::vector<int64_t> offset;          // per value: arena offset, -1 none
   std::vector<int> alias_of;            // per value: value whose storage it views, -1 none
+  std::vector<int64_t> alias_offset;    // per value: byte offset of the view in that storage
   std::vector<const Tensor*> known;     // per value: constant or folded at plan time
   std::deque<Tensor> folded;            // storage for values folded at plan time
   size_t arena_bytes = 0;
@@ -254,6 +255,7 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
   p.shape.assign(nv, {});
   p.offset.assign(nv, -1);
   p.alias_of.assign(nv, -1);
+  p.alias_offset.assign(nv, 0);
   p.known.assign(nv, nullptr);
   std::vector<bool> dynamic(nv, false);  // shape unknown until run time
 
@@ -370,6 +372,7 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
         // Views of arena buffers only; a view of a constant or a graph input
         // just points at it (read-only use by later nodes).
         p.alias_of[static_cast<size_t>(v)] = src;
+        p.alias_offset[static_cast<size_t>(v)] = op.alias_offset;
         if (p.offset[static_cast<size_t>(r)] >= 0) ++refs[static_cast<size_t>(r)];
         if (unused) release(v);
         continue;
@@ -455,8 +458,10 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
         const int v = node.outputs[o];
         if (v < 0) continue;
         const size_t vi = static_cast<size_t>(v);
-        if (p.alias_of[vi] >= 0)
-          outs[o] = rt[static_cast<size_t>(p.alias_of[vi])].reshaped(p.shape[vi]);
+        if (p.alias_of[vi] >= 0) {
+          const Tensor& src = rt[static_cast<size_t>(p.alias_of[vi])];
+          outs[o] = Tensor(p.dtype[vi], p.shape[vi], static_cast<uint8_t*>(src.raw()) + p.alias_offset[vi], src.owner());
+        }
         else if (p.offset[vi] >= 0)
           outs[o] = Tensor(p.dtype[vi], p.shape[vi], arena + p.offset[vi]);
         else

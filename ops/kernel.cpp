@@ -36,12 +36,16 @@ void ReshapeContext::set_output(int i, DType dtype, Shape shape) {
   o.dtype = dtype;
   o.shape = std::move(shape);
   o.alias_of = -1;
+  o.alias_offset = 0;
   o.set = true;
 }
 
-void ReshapeContext::alias_output(int i, int in, Shape shape) {
+void ReshapeContext::alias_output(int i, int in, Shape shape, int64_t byte_offset) {
   set_output(i, dtype(in), std::move(shape));
-  if (i < num_outputs()) outputs_[static_cast<size_t>(i)].alias_of = in;
+  if (i < num_outputs()) {
+    outputs_[static_cast<size_t>(i)].alias_of = in;
+    outputs_[static_cast<size_t>(i)].alias_offset = byte_offset;
+  }
 }
 
 }  // namespace onebit

@@ -61,7 +61,8 @@ struct InputInfo {
 struct OutputPlan {
   DType dtype = DType::Undefined;
   Shape shape;
-  int alias_of = -1;  // input index whose bytes this output may reuse
+  int alias_of = -1;         // input index whose bytes this output may reuse
+  int64_t alias_offset = 0;  // byte offset of the output inside that input
   bool set = false;
 };
 
@@ -86,7 +87,7 @@ class ReshapeContext {
   // Output i holds exactly input `in`'s bytes under a new shape (Reshape,
   // Squeeze, ...); the session may hand it the same storage. run() must
   // still copy when the two pointers differ.
-  void alias_output(int i, int in, Shape shape);
+  void alias_output(int i, int in, Shape shape, int64_t byte_offset = 0);
   void set_workspace(size_t bytes) { workspace_ = bytes; }
 
   const std::vector<OutputPlan>& outputs() const { return outputs_; }

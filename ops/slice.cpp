@@ -51,29 +51,55 @@ SliceDims plan_slice(const Shape& in, const Tensor& starts, const Tensor* ends, 
   return s;
 }
 
+// Element offset of the slice's first element in the input.
+int64_t start_offset(const Shape& in, const SliceDims& s) {
+  const std::vector<int64_t> strides = contiguous_strides(in);
+  int64_t offset = 0;
+  for (size_t d = 0; d < strides.size(); ++d) offset += s.start[d] * strides[d];
+  return offset;
+}
+
+// A slice is one contiguous run of the input when, past the first dim it
+// narrows, every dim is whole, that dim has step 1, and every dim before it
+// keeps a single index. Slicing one layer out of a stacked KV cache is such
+// a run, and then the output is a view rather than a copy.
+bool contiguous(const Shape& in, const SliceDims& s) {
+  size_t d = 0;
+  while (d < in.size() && s.out[d] == in[d] && s.start[d] == 0 && s.step[d] == 1) ++d;  // whole leading dims
+  if (d == in.size()) return true;
+  for (size_t e = 0; e < d; ++e)
+    if (in[e] != 1) return false;
+  if (s.step[d] != 1 && s.out[d] > 1) return false;
+  for (size_t e = d + 1; e < in.size(); ++e)
+    if (s.out[e] != in[e] || s.start[e] != 0 || (s.step[e] != 1 && in[e] > 1)) return false;
+  return true;
+}
+
 class SliceKernel : public Kernel {
  public:
   explicit SliceKernel(const KernelInfo&) {}
   void reshape(ReshapeContext& ctx) override {
-    const SliceDims s = plan_slice(ctx.shape(0), ctx.value(1), &ctx.value(2), ctx.has_input(3) ? &ctx.value(3) : nullptr,
+    const Shape& in = ctx.shape(0);
+    const SliceDims s = plan_slice(in, ctx.value(1), &ctx.value(2), ctx.has_input(3) ? &ctx.value(3) : nullptr,
                                    ctx.has_input(4) ? &ctx.value(4) : nullptr);
-    ctx.set_output(0, ctx.dtype(0), s.out);
+    const int bits = dtype_bits(ctx.dtype(0));
+    if (bits >= 8 && numel(s.out) > 0 && contiguous(in, s))
+      ctx.alias_output(0, 0, s.out, start_offset(in, s) * (bits / 8));
+    else
+      ctx.set_output(0, ctx.dtype(0), s.out);
   }
   void run(RunContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (dtype_bits(x.dtype()) < 8) fail("Slice does not support {}", dtype_name(x.dtype()));
     const SliceDims s = plan_slice(x.shape(), ctx.input(1), &ctx.input(2), ctx.has_input(3) ? &ctx.input(3) : nullptr,
                                    ctx.has_input(4) ? &ctx.input(4) : nullptr);
-    const std::vector<int64_t> strides = contiguous_strides(x.shape());
-    const int64_t eb = dtype_bits(x.dtype()) / 8;
-    int64_t offset = 0;
-    StridedView view{nullptr, s.out, {}};
-    for (size_t d = 0; d < strides.size(); ++d) {
-      offset += s.start[d] * strides[d];
-      view.strides.push_back(strides[d] * s.step[d]);
-    }
     if (numel(s.out) == 0) return;
-    view.base = static_cast<const uint8_t*>(x.raw()) + offset * eb;
+    const int64_t eb = dtype_bits(x.dtype()) / 8;
+    const uint8_t* first = static_cast<const uint8_t*>(x.raw()) + start_offset(x.shape(), s) * eb;
+    if (ctx.output(0).raw() == first) return;  // planned as a view of the input
+    const std::vector<int64_t> strides = contiguous_strides(x.shape());
+    StridedView view{first, s.out, {}};
+    for (size_t d = 0; d < strides.size(); ++d) view.strides.push_back(strides[d] * s.step[d]);
     strided_copy(view, ctx.output(0).raw(), static_cast<size_t>(eb), ctx.pool());
   }
 };

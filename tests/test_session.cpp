@@ -174,3 +174,21 @@ TEST_CASE("session: the pass list can stop after pass N", "[session][passes]") {
     CHECK(out[0].data<float>()[1] == 6.f);
   }
 }
+
+TEST_CASE("session: a contiguous Slice is a view, not a copy", "[session][memory]") {
+  // y = Slice(x, [1], [2], axes [0]) + 1 over x [3, 256]: the slice is one
+  // contiguous run (a layer of a stacked KV cache), so only y needs a buffer.
+  ModelBuilder b;
+  b.input("x", kFloat, {3, 256}).output("y", kFloat, {1, 256});
+  b.initializer<int64_t>("s", kInt64, {1}, {1});
+  b.initializer<int64_t>("e", kInt64, {1}, {2});
+  b.initializer<int64_t>("a", kInt64, {1}, {0});
+  b.initializer<float>("one", kFloat, {}, {1.f});
+  b.node("Slice", {"x", "s", "e", "a"}, {"row"});
+  b.node("Add", {"row", "one"}, {"y"});
+  Session s = session_for(b, "session_slice_view");
+  auto out = s.run({{"x", floats({3, 256})}});
+  CHECK(out[0].data<float>()[0] == 257.f);
+  CHECK(out[0].data<float>()[255] == 512.f);
+  CHECK(s.stats().planned_bytes == 0);  // the slice took no arena slot
+}
