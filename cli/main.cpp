@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
       "1bit: run ONNX language models on the CPU with 1bit's own kernels\n\n"
       "  1bit ort-run model.onnx --prompt \"The capital of France is\" -n 32\n"
       "  1bit inspect model.onnx\n"
+      "  1bit pack model.onnx -o model-q4.onnx\n"
       "  1bit run model.onnx --input input_ids=ids.npy --output-dir out/\n",
       "1bit"};
   app.require_subcommand(1);
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   onebit::cli::add_run_command(app, action);
   onebit::cli::add_inspect_command(app, action);
   onebit::cli::add_bench_command(app, action);
+  onebit::cli::add_pack_command(app, action);
   onebit::cli::add_tokenize_command(app, action);
   try {
     app.parse(argc, argv);

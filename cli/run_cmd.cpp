@@ -24,6 +24,7 @@ void add_run_command(CLI::App& app, Action& action) {
     bool basic = false;
     bool int8 = false;
     bool verbose = false;
+    std::string act_precision = "auto";
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("model", args->model, "ONNX model file")->required();
@@ -35,6 +36,8 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_flag("--basic", args->basic, "Basic rewrites only: constant folding and the QDQ fusion");
   cmd->add_flag("--int8", args->int8, "Run float MatMuls with constant weights as dynamic int8");
   cmd->add_flag("--verbose,-v", args->verbose, "Print the passes and timings");
+  cmd->add_option("--act-precision", args->act_precision,
+                  "Activations of 4-bit weight GEMMs: auto, int8-row, int8-block, float")->capture_default_str();
   cmd->callback([args, &action] {
     action = [args] {
       SessionOptions opts = SessionOptions::from_env();
@@ -42,6 +45,7 @@ void add_run_command(CLI::App& app, Action& action) {
       opts.stop_after_pass = args->stop_after_pass;
       opts.basic = args->basic;
       opts.int8 = args->int8;
+      opts.act_precision = args->act_precision;
       std::vector<NamedTensor> inputs;
       for (const std::string& spec : args->inputs) {
         const size_t eq = spec.find('=');

@@ -20,6 +20,7 @@ SessionOptions SessionOptions::from_env() {
   SessionOptions o;
   o.qdq_fusion = env_flag("ONEBIT_QDQ", true);
   o.qdq_debug = env_flag("ONEBIT_QDQ_DEBUG", false);
+  o.w4_fusion = env_flag("ONEBIT_W4", true);
   o.trace = env_flag("ONEBIT_TRACE", false);
   o.profile = env_flag("ONEBIT_PROFILE", false);
   return o;

@@ -19,12 +19,12 @@ struct SessionOptions {
   bool qdq_fusion = true;    // ONEBIT_QDQ=0 turns it off (the control run)
   bool qdq_debug = false;    // ONEBIT_QDQ_DEBUG=1: log every group not fused
   bool int8 = false;         // --int8: dynamic int8 for float MatMuls with constant weights
-  bool w4_fusion = true;     // DequantizeLinear(int4) -> MatMul into the Q4 GEMM
+  bool w4_fusion = true;     // DequantizeLinear(int4) -> MatMul into the Q4 GEMM; ONEBIT_W4=0 turns it off
   std::string act_precision = "auto";  // activations of the 4-bit GEMM: auto|int8-row|int8-block|float
   bool trace = false;        // ONEBIT_TRACE=1: log kernel choices
   bool profile = false;      // ONEBIT_PROFILE=1: time every kernel, by op type
 
-  // Reads ONEBIT_QDQ, ONEBIT_QDQ_DEBUG, ONEBIT_TRACE from the environment.
+  // Reads ONEBIT_QDQ, ONEBIT_QDQ_DEBUG, ONEBIT_W4, ONEBIT_TRACE, ONEBIT_PROFILE from the environment.
   static SessionOptions from_env();
 };
 

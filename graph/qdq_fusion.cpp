@@ -88,6 +88,9 @@ std::variant<QdqGroup, std::string> match(const Graph& g, const std::vector<std:
   const bool x_dq = dq_x && is_q_op(*dq_x, "DequantizeLinear");
   const bool w_dq = dq_w && is_q_op(*dq_w, "DequantizeLinear");
   if (!x_dq && !w_dq) return std::string();  // a float MatMul: not a group
+  // 4-bit weights are the W4 pass's (graph/w4_fusion.cpp), not a refused A8W8 group.
+  if (w_dq && dq_w->inputs[0] >= 0 && dtype_bits(g.values[static_cast<size_t>(dq_w->inputs[0])].dtype) == 4)
+    return std::string();
   if (!x_dq) return "activation_not_dequantized";
   if (!w_dq) return "weight_not_dequantized";
 

@@ -30,6 +30,7 @@ void register_all_ops(OpRegistry& r) {
   register_matmul_integer_ops(r);
   register_qdq_matmul_op(r);
   register_dyn_int8_matmul_op(r);
+  register_q4_matmul_ops(r);
 }
 
 }  // namespace onebit

@@ -34,5 +34,6 @@ void register_matmul_integer_ops(OpRegistry& r);
 
 void register_qdq_matmul_op(OpRegistry& r);
 void register_dyn_int8_matmul_op(OpRegistry& r);
+void register_q4_matmul_ops(OpRegistry& r);
 
 }  // namespace onebit

@@ -1,0 +1,240 @@
+// W4 fusion (DESIGN.md "Q4NX, weight-only 4-bit"):
+//
+//   W_q [K,N] int4/uint4 (constant) --DequantizeLinear(scale, zero_point?)--> W
+//                                       [--Cast(to float)-->]  (float16 scales)
+//   x [..., K] float ------------------------------------------------> MatMul --> y [--Add(bias [N])--> y']
+//
+// becomes one com.onebit::Q4MatMul(x, W_q, scale, zero_point, bias) that
+// packs W_q once into the Q4 GEMM (ops/q4_matmul.cpp); the float weight is
+// never made (the DequantizeLinear dies unless something else reads it).
+//
+// Preconditions (a failure is a refusal with a reason, counted in the pass
+// report as w4_refused:<why> and logged under ONEBIT_QDQ_DEBUG=1):
+//   - W_q is a constant 2-D int4/uint4 tensor;
+//   - the scale is constant float32 or float16; the zero point, if any,
+//     constant, of W_q's type and the scale's shape;
+//   - scales blocked along K (axis 0, block_size a multiple of 8, at least
+//     16: what the GEMM packs), per column (axis 1, [N]) or per tensor.
+//     Blocks along N, or one scale per k, put the scale inside the sum over
+//     K in a way the GEMM's per-block epilogue cannot express: refused;
+//   - float16 scales only through a Cast to float (DequantizeLinear's output
+//     has the scale's type, the MatMul is float). The graph then rounds each
+//     dequantized weight (q·s) to float16 before the Cast; the fused node
+//     multiplies in float32 and skips that rounding (≤ 2⁻¹¹ relative per
+//     weight), so it is closer to x·(q·s) than the graph it replaces;
+//   - x is float32 (or undeclared);
+//   - an Add is folded in as the bias only when it is y's sole reader and
+//     its other input is a constant float32 [N].
+// com.microsoft::MatMulNBits nodes get the session's activation precision as
+// an attribute here too, so both 4-bit forms run the same way.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <optional>
+#include <variant>
+
+#include "graph/error.h"
+#include "graph/fusions.h"
+#include "ops/registry.h"
+
+namespace onebit {
+
+namespace {
+
+struct W4Group {
+  int matmul = -1, dq = -1, cast = -1, add = -1;
+  int bias = -1;            // value id of the folded bias
+  int64_t block_size = 0;   // 0: per column or per tensor
+};
+
+bool is_dq(const Node& n) {
+  return n.op_type == "DequantizeLinear" && (n.domain.empty() || n.domain == kMicrosoftDomain);
+}
+
+const Node* producer_of(const Graph& g, int value) {
+  if (value < 0) return nullptr;
+  const int p = g.values[static_cast<size_t>(value)].producer;
+  return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
+}
+
+const Tensor* input_constant(const Graph& g, const Node& n, size_t i) {
+  if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
+  const Value& v = g.values[static_cast<size_t>(n.inputs[i])];
+  return v.constant ? &*v.constant : nullptr;
+}
+
+bool is_4bit(DType t) { return t == DType::I4 || t == DType::U4; }
+
+DType value_type(const Graph& g, int v) {
+  const Value& val = g.values[static_cast<size_t>(v)];
+  return val.constant ? val.constant->dtype() : val.dtype;
+}
+
+// Returns the group, "" when the MatMul is not a 4-bit pattern at all, or
+// the refusal reason.
+std::variant<W4Group, std::string> match(const Graph& g, const std::vector<std::vector<int>>& readers, int mm) {
+  const Node& matmul = g.nodes[static_cast<size_t>(mm)];
+  W4Group grp;
+  grp.matmul = mm;
+  int w_value = matmul.inputs[1];  // the dequantized weight
+  const Node* dq = producer_of(g, w_value);
+  if (dq && dq->op_type == "Cast" && dq->domain.empty()) {
+    if (dq->attrs.get_int("to", 0) != static_cast<int64_t>(DType::F32) || dq->inputs.empty()) return std::string();
+    grp.cast = g.values[static_cast<size_t>(w_value)].producer;
+    w_value = dq->inputs[0];
+    dq = producer_of(g, w_value);
+  }
+  if (!dq || !is_dq(*dq)) return std::string();  // not a DequantizeLinear weight
+  grp.dq = g.values[static_cast<size_t>(w_value)].producer;
+
+  const DType wt = value_type(g, dq->inputs[0]);
+  const Tensor* w = input_constant(g, *dq, 0);
+  if (!is_4bit(wt)) {
+    // int8/uint8 weights belong to the QDQ pass; one left here was refused there too.
+    return wt == DType::I8 || wt == DType::U8 ? "weight_dtype_" + std::string(dtype_name(wt)) : std::string();
+  }
+  if (!w) return "weight_not_constant";
+  if (w->rank() != 2) return "weight_rank";
+  const int64_t k = w->dim(0), n = w->dim(1);
+
+  const Tensor* scale = input_constant(g, *dq, 1);
+  if (!scale) return "scale_not_constant";
+  if (scale->dtype() != DType::F32 && scale->dtype() != DType::F16) return "scale_dtype";
+  if (scale->dtype() == DType::F16 && grp.cast < 0) return "float16_output";
+  const bool has_zp = dq->inputs.size() > 2 && dq->inputs[2] >= 0;
+  const Tensor* zp = has_zp ? input_constant(g, *dq, 2) : nullptr;
+  if (has_zp && !zp) return "zero_point_not_constant";
+  if (zp && zp->dtype() != w->dtype()) return "zero_point_dtype";
+  if (zp && zp->shape() != scale->shape()) return "zero_point_shape";
+
+  const int64_t bs = dq->attrs.get_int("block_size", 0);
+  int64_t axis = dq->attrs.get_int("axis", 1);
+  if (axis < 0) axis += 2;
+  if (bs > 0) {
+    if (axis != 0) return "blocked_along_n";
+    if (bs < 16 || bs % 8 != 0) return "block_size_unsupported";
+    if (scale->shape() != Shape{(k + bs - 1) / bs, n}) return "scale_shape";
+    grp.block_size = bs;
+  } else if (scale->size() != 1) {
+    if (scale->rank() != 1) return "scale_shape";
+    if (axis == 0) return "scale_per_k";
+    if (axis != 1 || scale->dim(0) != n) return "scale_shape";
+  }
+
+  const DType xt = value_type(g, matmul.inputs[0]);
+  if (xt != DType::F32 && xt != DType::Undefined) return "activation_dtype_" + std::string(dtype_name(xt));
+
+  // An Add of a constant [N] that is y's only reader becomes the bias.
+  const int y = matmul.outputs[0];
+  const auto& y_readers = readers[static_cast<size_t>(y)];
+  if (y_readers.size() == 1 && !g.values[static_cast<size_t>(y)].is_output) {
+    const Node& add = g.nodes[static_cast<size_t>(y_readers[0])];
+    if (add.op_type == "Add" && add.domain.empty() && add.inputs.size() == 2) {
+      const int other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+      const Value& b = g.values[static_cast<size_t>(other)];
+      if (other >= 0 && other != y && b.constant && b.constant->dtype() == DType::F32 && b.constant->rank() == 1 &&
+          b.constant->dim(0) == n) {
+        grp.add = y_readers[0];
+        grp.bias = other;
+      }
+    }
+  }
+  return grp;
+}
+
+void set_int(Node& n, const char* name, int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Int;
+  a.i = v;
+  n.attrs.set(name, a);
+}
+
+void set_string(Node& n, const char* name, const std::string& v) {
+  Attribute a;
+  a.kind = Attribute::Kind::String;
+  a.s = v;
+  n.attrs.set(name, a);
+}
+
+}  // namespace
+
+void fuse_w4_matmul(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool&) {
+  const std::string& act = options.act_precision;
+  if (act != "auto" && act != "int8-row" && act != "int8-block" && act != "float")
+    fail("act_precision '{}' is not one of auto, int8-row, int8-block, float", act);
+  const auto readers = g.consumers();
+  std::map<std::string, int64_t> refused;
+  std::vector<W4Group> groups;
+  int64_t nbits = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& node = g.nodes[i];
+    if (node.op_type == "MatMulNBits" && node.domain == kMicrosoftDomain) {
+      set_string(node, "act_precision", act);
+      ++nbits;
+      continue;
+    }
+    if (node.op_type != "MatMul" || !node.domain.empty() || node.inputs.size() != 2 || node.inputs[1] < 0) continue;
+    auto m = match(g, readers, static_cast<int>(i));
+    if (auto* why = std::get_if<std::string>(&m)) {
+      if (!why->empty()) ++refused[*why];
+      continue;
+    }
+    if (!options.w4_fusion) {
+      ++refused["disabled_by_ONEBIT_W4=0"];
+      continue;
+    }
+    groups.push_back(std::get<W4Group>(m));
+  }
+
+  // Rewrite: the MatMul becomes the fused node; a folded Add is dropped and
+  // its output becomes the fused node's.
+  std::vector<bool> drop(g.nodes.size(), false);
+  int64_t with_bias = 0;
+  for (const W4Group& grp : groups) {
+    const Node& dq = g.nodes[static_cast<size_t>(grp.dq)];
+    Node& mm = g.nodes[static_cast<size_t>(grp.matmul)];
+    Node fused;
+    fused.name = mm.name + "/q4";
+    fused.op_type = "Q4MatMul";
+    fused.domain = kOneBitDomain;
+    fused.opset = 1;
+    auto in = [](const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
+    fused.inputs = {mm.inputs[0], in(dq, 0), in(dq, 1), in(dq, 2), grp.bias};
+    fused.outputs = mm.outputs;
+    set_int(fused, "block_size", grp.block_size);
+    set_string(fused, "act_precision", act);
+    if (grp.add >= 0) {
+      fused.outputs = g.nodes[static_cast<size_t>(grp.add)].outputs;
+      drop[static_cast<size_t>(grp.add)] = true;
+      ++with_bias;
+    }
+    mm = std::move(fused);
+  }
+  if (!groups.empty()) {
+    std::vector<Node> kept;
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      if (!drop[n]) kept.push_back(std::move(g.nodes[n]));
+    g.nodes = std::move(kept);
+    g.relink();
+  }
+
+  report.count("w4_fused", static_cast<int64_t>(groups.size()));
+  report.count("w4_fused_with_bias", with_bias);
+  report.count("w4_matmulnbits", nbits);
+  int64_t total_refused = 0;
+  for (const auto& [why, count] : refused) {
+    report.count("w4_refused:" + why, count);
+    total_refused += count;
+  }
+  report.count("w4_refused", total_refused);
+  if (options.qdq_debug) {
+    for (const auto& [why, count] : refused)
+      std::fprintf(stderr, "%s: w4_refused why=%s count=%lld\n", g.path.c_str(), why.c_str(),
+                   static_cast<long long>(count));
+    std::fprintf(stderr, "%s: w4_fused groups=%zu with_bias=%lld matmulnbits=%lld refused=%lld\n", g.path.c_str(),
+                 groups.size(), static_cast<long long>(with_bias), static_cast<long long>(nbits),
+                 static_cast<long long>(total_refused));
+  }
+}
+
+}  // namespace onebit

@@ -1,0 +1,244 @@
+// The two 4-bit weight ops, one kernel (quant/q4_gemm.h):
+//
+// com.onebit::Q4MatMul — written by the W4 pass (graph/w4_fusion.cpp).
+//   Inputs: 0 x float [..., K], 1 W_q int4/uint4 [K, N] (constant),
+//           2 scale float/float16: [ceil(K/bs), N] (block_size > 0), [N] or
+//             per tensor (block_size 0), 3 zero point (optional, W_q's type,
+//             the scale's shape), 4 bias float [N] (optional).
+//   Attributes: block_size (0: per column), act_precision.
+//   Output: float [..., N] = x · ((W_q − zp) · scale) + bias.
+//
+// com.microsoft::MatMulNBits, bits = 4 — onnxruntime's contrib op, as its
+// quantization tools and onnxruntime-genai's builder write it.
+//   Inputs: 0 A float [..., K], 1 B uint8 [N, ceil(K/bs), bs/2], 2 scales
+//           [N·ceil(K/bs)], 3 zero_points (optional: uint8 packed
+//           [N·ceil(ceil(K/bs)/2)], or the scales' type [N·ceil(K/bs)]),
+//           4 g_idx (optional; only the trivial k / bs), 5 bias [N] (optional).
+//   Attributes: K, N, bits, block_size; accuracy_level is not read: the
+//   activation precision is 1bit's (--act-precision), the same for both ops.
+//
+// act_precision: int8-row (QD8), int8-block, float, or auto (kAuto below).
+#include <cstring>
+
+#include "ops/registry.h"
+#include "ops/thread_pool.h"
+#include "quant/q4_gemm.h"
+
+namespace onebit {
+
+namespace {
+
+// What "auto" runs: decode (one row) and prefill (more rows). Chosen from
+// the accuracy and speed measurements in docs/parity.md and
+// docs/BENCHMARK.md ("Q4NX").
+struct ActChoice {
+  Q4Act decode, prefill;
+};
+constexpr ActChoice kAuto = {Q4Act::kFloat, Q4Act::kFloat};
+
+ActChoice act_choice(const Attributes& a) {
+  const std::string s = a.get_string("act_precision", "auto");
+  if (s == "auto") return kAuto;
+  if (s == "int8-row") return {Q4Act::kInt8Row, Q4Act::kInt8Row};
+  if (s == "int8-block") return {Q4Act::kInt8Block, Q4Act::kInt8Block};
+  if (s == "float") return {Q4Act::kFloat, Q4Act::kFloat};
+  fail("attribute act_precision is '{}', expected auto, int8-row, int8-block or float", s);
+}
+
+const char* act_name(Q4Act a) {
+  switch (a) {
+    case Q4Act::kInt8Row: return "int8-row";
+    case Q4Act::kInt8Block: return "int8-block";
+    case Q4Act::kFloat: return "float";
+  }
+  return "?";
+}
+
+const Tensor& require_constant(const KernelInfo& info, int i, const char* what) {
+  const Tensor* t = info.constant(i);
+  if (!t) fail("{} ('{}') must be a constant", what, info.input_name(i));
+  return *t;
+}
+
+Q4FloatType float_type(const Tensor& t, const char* what) {
+  if (t.dtype() == DType::F32) return Q4FloatType::kF32;
+  if (t.dtype() == DType::F16) return Q4FloatType::kF16;
+  fail("{} is {}, expected float32 or float16", what, dtype_name(t.dtype()));
+}
+
+// The part shared by both ops: shapes, workspace, the call.
+class Q4KernelBase : public Kernel {
+ public:
+  void reshape(ReshapeContext& ctx) override {
+    const Shape& x = ctx.shape(0);
+    if (ctx.dtype(0) != DType::F32) fail("input A is {}, expected float32", dtype_name(ctx.dtype(0)));
+    if (x.empty() || x.back() != static_cast<int64_t>(gemm_->k()))
+      fail("input A has shape {}, expected [..., K={}]", shape_str(x), gemm_->k());
+    Shape y = x;
+    y.back() = static_cast<int64_t>(gemm_->n());
+    ctx.set_output(0, DType::F32, y);
+    const size_t m = static_cast<size_t>(numel(x)) / gemm_->k();
+    ctx.set_workspace(gemm_->workspace_bytes(m, m == 1 ? act_.decode : act_.prefill));
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const size_t k = gemm_->k(), n = gemm_->n();
+    const size_t m = static_cast<size_t>(x.size()) / k;
+    if (m == 0) return;
+    gemm_->run(m, m == 1 ? act_.decode : act_.prefill, x.data<float>(), k, ctx.output(0).data<float>(), n,
+               ctx.workspace(), &ctx.pool());
+  }
+
+  std::string describe() const override {
+    const Q4GemmConfig& c = gemm_->config();
+    return fmt::format("Q4 {}x{} {} act decode={} ({}) prefill={} ({})", gemm_->k(), gemm_->n(), layout_,
+                       act_name(act_.decode), c.gemv_name[int(act_.decode)], act_name(act_.prefill),
+                       c.gemm_name[int(act_.prefill)]);
+  }
+
+ protected:
+  ActChoice act_{kAuto};
+  std::string layout_;
+  std::unique_ptr<Q4Gemm> gemm_;
+  std::vector<float> bias_;
+};
+
+class Q4MatMulKernel : public Q4KernelBase {
+ public:
+  explicit Q4MatMulKernel(const KernelInfo& info) {
+    act_ = act_choice(info.attrs());
+    const Tensor& w = require_constant(info, 1, "the weight");
+    if (w.rank() != 2 || (w.dtype() != DType::I4 && w.dtype() != DType::U4))
+      fail("the weight is {} {}, expected int4 or uint4 [K, N]", dtype_name(w.dtype()), shape_str(w.shape()));
+    const int64_t k = w.dim(0), n = w.dim(1);
+    const Tensor& scale = require_constant(info, 2, "the scale");
+    const Tensor* zp = info.has_input(3) ? &require_constant(info, 3, "the zero point") : nullptr;
+    if (zp && zp->dtype() != w.dtype())
+      fail("the zero point is {}, expected {} like the weight", dtype_name(zp->dtype()), dtype_name(w.dtype()));
+    if (zp && zp->shape() != scale.shape())
+      fail("the zero point has shape {}, expected the scale's {}", shape_str(zp->shape()), shape_str(scale.shape()));
+    const int64_t bs = info.attrs().get_int("block_size", 0);
+
+    Q4OnnxWeight q;
+    q.k = static_cast<size_t>(k);
+    q.n = static_cast<size_t>(n);
+    q.is_signed = w.dtype() == DType::I4;
+    q.data = static_cast<const uint8_t*>(w.raw());
+    q.block_size = static_cast<size_t>(bs);
+    q.scale_type = float_type(scale, "the scale");
+    q.scales = scale.raw();
+    q.zero_points = zp ? static_cast<const uint8_t*>(zp->raw()) : nullptr;
+    q.uint4_zero_point = 0;  // DequantizeLinear without a zero point means 0
+    if (bs > 0) {
+      if (scale.shape() != Shape{(k + bs - 1) / bs, n})
+        fail("the scale has shape {}, expected [{}, {}] for K={}, N={}, block_size {}", shape_str(scale.shape()),
+             (k + bs - 1) / bs, n, k, n, bs);
+      layout_ = fmt::format("block {}", bs);
+    } else if (scale.size() == n) {
+      layout_ = "per channel";
+    } else if (scale.size() == 1) {
+      // Per tensor: the GEMM takes one scale per column, so repeat it.
+      const size_t width = q.scale_type == Q4FloatType::kF32 ? 4 : 2;
+      scale_copy_.resize(static_cast<size_t>(n) * width);
+      for (int64_t j = 0; j < n; ++j) std::memcpy(&scale_copy_[static_cast<size_t>(j) * width], scale.raw(), width);
+      q.scales = scale_copy_.data();
+      if (zp) {
+        const int z = static_cast<const uint8_t*>(zp->raw())[0] & 15;
+        zp_copy_.assign(static_cast<size_t>(n + 1) / 2, static_cast<uint8_t>(z | (z << 4)));
+        q.zero_points = zp_copy_.data();
+      }
+      layout_ = "per tensor";
+    } else {
+      fail("the scale has {} values, expected N = {} (per column) or 1 (per tensor) without block_size",
+           scale.size(), n);
+    }
+    Q4GemmOptions opt;
+    opt.act = act_.decode;
+    if (info.has_input(4)) {
+      const Tensor& b = require_constant(info, 4, "the bias");
+      if (b.dtype() != DType::F32 || b.size() != n)
+        fail("the bias is {} {}, expected float32 [N={}]", dtype_name(b.dtype()), shape_str(b.shape()), n);
+      opt.bias = b.data<float>();
+    }
+    layout_ += q.is_signed ? " int4" : " uint4";
+    gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt);
+  }
+  bool packs_constant(int input) const override { return input >= 1; }
+
+ private:
+  std::vector<uint8_t> scale_copy_, zp_copy_;
+};
+
+class MatMulNBitsKernel : public Q4KernelBase {
+ public:
+  explicit MatMulNBitsKernel(const KernelInfo& info) {
+    const Attributes& a = info.attrs();
+    act_ = act_choice(a);
+    const int64_t k = a.get_int("K"), n = a.get_int("N"), bs = a.get_int("block_size");
+    const int64_t bits = a.get_int("bits", 4);
+    if (bits != 4) fail("attribute bits is {}, only 4 is supported", bits);
+    if (k <= 0 || n <= 0 || bs <= 0) fail("attributes K={}, N={}, block_size={}, expected all positive", k, n, bs);
+    const int64_t blocks = (k + bs - 1) / bs;
+    const Tensor& b = require_constant(info, 1, "input B");
+    if (b.dtype() != DType::U8 || b.size() != n * blocks * (bs / 2))
+      fail("input B is {} {}, expected uint8 [N={}, {}, {}]", dtype_name(b.dtype()), shape_str(b.shape()), n, blocks,
+           bs / 2);
+    const Tensor& scales = require_constant(info, 2, "input scales");
+    if (scales.size() != n * blocks)
+      fail("input scales has {} values {}, expected N·ceil(K/block_size) = {}", scales.size(), shape_str(scales.shape()),
+           n * blocks);
+    Q4MatMulNBitsWeight q;
+    q.k = static_cast<size_t>(k);
+    q.n = static_cast<size_t>(n);
+    q.block_size = static_cast<size_t>(bs);
+    q.b = static_cast<const uint8_t*>(b.raw());
+    q.scale_type = float_type(scales, "input scales");
+    q.scales = scales.raw();
+    using Z = Q4MatMulNBitsWeight::ZeroPoints;
+    if (info.has_input(3)) {
+      const Tensor& zp = require_constant(info, 3, "input zero_points");
+      if (zp.dtype() == DType::U8) {
+        if (zp.size() != n * ((blocks + 1) / 2))
+          fail("input zero_points is uint8 with {} values, expected N·ceil(blocks/2) = {}", zp.size(),
+               n * ((blocks + 1) / 2));
+        q.zero_point_type = Z::kPacked;
+      } else {
+        if (zp.dtype() != scales.dtype() || zp.size() != n * blocks)
+          fail("input zero_points is {} with {} values, expected uint8 packed or {} with {} values",
+               dtype_name(zp.dtype()), zp.size(), dtype_name(scales.dtype()), n * blocks);
+        q.zero_point_type = zp.dtype() == DType::F32 ? Z::kF32 : Z::kF16;
+      }
+      q.zero_points = zp.raw();
+    }
+    if (info.has_input(4)) {
+      // g_idx maps each k to its block; only the identity order k / bs is a plain blocked weight.
+      const Tensor& g = require_constant(info, 4, "input g_idx");
+      if (g.size() != k) fail("input g_idx has {} values, expected K = {}", g.size(), k);
+      for (int64_t i = 0; i < k; ++i)
+        if (tensor_int_at(g, i) != i / bs)
+          fail("input g_idx[{}] = {}, expected {}: reordered (act-order) groups are not supported", i,
+               tensor_int_at(g, i), i / bs);
+    }
+    Q4GemmOptions opt;
+    opt.act = act_.decode;
+    if (info.has_input(5)) {
+      const Tensor& bias = require_constant(info, 5, "input bias");
+      if (bias.dtype() != DType::F32 || bias.size() != n)
+        fail("input bias is {} {}, expected float32 [N={}]", dtype_name(bias.dtype()), shape_str(bias.shape()), n);
+      opt.bias = bias.data<float>();
+    }
+    layout_ = fmt::format("MatMulNBits block {}", bs);
+    gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt);
+  }
+  bool packs_constant(int input) const override { return input >= 1; }
+};
+
+}  // namespace
+
+void register_q4_matmul_ops(OpRegistry& r) {
+  r.add(kOneBitDomain, "Q4MatMul", 1, 1, make_factory<Q4MatMulKernel>());
+  r.add(kMicrosoftDomain, "MatMulNBits", 1, 1, make_factory<MatMulNBitsKernel>());
+}
+
+}  // namespace onebit
