@@ -11,9 +11,12 @@ run four ways on the same seeded data:
 
   ort         onnxruntime, CPU EP, ORT_DISABLE_ALL, one thread: the reference
               arithmetic of "DQ -> float32 MatMul (MLAS) -> Q", node by node
-  ort-default onnxruntime with its default ORT_ENABLE_ALL, which may rewrite
-              the group itself (QLinearMatMul / MatMulIntegerToFloat); counted
-              against `ort`, reported, never gated
+  ort-default onnxruntime with its default ORT_ENABLE_ALL, counted against
+              `ort`, reported, never gated. On the standalone group (int8 in,
+              int8 out) onnxruntime 1.32 rewrites nothing; so the case is also
+              run inside a float Q -> [group] -> DQ chain, as in an exported
+              model, where it does rewrite (s8->u8, QLinearMatMul, an integer
+              path) and is compared with `ort` and with exact rounding
   fused       `1bit run` (the QDQ fusion on: one com.onebit::QDQMatMul node)
   control     `ONEBIT_QDQ=0 1bit run`: DQ, float MatMul and Q as separate nodes
 

@@ -60,8 +60,9 @@ Memory. Quark's flow holds five to six copies of the model it is given
 (measured: peak ~1 GB + 5.5 x the weights), which puts Qwen3-0.6B near the
 machine's 23 GB. So, with the default --quark-calibrator lean, this script
 runs the MinMax pass itself (calibrate_minmax: Quark's tensors and
-arithmetic, ranges bit-identical to Quark's calibrator on SmolLM2) and hands
-Quark the ranges through its SaveAndRestore file, which makes Quark skip its
+arithmetic, ranges bit-identical to Quark's calibrator on SmolLM2; in a
+forked child, so its session's memory is returned before Quark starts) and
+hands Quark the ranges through its SaveAndRestore file, which makes Quark skip its
 calibration and trial run; and since Quark then never runs the model, the
 embedding table (read only by the Gather) is given to it as a one-row
 stand-in and put back afterwards (stub_tables). The output is unchanged by
@@ -69,6 +70,16 @@ either (checked: identical initializers and nodes). --ranges FILE keeps the
 ranges, so a per-tensor and a per-channel export of one float model
 calibrate once. A watchdog exits (3) when MemAvailable drops below
 --min-free-gb: the machine is shared.
+
+Accuracy. This is plain MinMax A8W8 with one activation scale per tensor (no
+SmoothQuant, no percentile clipping): it exists to exercise 1bit's fused
+path, not to ship a model. Real LLM activations carry rare huge values (the
+residual stream and the down_proj inputs: thousands against a typical few),
+and one int8 scale per tensor then leaves the other values a handful of
+levels; the onnxruntime check below shows what that costs per export.
+--no-output-q keeps the MatMul outputs (which feed the residual adds) float
+and leaves 1bit fused groups without Q; it helps only a little, because the
+down_proj inputs carry such values too.
 
 Output: weights go to <out>.data (tensors above 64 KiB 4 KiB-aligned, as
 export_onnx.py writes them) when the float model had external data, the
@@ -99,6 +110,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import resource
 import sys
@@ -362,6 +374,25 @@ def calibrate_minmax(src: Path, reader: TokenReader, out_json: Path, stamp: dict
     return len(ranges)
 
 
+def calibrate_in_child(src: Path, reader: TokenReader, out_json: Path, stamp: dict, min_free_gb: float) -> int:
+    """calibrate_minmax in a forked child: the calibration session's memory (weights, prepacked
+    weights, activations) goes back to the system before Quark starts, instead of staying in
+    this process's heap under Quark's own peak."""
+    ctx = multiprocessing.get_context("fork")
+    result = ctx.Queue()
+
+    def child() -> None:
+        watch_memory(min_free_gb)
+        result.put(calibrate_minmax(src, reader, out_json, stamp))
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join()
+    if p.exitcode != 0:
+        raise SystemExit(f"error: calibration failed (child exit {p.exitcode})")
+    return result.get()
+
+
 def stub_tables(src: Path, dst: Path, min_bytes: int = 64 << 20) -> list[str]:
     """Write `dst` beside `src`: `src` with every big initializer no MatMul reads cut to one row.
 
@@ -388,6 +419,23 @@ def stub_tables(src: Path, dst: Path, min_bytes: int = 64 << 20) -> list[str]:
 
 def quantize_quark(src: Path, dst: Path, reader: TokenReader, args, nodes: list[str] | None, external: bool,
                    tmp: Path) -> list[str]:
+    # Calibrate before Quark (and torch) are imported: the child process forks a small parent.
+    ranges = tmp / "tensors_range.json"
+    stamp = {"model": str(args.model.resolve()), "calibration": f"{args.calib_samples}x{args.calib_len}",
+             "files": reader.files}
+    if args.quark_calibrator == "lean":
+        if args.ranges and args.ranges.exists():
+            saved = json.loads(args.ranges.read_text())
+            if saved.get("onebit") != stamp:
+                raise SystemExit(f"error: {args.ranges} was calibrated for {saved.get('onebit')}, not {stamp}")
+            ranges.write_text(args.ranges.read_text())
+            log(f"ranges restored from {args.ranges}")
+        else:
+            count = calibrate_in_child(src, reader, ranges, stamp, args.min_free_gb)
+            log(f"lean MinMax calibration of {count} tensors")
+            if args.ranges:  # kept now: a failing Quark run does not cost the calibration
+                args.ranges.write_text(ranges.read_text())
+
     from quark.onnx import CalibMethod, Int8Spec, ModelQuantizer, QConfig, QLayerConfig, QuantGranularity, UInt8Spec
 
     _slim_quark_calibration()
@@ -400,21 +448,12 @@ def quantize_quark(src: Path, dst: Path, reader: TokenReader, args, nodes: list[
         "TmpDir": str(tmp),
         "PrintSummary": args.verbose,
     }
+    if not args.output_q:
+        extra["OpTypesToExcludeOutputQuantization"] = ["MatMul"]
     if nodes is not None:
         # Quark honours MatMulConstBOnly (its NodesToQuantize draws an "invalid parameter" warning).
         extra.update({"OpTypesToQuantize": ["MatMul"], "MatMulConstBOnly": True})
-    ranges = tmp / "tensors_range.json"
-    stamp = {"model": str(args.model.resolve()), "calibration": f"{args.calib_samples}x{args.calib_len}",
-             "files": reader.files}
     if args.quark_calibrator == "lean":
-        if args.ranges and args.ranges.exists():
-            saved = json.loads(args.ranges.read_text())
-            if saved.get("onebit") != stamp:
-                raise SystemExit(f"error: {args.ranges} was calibrated for {saved.get('onebit')}, not {stamp}")
-            ranges.write_text(args.ranges.read_text())
-            log(f"ranges restored from {args.ranges}")
-        else:
-            log(f"lean MinMax calibration of {calibrate_minmax(src, reader, ranges, stamp)} tensors")
         extra["SaveAndRestore"] = str(ranges)  # exists: Quark restores it and does not calibrate
     elif args.ranges:
         extra["SaveAndRestore"] = str(ranges)  # absent: Quark calibrates and saves its ranges there
@@ -464,6 +503,7 @@ def quantize_ort(src: Path, dst: Path, reader: TokenReader, args, nodes: list[st
             "MatMulConstBOnly": nodes is not None,
             "ActivationSymmetric": args.activation_symmetric,
             "WeightSymmetric": args.weight_type == "int8",
+            "OpTypesToExcludeOutputQuantization": [] if args.output_q else ["MatMul"],
         },
     )
     return []
@@ -571,7 +611,7 @@ def size_of(path: Path) -> int:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="See the module docstring (head -96 scripts/quantize_a8w8.py) for details.")
+                                epilog="See the module docstring (head -107 scripts/quantize_a8w8.py) for details.")
     p.add_argument("model", type=Path, help="float32 ONNX export (scripts/export_onnx.py)")
     p.add_argument("-o", "--output", type=Path, required=True, help="quantized .onnx to write")
     p.add_argument("--producer", choices=sorted(PRODUCERS), default="quark")
@@ -584,6 +624,10 @@ def parse_args(argv=None):
     sym.add_argument("--activation-asymmetric", dest="activation_symmetric", action="store_false",
                      help="activation zero point from the calibrated min/max")
     p.add_argument("--activation-type", choices=["int8", "uint8"], default="int8")
+    p.add_argument("--output-q", action=argparse.BooleanOptionalAction, default=True,
+                   help="quantize each MatMul's output too (default, the producers' A8W8 form: the fused group "
+                        "ends in int8); --no-output-q keeps them float, so a residual-stream outlier does not "
+                        "set one int8 scale for a whole tensor")
     p.add_argument("--weight-type", choices=["int8", "uint8"], default="int8",
                    help="int8 weights are symmetric (zero point 0); uint8 weights asymmetric")
     p.add_argument("--calib-samples", type=int, default=32)
@@ -655,7 +699,7 @@ def main(argv=None) -> int:
         log(f"producer done in {quant_seconds:.1f} s, peak RSS so far {peak_rss_gb():.2f} GB")
         note = {
             "onebit.quantization": (
-                f"a8w8 producer={args.producer} matmul_only={int(args.matmul_only)} "
+                f"a8w8 producer={args.producer} matmul_only={int(args.matmul_only)} output_q={int(args.output_q)} "
                 f"weights={args.weight_type}/{'per_channel' if args.per_channel else 'per_tensor'} "
                 f"activations={args.activation_type}/{'symmetric' if args.activation_symmetric else 'asymmetric'} "
                 f"calibration={args.calib_method} {args.calib_samples}x{args.calib_len}"
@@ -670,8 +714,10 @@ def main(argv=None) -> int:
     print(f"== census after: {out}")
     print(onnx_census.format_census(onnx_census.census(str(out))))
     log(check)
+    child_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6
     log(f"wrote {out} ({size_of(out) / 1e6:.1f} MB{', external data' if external else ''}); "
-        f"producer {quant_seconds:.1f} s, total {total:.1f} s, peak RSS {peak_rss_gb():.2f} GB")
+        f"producer {quant_seconds:.1f} s, total {total:.1f} s, peak RSS {peak_rss_gb():.2f} GB"
+        f" (largest child process, e.g. the calibration: {child_gb:.2f} GB)")
     return 0
 
 
