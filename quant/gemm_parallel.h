@@ -1,8 +1,8 @@
 // Work splitting shared by the integer GEMM drivers (quant/qgemm_a8w8.cpp,
-// quant/q4_gemm.cpp). Decode (M = 1) splits the panels into one contiguous
-// run per thread, so each thread streams its part of the weight once. Larger
-// M is tiled into (row block × run of panels) tasks, several per thread so
-// the pool's dynamic scheduling evens out cores that other processes slow.
+// quant/q4_gemm.cpp). Decode (M = 1) hands out runs of consecutive panels,
+// each a contiguous stream of the packed weight. Larger M is tiled into
+// (row block × run of panels) tasks, several per thread. Both are taken
+// dynamically, which evens out cores that other processes slow.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +32,26 @@ void split_ranges(ThreadPool* pool, size_t n, bool worth, F&& fn) {
   }
   pool->parallel_for(static_cast<int64_t>(n), 1,
                      [&](int64_t b, int64_t e) { fn(static_cast<size_t>(b), static_cast<size_t>(e)); });
+}
+
+// Decode: fn(begin, end) over [0, n) in runs of `grain` items taken
+// dynamically, so a thread the OS delays (other processes, a slow wake-up)
+// delays the call by at most one run instead of half the weight. A run of
+// about kDecodeRunBytes keeps each stream long enough for the prefetchers.
+inline constexpr size_t kDecodeRunBytes = size_t{1} << 16;
+
+template <class F>
+void split_runs(ThreadPool* pool, size_t n, size_t grain, bool worth, F&& fn) {
+  if (!pool || pool->size() == 1 || !worth || n < 2) {
+    fn(size_t{0}, n);
+    return;
+  }
+  if (grain < 1) grain = 1;
+  const size_t runs = div_up(n, grain);
+  pool->run(static_cast<int64_t>(runs), [&](int64_t t) {
+    const size_t b = static_cast<size_t>(t) * grain;
+    fn(b, b + grain < n ? b + grain : n);
+  });
 }
 
 // fn(row0, row1, panel0, panel1) over a grid of row blocks × panel runs.

@@ -132,7 +132,8 @@ void Q4Gemm::run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size
     const size_t per_call = cfg.gemv_nc[ai] / kQ4NR, calls = div_up(panels_, per_call);
     const Q4GemmUkernel gemv = cfg.gemv[ai][z];
     const Q4Acts a = acts_at(0);
-    split_ranges(pool, calls, worth, [&](size_t b, size_t e) {
+    const size_t call_bytes = per_call * (w.codes_stride * sizeof(Q4Group) + w.scale_stride * sizeof(float));
+    split_runs(pool, calls, div_up(kDecodeRunBytes, call_bytes), worth, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         const size_t n0 = i * cfg.gemv_nc[ai], nc = n_ - n0 < cfg.gemv_nc[ai] ? n_ - n0 : cfg.gemv_nc[ai];
         gemv(1, nc, w, i * per_call, a, y + n0, 0);

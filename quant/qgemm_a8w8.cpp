@@ -210,7 +210,8 @@ void QGemmA8W8::run_impl(size_t m, const void* x, size_t lda, const A8W8Activati
   if (m == 1) {
     const size_t per_call = cfg.gemv_nc / nr, calls = div_up(panels_, per_call);
     const Q8GemvUkernel gemv = cfg.gemv[xs];
-    split_ranges(pool, calls, worth, [&](size_t b, size_t e) {
+    const size_t grain = div_up(kDecodeRunBytes, per_call * panel_bytes);
+    split_runs(pool, calls, grain, worth, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         const size_t n0 = i * cfg.gemv_nc, nc = n_ - n0 < cfg.gemv_nc ? n_ - n0 : cfg.gemv_nc;
         gemv(nc, k_, a, packed + i * per_call * panel_bytes, panel_bytes, 0, n0, ep, c + n0 * es);
