@@ -38,6 +38,9 @@ const std::vector<Pass>& pass_list() {
       {"fuse-qdq-matmul", true, fuse_qdq_matmul},
       {"fuse-w4-matmul", false, fuse_w4_matmul},
       {"int8-dynamic-matmul", false, int8_dynamic_matmul},
+      {"fuse-gqa-matmul", false, fuse_gqa_matmul},
+      {"fuse-rms-norm", false, fuse_rms_norm},
+      {"fuse-rotary", false, fuse_rotary},
       {"remove-dead-nodes", true, remove_dead_nodes},
   };
   return passes;

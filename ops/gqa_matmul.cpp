@@ -1,0 +1,119 @@
+// com.onebit::GqaMatMul(A, KV, expand_shape, reshape_shape), written by
+// graph/gqa_fusion.cpp: the attention product of A [b,h,S,X] with KV heads
+// [b,kvh,T,d] repeated rep = h/kvh times, without the repeat.
+//   transB = 1: A = Q [b,h,S,d]  ->  Q·Kᵀ [b,h,S,T]
+//   transB = 0: A = P [b,h,S,T]  ->  P·V  [b,h,S,d]
+// The rep query heads of one KV head are consecutive rows of A, so each KV
+// head is one GEMM of rep·S rows that reads its K or V once.
+#include "ops/broadcast.h"
+#include "ops/registry.h"
+#include "ops/sgemm.h"
+#include "ops/thread_pool.h"
+
+namespace onebit {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+class GqaMatMulKernel : public Kernel {
+ public:
+  explicit GqaMatMulKernel(const KernelInfo& info)
+      : trans_b_(info.attrs().get_int("transB", 0) != 0), allowzero_(info.attrs().get_int("allowzero", 0) != 0),
+        config_(&sgemm_config()) {}
+
+  void reshape(ReshapeContext& ctx) override {
+    if (ctx.dtype(0) != DType::F32 || ctx.dtype(1) != DType::F32)
+      fail("inputs are {} and {}, expected float32", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
+    const Shape& a = ctx.shape(0);
+    const Shape& kv = ctx.shape(1);
+    if (a.size() != 4 || kv.size() != 4)
+      fail("expected A [b,h,S,X] and KV [b,kvh,T,d], got {} and {}", shape_str(a), shape_str(kv));
+    // The repeat the graph spelled out: Expand to e, then Reshape to r.
+    const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, tensor_to_ints(ctx.value(2))});
+    if (e.size() != 5 || e[0] != kv[0] || e[1] != kv[1] || e[3] != kv[2] || e[4] != kv[3])
+      fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(e), shape_str(kv));
+    const int64_t rep = e[2];
+    const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(3)));
+    if (r != Shape{kv[0], kv[1] * rep, kv[2], kv[3]})
+      fail("Reshape of {} to {} is not [b, kvh*rep, T, d]", shape_str(e), shape_str(r));
+    const int64_t x = trans_b_ ? kv[3] : kv[2];
+    if (a[0] != kv[0] || a[1] != kv[1] * rep || a[3] != x)
+      fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * rep, kv[2], kv[3]);
+    ctx.set_output(0, DType::F32, {a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]});
+    const size_t m = static_cast<size_t>(rep * a[2]);
+    const size_t n = static_cast<size_t>(trans_b_ ? kv[2] : kv[3]), k = static_cast<size_t>(x);
+    ctx.set_workspace(align_up(sgemm_workspace(*config_, m, n, k, false, trans_b_)) *
+                      static_cast<size_t>(ThreadPool::default_threads()));
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& A = ctx.input(0);
+    const Tensor& KV = ctx.input(1);
+    Tensor& Y = ctx.output(0);
+    const int64_t b = KV.dim(0), kvh = KV.dim(1), t = KV.dim(2), d = KV.dim(3);
+    const int64_t h = A.dim(1), s = A.dim(2), rep = h / kvh;
+    if (Y.size() == 0) return;
+    const size_t m = static_cast<size_t>(rep * s), x = static_cast<size_t>(A.dim(3));
+    const size_t n = static_cast<size_t>(trans_b_ ? t : d), k = x;
+    const size_t slot = align_up(sgemm_workspace(*config_, m, n, k, false, trans_b_));
+    auto* ws = static_cast<unsigned char*>(ctx.workspace());
+    const float* a = A.data<float>();
+    const float* kvp = KV.data<float>();
+    float* y = Y.data<float>();
+    auto one = [&](int64_t task, void* work, ThreadPool* inner) {
+      const int64_t bi = task / kvh, g = task % kvh;
+      const float* ab = a + (bi * h + g * rep) * s * static_cast<int64_t>(x);
+      const float* bb = kvp + (bi * kvh + g) * t * d;
+      float* yb = y + (bi * h + g * rep) * s * static_cast<int64_t>(n);
+      sgemm(*config_, m, n, k, ab, x, false, bb, static_cast<size_t>(d), trans_b_, nullptr, yb, n, work, inner);
+    };
+    const int64_t tasks = b * kvh;
+    ThreadPool& pool = ctx.pool();
+    const int64_t ranges = std::min<int64_t>({pool.size(), tasks, ThreadPool::default_threads()});
+    if (ranges > 1) {
+      const int64_t per = (tasks + ranges - 1) / ranges;
+      pool.run(ranges, [&](int64_t r) {
+        for (int64_t task = r * per; task < std::min(tasks, (r + 1) * per); ++task)
+          one(task, ws ? ws + static_cast<size_t>(r) * slot : nullptr, nullptr);
+      });
+    } else {
+      for (int64_t task = 0; task < tasks; ++task) one(task, ws, &pool);
+    }
+  }
+
+  std::string describe() const override {
+    return fmt::format("GQA {} {}", trans_b_ ? "Q.K^T" : "P.V", config_->gemm_name);
+  }
+
+ private:
+  // ONNX Reshape's target resolution (0 copies a dim unless allowzero, -1 infers).
+  Shape resolve_reshape(const Shape& in, const std::vector<int64_t>& spec) const {
+    Shape out(spec.size());
+    int64_t known = 1, infer = -1;
+    for (size_t i = 0; i < spec.size(); ++i) {
+      int64_t dim = spec[i];
+      if (dim == 0 && !allowzero_) dim = i < in.size() ? in[i] : 0;
+      if (dim == -1) {
+        infer = static_cast<int64_t>(i);
+        continue;
+      }
+      out[i] = dim;
+      known *= dim;
+    }
+    if (infer >= 0) out[static_cast<size_t>(infer)] = known ? numel(in) / known : 0;
+    return out;
+  }
+
+  bool trans_b_, allowzero_;
+  const SgemmConfig* config_;
+};
+
+}  // namespace
+
+void register_gqa_matmul_op(OpRegistry& r) {
+  r.add(kOneBitDomain, "GqaMatMul", 1, 1, make_factory<GqaMatMulKernel>());
+}
+
+}  // namespace onebit

@@ -1,0 +1,197 @@
+// The decoder-layer fusions (RMSNorm, rotary, GQA products): each pattern
+// built in code as transformers exports it, run with and without the pass.
+// RMSNorm and rotary replay the unfused float operations in order, so their
+// outputs must be bit-identical; the GQA products sum the same terms through
+// one GEMM per KV head and are compared to a tight tolerance. Must-not-fire
+// cases for each.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "graph/onnx_loader.h"
+#include "graph/session.h"
+#include "model_builder.h"
+
+using namespace onebit;
+using onebit::test::ModelBuilder;
+using onebit::test::scratch_dir;
+
+namespace {
+
+constexpr int32_t kFloat = 1, kInt64 = 7;
+
+std::vector<float> randoms(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+Tensor tensor(Shape shape, unsigned seed) {
+  Tensor t = Tensor::allocate(DType::F32, shape);
+  const auto v = randoms(static_cast<size_t>(t.size()), seed);
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+// The index of the pass named `name` + 1: stopping there runs everything before it.
+int stop_before(const char* name) {
+  const auto& passes = pass_list();
+  for (size_t i = 0; i < passes.size(); ++i)
+    if (std::string(passes[i].name) == name) return static_cast<int>(i);
+  FAIL("no pass " << name);
+  return -1;
+}
+
+struct Pair {
+  Tensor fused, plain;
+  int64_t count;
+  size_t fused_nodes, plain_nodes;
+};
+
+Pair run_both(const ModelBuilder& b, const std::string& name, const char* pass, const char* counter,
+              const std::vector<NamedTensor>& inputs) {
+  const std::string path = scratch_dir(name) + "/model.onnx";
+  b.save(path);
+  Session fused(load_onnx(path));
+  SessionOptions o;
+  o.stop_after_pass = stop_before(pass);
+  Session plain(load_onnx(path), o);
+  return {fused.run(inputs)[0], plain.run(inputs)[0], fused.pass_report().get(counter), fused.graph().nodes.size(),
+          plain.graph().nodes.size()};
+}
+
+void bit_identical(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  int64_t differ = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const float x = a.data<float>()[i], y = b.data<float>()[i];
+    differ += x != y && !(std::isnan(x) && std::isnan(y));
+  }
+  CHECK(differ == 0);
+}
+
+ModelBuilder rms_norm(bool with_pow2) {  // else Pow(x, 4): not an RMSNorm
+  ModelBuilder b;
+  b.input("x", kFloat, {2, 5, 96}).output("y", kFloat, {2, 5, 96});
+  b.initializer<float>("two", kFloat, {}, {with_pow2 ? 2.f : 4.f});
+  b.initializer<int64_t>("axes", kInt64, {1}, {-1});
+  b.initializer<float>("eps", kFloat, {}, {1e-6f});
+  b.initializer<float>("w", kFloat, {96}, randoms(96, 9));
+  b.node("Pow", {"x", "two"}, {"sq"});
+  ModelBuilder::attr_int(b.node("ReduceMean", {"sq", "axes"}, {"mean"}), "keepdims", 1);
+  b.node("Add", {"mean", "eps"}, {"var"});
+  b.node("Sqrt", {"var"}, {"std"});
+  b.node("Reciprocal", {"std"}, {"inv"});
+  b.node("Mul", {"x", "inv"}, {"xn"});
+  b.node("Mul", {"w", "xn"}, {"y"});
+  return b;
+}
+
+// swapped: Concat(lo, -hi), which rotates the other way and is not rotate_half.
+ModelBuilder rotary(int64_t half, bool swapped) {
+  const int64_t d = 2 * half;
+  ModelBuilder b;
+  b.input("x", kFloat, {1, 4, 3, d}).input("cos", kFloat, {1, 1, 3, d}).input("sin", kFloat, {1, 1, 3, d});
+  b.output("y", kFloat, {1, 4, 3, d});
+  b.initializer<int64_t>("zero", kInt64, {1}, {0});
+  b.initializer<int64_t>("h", kInt64, {1}, {half});
+  b.initializer<int64_t>("big", kInt64, {1}, {INT64_MAX});
+  b.initializer<int64_t>("last", kInt64, {1}, {-1});
+  b.initializer<int64_t>("one", kInt64, {1}, {1});
+  b.node("Mul", {"x", "cos"}, {"a"});
+  b.node("Slice", {"x", "zero", "h", "last", "one"}, {"lo"});
+  b.node("Slice", {"x", "h", "big", "last", "one"}, {"hi"});
+  b.node("Neg", {"hi"}, {"nhi"});
+  ModelBuilder::attr_int(b.node("Concat", swapped ? std::vector<std::string>{"lo", "nhi"} : std::vector<std::string>{"nhi", "lo"},
+                                {"rot"}), "axis", -1);
+  b.node("Mul", {"rot", "sin"}, {"bb"});
+  b.node("Add", {"a", "bb"}, {"y"});
+  return b;
+}
+
+// repeat_kv then the product: K/V [1,kvh,T,d] repeated to h heads.
+ModelBuilder gqa(bool qk, int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d, int64_t unsqueeze_axis = 2) {
+  const int64_t h = kvh * rep;
+  ModelBuilder b;
+  b.input("a", kFloat, {1, h, s, qk ? d : t}).input("kv", kFloat, {1, kvh, t, d});
+  b.output("y", kFloat, {1, h, s, qk ? t : d});
+  b.initializer<int64_t>("ax", kInt64, {1}, {unsqueeze_axis});
+  b.initializer<int64_t>("e", kInt64, {5}, {1, kvh, rep, t, d});
+  b.initializer<int64_t>("r", kInt64, {4}, {1, h, t, d});
+  b.node("Unsqueeze", {"kv", "ax"}, {"u"});
+  b.node("Expand", {"u", "e"}, {"ex"});
+  ModelBuilder::attr_int(b.node("Reshape", {"ex", "r"}, {"rep"}), "allowzero", 1);
+  if (qk) {
+    ModelBuilder::attr_ints(b.node("Transpose", {"rep"}, {"kt"}), "perm", {0, 1, 3, 2});
+    b.node("MatMul", {"a", "kt"}, {"y"});
+  } else {
+    b.node("MatMul", {"a", "rep"}, {"y"});
+  }
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("rms norm fusion: seven nodes become one, bit-identical", "[fusion][rmsnorm]") {
+  const Pair p = run_both(rms_norm(true), "rms_on", "fuse-rms-norm", "rms_norm", {{"x", tensor({2, 5, 96}, 1)}});
+  CHECK(p.count == 1);
+  CHECK(p.fused_nodes == 1);
+  CHECK(p.plain_nodes == 7);
+  bit_identical(p.fused, p.plain);
+}
+
+TEST_CASE("rms norm fusion must not fire on Pow(x, 4)", "[fusion][rmsnorm][must-not-fire]") {
+  const Pair p = run_both(rms_norm(false), "rms_pow3", "fuse-rms-norm", "rms_norm", {{"x", tensor({2, 5, 96}, 1)}});
+  CHECK(p.count == 0);
+  bit_identical(p.fused, p.plain);
+}
+
+TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-identical", "[fusion][rotary]") {
+  const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary",
+                          {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});
+  CHECK(p.count == 1);
+  CHECK(p.fused_nodes == 1);
+  bit_identical(p.fused, p.plain);
+}
+
+TEST_CASE("rotary fusion must not fire when the halves are swapped", "[fusion][rotary][must-not-fire]") {
+  const Pair p = run_both(rotary(8, true), "rot_swapped", "fuse-rotary", "rotary",
+                          {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});
+  CHECK(p.count == 0);
+}
+
+TEST_CASE("gqa fusion: Q.K^T and P.V read the KV heads without repeating them", "[fusion][gqa]") {
+  for (bool qk : {true, false})
+    for (int64_t s : {1, 5}) {
+      const int64_t kvh = 2, rep = 3, t = 37, d = 16;
+      const Pair p = run_both(gqa(qk, kvh, rep, s, t, d), qk ? "gqa_qk" : "gqa_pv", "fuse-gqa-matmul", "gqa_matmul",
+                              {{"a", tensor({1, kvh * rep, s, qk ? d : t}, 4)}, {"kv", tensor({1, kvh, t, d}, 5)}});
+      CHECK(p.count == 1);
+      CHECK(p.fused_nodes == 1);
+      REQUIRE(p.fused.shape() == p.plain.shape());
+      double worst = 0;
+      for (int64_t i = 0; i < p.fused.size(); ++i)
+        worst = std::max(worst, double(std::fabs(p.fused.data<float>()[i] - p.plain.data<float>()[i])));
+      CHECK(worst < 1e-5);
+    }
+}
+
+TEST_CASE("gqa fusion must not fire when the repeat axis is not 2", "[fusion][gqa][must-not-fire]") {
+  ModelBuilder b;  // Unsqueeze on axis 1 repeats whole blocks: not repeat_kv
+  b.input("a", kFloat, {1, 4, 1, 8}).input("kv", kFloat, {1, 2, 6, 8}).output("y", kFloat, {1, 4, 1, 6});
+  b.initializer<int64_t>("ax", kInt64, {1}, {1});
+  b.initializer<int64_t>("e", kInt64, {5}, {1, 2, 2, 6, 8});
+  b.initializer<int64_t>("r", kInt64, {4}, {1, 4, 6, 8});
+  b.node("Unsqueeze", {"kv", "ax"}, {"u"});
+  b.node("Expand", {"u", "e"}, {"ex"});
+  b.node("Reshape", {"ex", "r"}, {"rep"});
+  ModelBuilder::attr_ints(b.node("Transpose", {"rep"}, {"kt"}), "perm", {0, 1, 3, 2});
+  b.node("MatMul", {"a", "kt"}, {"y"});
+  const Pair p = run_both(b, "gqa_axis1", "fuse-gqa-matmul", "gqa_matmul",
+                          {{"a", tensor({1, 4, 1, 8}, 4)}, {"kv", tensor({1, 2, 6, 8}, 5)}});
+  CHECK(p.count == 0);
+  bit_identical(p.fused, p.plain);
+}
