@@ -96,7 +96,7 @@ Session::Session(Graph graph, const SessionOptions& options) : graph_(std::move(
           node.name);
       continue;
     }
-    KernelInfo info(graph_, node);
+    KernelInfo info(graph_, node, pool_.get());
     kernels_[n] = with_context(graph_.node_label(node), [&] { return entry->create(info); });
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const int v = node.inputs[i];
@@ -168,6 +168,20 @@ void Session::release_constant(Value& val) {
   }
   stats_.released_bytes += t.bytes();
   val.constant = Tensor(t.dtype(), t.shape(), nullptr);
+}
+
+void Session::reserve(const std::vector<NamedTensor>& inputs) {
+  const std::unique_ptr<Plan> plan = build_plan(bind_inputs(inputs));
+  ensure_arena(plan->arena_bytes);
+  for (size_t i = 0; i < graph_.outputs.size(); ++i) {
+    const size_t v = static_cast<size_t>(graph_.outputs[i]);
+    if (plan->dtype[v] == DType::Undefined || plan->mode[static_cast<size_t>(std::max(0, graph_.values[v].producer))] ==
+                                                   Plan::Mode::Dynamic)
+      continue;
+    // Two buffers per output: the caller may hold one (a cache fed back) while the next run fills the other.
+    std::vector<Tensor> held;
+    for (int copy = 0; copy < 2; ++copy) held.push_back(output_buffer(i, plan->dtype[v], plan->shape[v]));
+  }
 }
 
 Tensor Session::output_buffer(size_t slot, DType dtype, const Shape& shape) {

@@ -48,6 +48,11 @@ class Session {
   // output order, each owning its storage.
   std::vector<Tensor> run(const std::vector<NamedTensor>& inputs);
 
+  // Sizes the arena and the graph-output buffers for inputs of these shapes
+  // (data may be null), so later runs no larger than them allocate nothing.
+  // A decode loop reserves for its last step before its first.
+  void reserve(const std::vector<NamedTensor>& inputs);
+
   // Counters for tests and traces.
   struct Stats {
     int64_t runs = 0;

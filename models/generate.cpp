@@ -47,30 +47,44 @@ Generator::Generator(Session& session, CausalLmBinding binding) : session_(sessi
   for (const auto& name : binding_.present_outputs) present_index_.push_back(index_of(outs, name));
 }
 
+std::vector<NamedTensor> Generator::inputs_for(const std::vector<int32_t>* ids, int64_t seq, int64_t past_len,
+                                               bool data) {
+  auto row = [&](DType dtype, int64_t n, auto value) {
+    if (!data) return Tensor(dtype, {1, n}, nullptr);
+    return int_row(dtype, n, value);
+  };
+  std::vector<NamedTensor> inputs;
+  inputs.push_back({binding_.input_ids, row(binding_.ids_dtype, seq, [&](int64_t i) { return int64_t{(*ids)[size_t(i)]}; })});
+  if (!binding_.attention_mask.empty())
+    inputs.push_back({binding_.attention_mask, row(binding_.mask_dtype, past_len + seq, [](int64_t) { return int64_t{1}; })});
+  if (!binding_.position_ids.empty())
+    inputs.push_back({binding_.position_ids, row(binding_.positions_dtype, seq, [&](int64_t i) { return past_len + i; })});
+  if (binding_.cache != CausalLmBinding::Cache::None) {
+    for (size_t i = 0; i < binding_.past_inputs.size(); ++i) {
+      if (data && past_len > 0) {
+        inputs.push_back({binding_.past_inputs[i], cache_[i]});
+        continue;
+      }
+      Shape s = binding_.cache == CausalLmBinding::Cache::Stacked
+                    ? Shape{2 * binding_.layers, 1, binding_.kv_heads, past_len, binding_.head_dim}
+                    : Shape{1, binding_.kv_heads, past_len, binding_.head_dim};
+      // An empty cache (the first step) needs no storage; a shape-only one has none.
+      inputs.push_back({binding_.past_inputs[i], Tensor(binding_.cache_dtype, s, nullptr)});
+    }
+  }
+  return inputs;
+}
+
 const float* Generator::forward(const std::vector<int32_t>& ids, int64_t past_len) {
   const int64_t seq = static_cast<int64_t>(ids.size());
-  std::vector<NamedTensor> inputs;
-  inputs.push_back({binding_.input_ids, int_row(binding_.ids_dtype, seq, [&](int64_t i) { return int64_t{ids[size_t(i)]}; })});
-  if (!binding_.attention_mask.empty())
-    inputs.push_back({binding_.attention_mask, int_row(binding_.mask_dtype, past_len + seq, [](int64_t) { return 1; })});
-  if (!binding_.position_ids.empty())
-    inputs.push_back({binding_.position_ids, int_row(binding_.positions_dtype, seq, [&](int64_t i) { return past_len + i; })});
-  if (binding_.cache != CausalLmBinding::Cache::None) {
-    if (cache_.empty()) {  // the first step: an empty cache, past length 0
-      for (size_t i = 0; i < binding_.past_inputs.size(); ++i) {
-        Shape s = binding_.cache == CausalLmBinding::Cache::Stacked
-                      ? Shape{2 * binding_.layers, 1, binding_.kv_heads, 0, binding_.head_dim}
-                      : Shape{1, binding_.kv_heads, 0, binding_.head_dim};
-        cache_.push_back(Tensor::allocate(binding_.cache_dtype, s));
-      }
-    }
-    for (size_t i = 0; i < binding_.past_inputs.size(); ++i) inputs.push_back({binding_.past_inputs[i], cache_[i]});
-  }
+  std::vector<NamedTensor> inputs = inputs_for(&ids, seq, past_len, true);
   outputs_.clear();  // release last step's buffers so the session can recycle them
   outputs_ = session_.run(inputs);
   inputs.clear();
-  if (binding_.cache != CausalLmBinding::Cache::None)
+  if (binding_.cache != CausalLmBinding::Cache::None) {
+    cache_.resize(present_index_.size());
     for (size_t i = 0; i < present_index_.size(); ++i) cache_[i] = outputs_[static_cast<size_t>(present_index_[i])];
+  }
 
   const Tensor& logits = outputs_[static_cast<size_t>(logits_slot_)];
   if (logits.rank() != 3 || logits.dim(0) != 1 || logits.dim(1) != seq)
@@ -92,6 +106,13 @@ GenerateResult Generator::run(const std::vector<int32_t>& prompt, const Generate
   r.prompt = prompt;
   std::vector<int32_t> sequence = prompt;
   const bool cached = binding_.cache != CausalLmBinding::Cache::None;
+  // Size the arena and output buffers once, for the prefill and for the
+  // last step (the largest cache), so the decode steps allocate nothing.
+  int64_t last = static_cast<int64_t>(prompt.size()) + options.max_new_tokens - 1;
+  if (ctx > 0) last = std::min(last, ctx - 1);
+  session_.reserve(inputs_for(nullptr, static_cast<int64_t>(prompt.size()), 0, false));
+  if (last > static_cast<int64_t>(prompt.size()))
+    session_.reserve(cached ? inputs_for(nullptr, 1, last, false) : inputs_for(nullptr, last, 0, false));
   int64_t past_len = 0;
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
     const auto t0 = Clock::now();

@@ -44,6 +44,9 @@ class Generator {
   const CausalLmBinding& binding() const { return binding_; }
 
  private:
+  // Inputs for one pass of `seq` new tokens after `past_len` cached ones;
+  // with `data` false they carry shapes only (for Session::reserve).
+  std::vector<NamedTensor> inputs_for(const std::vector<int32_t>* ids, int64_t seq, int64_t past_len, bool data);
   // One forward pass over `ids` at positions [past_len, past_len + ids.size());
   // returns the logits of the last position. Updates the cache when there is one.
   const float* forward(const std::vector<int32_t>& ids, int64_t past_len);
