@@ -1,13 +1,13 @@
 // `1bit bench MODEL --prompt-lengths 16,64,256,1024 --gen 128`: prefill
 // tok/s, decode ms/token, achieved GB/s against the streaming-read bandwidth
 // measured in the same run, peak RSS and load time.
-#include <sys/resource.h>
 
 #include <chrono>
 #include <fmt/format.h>
 #include <fstream>
 
 #include "cli/commands.h"
+#include "cli/process_stats.h"
 #include "graph/error.h"
 #include "graph/onnx_loader.h"
 #include "graph/session.h"
@@ -19,21 +19,6 @@
 namespace onebit::cli {
 
 namespace {
-
-double peak_rss_mib() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;
-}
-
-// Resident set now (VmRSS), MiB.
-double rss_mib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
-}
 
 int64_t vocab_of(const Graph& g, const CausalLmBinding& b) {
   const Value& v = g.values[static_cast<size_t>(g.find_value(b.logits))];

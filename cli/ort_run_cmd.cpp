@@ -1,6 +1,5 @@
 // `1bit ort-run MODEL --prompt "..."`: tokenize, prefill, decode greedily,
 // stream the text, print prefill tok/s and decode ms/token at the end.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/process_stats.h"
 #include "graph/error.h"
 #include "graph/npy.h"
 #include "graph/onnx_loader.h"
@@ -23,12 +23,6 @@
 namespace onebit::cli {
 
 namespace {
-
-double peak_rss_mib() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;
-}
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;

@@ -13,24 +13,11 @@
 // that they are a repeat of each KV head (e = [b,kvh,rep,T,d],
 // r = [b,kvh·rep,T,d]) and refuses the plan otherwise, naming the shapes.
 #include "graph/fusions.h"
-#include "ops/registry.h"
+#include "graph/match.h"
 
 namespace onebit {
 
 namespace {
-
-const Node* producer_of(const Graph& g, int v, const char* op) {
-  if (v < 0) return nullptr;
-  const int p = g.values[static_cast<size_t>(v)].producer;
-  if (p < 0) return nullptr;
-  const Node& n = g.nodes[static_cast<size_t>(p)];
-  return n.op_type == op && n.domain.empty() ? &n : nullptr;
-}
-
-bool constant_ints(const Graph& g, int v, const std::vector<int64_t>& want) {
-  if (v < 0 || !g.values[static_cast<size_t>(v)].constant) return false;
-  return tensor_to_ints(*g.values[static_cast<size_t>(v)].constant) == want;
-}
 
 struct Repeat {
   int kv = -1, expand_shape = -1, reshape_shape = -1;
@@ -39,13 +26,13 @@ struct Repeat {
 
 // value -> Reshape(Expand(Unsqueeze(kv, [2]), e), r): the repeat_kv chain.
 bool match_repeat(const Graph& g, int value, Repeat& out) {
-  const Node* reshape = producer_of(g, value, "Reshape");
+  const Node* reshape = producer_op(g, value, "Reshape");
   if (!reshape || reshape->inputs.size() < 2) return false;
-  const Node* expand = producer_of(g, reshape->inputs[0], "Expand");
+  const Node* expand = producer_op(g, reshape->inputs[0], "Expand");
   if (!expand || expand->inputs.size() < 2) return false;
-  const Node* unsqueeze = producer_of(g, expand->inputs[0], "Unsqueeze");
+  const Node* unsqueeze = producer_op(g, expand->inputs[0], "Unsqueeze");
   if (!unsqueeze || unsqueeze->inputs.size() < 2) return false;
-  if (!constant_ints(g, unsqueeze->inputs[1], {2}) && !constant_ints(g, unsqueeze->inputs[1], {-3})) return false;
+  if (!constant_ints_equal(g, unsqueeze->inputs[1], {2}) && !constant_ints_equal(g, unsqueeze->inputs[1], {-3})) return false;
   out = {unsqueeze->inputs[0], expand->inputs[1], reshape->inputs[1], reshape->attrs.get_int("allowzero", 0)};
   return true;
 }
@@ -58,23 +45,16 @@ void fuse_gqa_matmul(Graph& g, const SessionOptions&, PassReport& report, Thread
     if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2) continue;
     Repeat rep;
     int64_t trans_b = 0;
-    if (const Node* t = producer_of(g, n.inputs[1], "Transpose")) {
+    if (const Node* t = producer_op(g, n.inputs[1], "Transpose")) {
       if (t->attrs.get_ints("perm", {}) != std::vector<int64_t>{0, 1, 3, 2} || !match_repeat(g, t->inputs[0], rep))
         continue;
       trans_b = 1;
     } else if (!match_repeat(g, n.inputs[1], rep)) {
       continue;
     }
-    n.op_type = "GqaMatMul";
-    n.domain = kOneBitDomain;
-    n.opset = 1;
-    n.inputs = {n.inputs[0], rep.kv, rep.expand_shape, rep.reshape_shape};
-    Attribute a;
-    a.kind = Attribute::Kind::Int;
-    a.i = trans_b;
-    n.attrs.set("transB", a);
-    a.i = rep.allowzero;
-    n.attrs.set("allowzero", a);
+    make_onebit_node(n, "GqaMatMul", {n.inputs[0], rep.kv, rep.expand_shape, rep.reshape_shape});
+    set_int_attr(n, "transB", trans_b);
+    set_int_attr(n, "allowzero", rep.allowzero);
     ++fused;
   }
   if (fused) g.relink();

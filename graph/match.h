@@ -1,10 +1,14 @@
 // Small helpers the fusion matchers share: they only read the graph.
 #pragma once
 
+#include <cstdio>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/passes.h"
 
 namespace onebit {
 
@@ -43,5 +47,32 @@ inline int other_input(const Node& n, int known) {
   if (n.inputs[1] == known) return n.inputs[0];
   return -1;
 }
+
+// Rewriting helpers for the fusions' rewrite halves.
+inline void set_int_attr(Node& n, const std::string& name, int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Int;
+  a.i = v;
+  n.attrs.set(name, a);
+}
+
+inline void set_float_attr(Node& n, const std::string& name, float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Float;
+  a.f = v;
+  n.attrs.set(name, a);
+}
+
+// Turns `n` into a com.onebit node of type `op` (version 1) reading `inputs`.
+void make_onebit_node(Node& n, const char* op, std::vector<int> inputs);
+
+// Removes the nodes marked in `drop` and relinks producers.
+void drop_nodes(Graph& g, const std::vector<bool>& drop);
+
+// Counts `<prefix>_refused:<why>` and `<prefix>_refused` in the report, and
+// under ONEBIT_QDQ_DEBUG=1 logs `<prefix>_refused why=... count=...` per
+// reason — the debug trail DESIGN.md asks every quantized fusion to leave.
+void report_refusals(const Graph& g, const SessionOptions& options, PassReport& report, const std::string& prefix,
+                     const std::map<std::string, int64_t>& refused);
 
 }  // namespace onebit

@@ -27,6 +27,7 @@
 #include <variant>
 
 #include "graph/fusions.h"
+#include "graph/match.h"
 #include "ops/registry.h"
 
 namespace onebit {
@@ -174,54 +175,30 @@ void fuse_qdq_matmul(Graph& g, const SessionOptions& options, PassReport& report
     auto in = [](const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
     Node fused;
     fused.name = mm.name + "/qdq";
-    fused.op_type = "QDQMatMul";
-    fused.domain = kOneBitDomain;
-    fused.opset = 1;
-    fused.inputs = {in(dq_x, 0), in(dq_x, 1), in(dq_x, 2), in(dq_w, 0), in(dq_w, 1), in(dq_w, 2), -1, -1};
+    make_onebit_node(fused, "QDQMatMul", {in(dq_x, 0), in(dq_x, 1), in(dq_x, 2), in(dq_w, 0), in(dq_w, 1), in(dq_w, 2), -1, -1});
     fused.outputs = mm.outputs;
-    Attribute a;
-    a.kind = Attribute::Kind::Int;
-    a.i = grp.x_per_row;
-    fused.attrs.set("x_per_row", a);
-    a.i = grp.w_per_column;
-    fused.attrs.set("w_per_column", a);
-    a.i = static_cast<int64_t>(grp.x_type);
-    fused.attrs.set("x_type", a);
+    set_int_attr(fused, "x_per_row", grp.x_per_row);
+    set_int_attr(fused, "w_per_column", grp.w_per_column);
+    set_int_attr(fused, "x_type", static_cast<int64_t>(grp.x_type));
     if (grp.q_y >= 0) {
       const Node& q = g.nodes[static_cast<size_t>(grp.q_y)];
       fused.inputs[6] = in(q, 1);
       fused.inputs[7] = in(q, 2);
       fused.outputs = q.outputs;
-      a.i = q.attrs.get_int("output_dtype", 0);
-      fused.attrs.set("output_dtype", a);
+      set_int_attr(fused, "output_dtype", q.attrs.get_int("output_dtype", 0));
       drop[static_cast<size_t>(grp.q_y)] = true;
       ++with_q;
     }
     mm = std::move(fused);
   }
-  if (!groups.empty()) {
-    std::vector<Node> kept;
-    for (size_t n = 0; n < g.nodes.size(); ++n)
-      if (!drop[n]) kept.push_back(std::move(g.nodes[n]));
-    g.nodes = std::move(kept);
-    g.relink();
-  }
+  if (!groups.empty()) drop_nodes(g, drop);
 
   report.count("qdq_fused", static_cast<int64_t>(groups.size()));
   report.count("qdq_fused_with_q", with_q);
-  int64_t total_refused = 0;
-  for (const auto& [why, count] : refused) {
-    report.count("qdq_refused:" + why, count);
-    total_refused += count;
-  }
-  report.count("qdq_refused", total_refused);
-  if (options.qdq_debug) {
-    for (const auto& [why, count] : refused)
-      std::fprintf(stderr, "%s: qdq_refused why=%s count=%lld\n", g.path.c_str(), why.c_str(),
-                   static_cast<long long>(count));
+  report_refusals(g, options, report, "qdq", refused);
+  if (options.qdq_debug)
     std::fprintf(stderr, "%s: qdq_fused groups=%zu with_q=%lld refused=%lld\n", g.path.c_str(), groups.size(),
-                 static_cast<long long>(with_q), static_cast<long long>(total_refused));
-  }
+                 static_cast<long long>(with_q), static_cast<long long>(report.get("qdq_refused")));
 }
 
 }  // namespace onebit

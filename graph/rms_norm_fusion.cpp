@@ -8,7 +8,6 @@
 // has 113 norms a token, counting q_norm and k_norm).
 #include "graph/fusions.h"
 #include "graph/match.h"
-#include "ops/registry.h"
 
 namespace onebit {
 
@@ -58,15 +57,9 @@ void fuse_rms_norm(Graph& g, const SessionOptions&, PassReport& report, ThreadPo
   for (Node& n : g.nodes) {
     RmsNorm m;
     if (!match(g, n, m)) continue;
-    n.op_type = "RmsNorm";
-    n.domain = kOneBitDomain;
-    n.opset = 1;
-    n.inputs = {m.x, m.weight};
+    make_onebit_node(n, "RmsNorm", {m.x, m.weight});
     n.attrs = Attributes();
-    Attribute eps;
-    eps.kind = Attribute::Kind::Float;
-    eps.f = static_cast<float>(m.epsilon);
-    n.attrs.set("epsilon", eps);
+    set_float_attr(n, "epsilon", static_cast<float>(m.epsilon));
     ++fused;
   }
   if (fused) g.relink();

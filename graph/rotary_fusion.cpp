@@ -9,7 +9,6 @@
 // intermediates per q and per k become one pass.
 #include "graph/fusions.h"
 #include "graph/match.h"
-#include "ops/registry.h"
 
 namespace onebit {
 
@@ -76,15 +75,9 @@ void fuse_rotary(Graph& g, const SessionOptions&, PassReport& report, ThreadPool
   for (Node& n : g.nodes) {
     Rotary m;
     if (!match(g, n, m)) continue;
-    n.op_type = "RotaryHalf";
-    n.domain = kOneBitDomain;
-    n.opset = 1;
-    n.inputs = {m.x, m.cos, m.sin};
+    make_onebit_node(n, "RotaryHalf", {m.x, m.cos, m.sin});
     n.attrs = Attributes();
-    Attribute half;
-    half.kind = Attribute::Kind::Int;
-    half.i = m.half;
-    n.attrs.set("half", half);
+    set_int_attr(n, "half", m.half);
     ++fused;
   }
   if (fused) g.relink();

@@ -3,23 +3,13 @@
 #include <cstring>
 
 #include "ops/axis.h"
+#include "ops/op_util.h"
 #include "ops/registry.h"
 #include "ops/thread_pool.h"
 
 namespace onebit {
 
 namespace {
-
-size_t elem_bytes(DType t, const char* op) {
-  if (dtype_bits(t) < 8) fail("{} does not support {}", op, dtype_name(t));
-  return static_cast<size_t>(dtype_bits(t) / 8);
-}
-
-int64_t prod(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t d = from; d < to; ++d) p *= s[d];
-  return p;
-}
 
 class ConcatKernel : public Kernel {
  public:
@@ -44,9 +34,9 @@ class ConcatKernel : public Kernel {
     Tensor& y = ctx.output(0);
     if (y.size() == 0) return;
     const size_t axis = static_cast<size_t>(normalize_axis(axis_, y.rank()));
-    const size_t eb = elem_bytes(y.dtype(), "Concat");
-    const int64_t outer = prod(y.shape(), 0, axis);
-    const int64_t row = prod(y.shape(), axis, y.shape().size()) * static_cast<int64_t>(eb);
+    const size_t eb = element_bytes(y.dtype(), "Concat");
+    const int64_t outer = dims_product(y.shape(), 0, static_cast<int>(axis));
+    const int64_t row = dims_product(y.shape(), static_cast<int>(axis), static_cast<int>(y.shape().size())) * static_cast<int64_t>(eb);
     uint8_t* out = static_cast<uint8_t*>(y.raw());
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(row, 1));
     ctx.pool().parallel_for(outer, grain, [&](int64_t begin, int64_t end) {
@@ -54,7 +44,7 @@ class ConcatKernel : public Kernel {
         uint8_t* dst = out + o * row;
         for (int i = 0; i < ctx.num_inputs(); ++i) {
           const Tensor& x = ctx.input(i);
-          const int64_t chunk = prod(x.shape(), axis, x.shape().size()) * static_cast<int64_t>(eb);
+          const int64_t chunk = dims_product(x.shape(), static_cast<int>(axis), static_cast<int>(x.shape().size())) * static_cast<int64_t>(eb);
           if (chunk) std::memcpy(dst, static_cast<const uint8_t*>(x.raw()) + o * chunk, static_cast<size_t>(chunk));
           dst += chunk;
         }
@@ -91,9 +81,9 @@ class SplitKernel : public Kernel {
     const size_t axis = static_cast<size_t>(normalize_axis(axis_, x.rank()));
     const std::vector<int64_t> sizes =
         split_sizes(x.shape(), ctx.has_input(1) ? &ctx.input(1) : nullptr, ctx.num_outputs());
-    const int64_t eb = static_cast<int64_t>(elem_bytes(x.dtype(), "Split"));
-    const int64_t outer = prod(x.shape(), 0, axis);
-    const int64_t inner = prod(x.shape(), axis + 1, x.shape().size()) * eb;
+    const int64_t eb = static_cast<int64_t>(element_bytes(x.dtype(), "Split"));
+    const int64_t outer = dims_product(x.shape(), 0, static_cast<int>(axis));
+    const int64_t inner = dims_product(x.shape(), static_cast<int>(axis + 1), static_cast<int>(x.shape().size())) * eb;
     const int64_t row = x.shape()[axis] * inner;
     const uint8_t* in = static_cast<const uint8_t*>(x.raw());
     int64_t at = 0;

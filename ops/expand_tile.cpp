@@ -1,17 +1,13 @@
 // Expand (broadcast to a shape) and Tile (repeat along each axis), both as
 // strided views with zero strides on the repeated dims.
 #include "ops/broadcast.h"
+#include "ops/op_util.h"
 #include "ops/registry.h"
 #include "ops/strided_copy.h"
 
 namespace onebit {
 
 namespace {
-
-size_t elem_bytes(DType t, const char* op) {
-  if (dtype_bits(t) < 8) fail("{} does not support {}", op, dtype_name(t));
-  return static_cast<size_t>(dtype_bits(t) / 8);
-}
 
 class ExpandKernel : public Kernel {
  public:
@@ -32,7 +28,7 @@ class ExpandKernel : public Kernel {
     for (size_t d = 0; d < x.shape().size(); ++d)
       view.strides[lead + d] = x.shape()[d] == 1 ? 0 : in_strides[d];
     if (y.size() == 0) return;
-    strided_copy(view, y.raw(), elem_bytes(x.dtype(), "Expand"), ctx.pool());
+    strided_copy(view, y.raw(), element_bytes(x.dtype(), "Expand"), ctx.pool());
   }
 };
 
@@ -64,7 +60,7 @@ class TileKernel : public Kernel {
       view.shape.push_back(x.shape()[d]);
       view.strides.push_back(in_strides[d]);
     }
-    strided_copy(view, y.raw(), elem_bytes(x.dtype(), "Tile"), ctx.pool());
+    strided_copy(view, y.raw(), element_bytes(x.dtype(), "Tile"), ctx.pool());
   }
 };
 

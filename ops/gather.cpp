@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ops/axis.h"
+#include "ops/op_util.h"
 #include "ops/registry.h"
 #include "ops/strided_copy.h"
 #include "ops/thread_pool.h"
@@ -11,17 +12,6 @@
 namespace onebit {
 
 namespace {
-
-size_t elem_bytes(DType t, const char* op) {
-  if (dtype_bits(t) < 8) fail("{} does not support {}", op, dtype_name(t));
-  return static_cast<size_t>(dtype_bits(t) / 8);
-}
-
-int64_t prod(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t d = from; d < to; ++d) p *= s[d];
-  return p;
-}
 
 void check_index_type(DType t) {
   if (t != DType::I64 && t != DType::I32) fail("indices must be int32 or int64, got {}", dtype_name(t));
@@ -48,9 +38,9 @@ class GatherKernel : public Kernel {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
     const size_t axis = static_cast<size_t>(normalize_axis(axis_, x.rank()));
-    const int64_t eb = static_cast<int64_t>(elem_bytes(x.dtype(), "Gather"));
-    const int64_t outer = prod(x.shape(), 0, axis), dim = x.shape()[axis];
-    const int64_t inner = prod(x.shape(), axis + 1, x.shape().size()) * eb;
+    const int64_t eb = static_cast<int64_t>(element_bytes(x.dtype(), "Gather"));
+    const int64_t outer = dims_product(x.shape(), 0, static_cast<int>(axis)), dim = x.shape()[axis];
+    const int64_t inner = dims_product(x.shape(), static_cast<int>(axis + 1), static_cast<int>(x.shape().size())) * eb;
     const int64_t n = idx.size();
     for (int64_t j = 0; j < n; ++j) fix_index(tensor_int_at(idx, j), dim);  // validate before writing
     const uint8_t* src = static_cast<const uint8_t*>(x.raw());
@@ -84,7 +74,7 @@ class GatherElementsKernel : public Kernel {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
     const size_t axis = static_cast<size_t>(normalize_axis(axis_, x.rank()));
-    const size_t eb = elem_bytes(x.dtype(), "GatherElements");
+    const size_t eb = element_bytes(x.dtype(), "GatherElements");
     const std::vector<int64_t> xs = contiguous_strides(x.shape());
     const Shape& is = idx.shape();
     const uint8_t* src = static_cast<const uint8_t*>(x.raw());
@@ -135,11 +125,11 @@ class GatherNDKernel : public Kernel {
     const Shape& ind = idx.shape();
     const size_t b = static_cast<size_t>(batch_dims_);
     const size_t last = static_cast<size_t>(ind.back());
-    const int64_t eb = static_cast<int64_t>(elem_bytes(x.dtype(), "GatherND"));
-    const int64_t slice = prod(data, b + last, data.size()) * eb;
-    const int64_t batches = prod(data, 0, b);
-    const int64_t per_batch = prod(ind, b, ind.size() - 1);
-    const int64_t batch_stride = prod(data, b, data.size()) * eb;
+    const int64_t eb = static_cast<int64_t>(element_bytes(x.dtype(), "GatherND"));
+    const int64_t slice = dims_product(data, static_cast<int>(b + last), static_cast<int>(data.size())) * eb;
+    const int64_t batches = dims_product(data, 0, static_cast<int>(b));
+    const int64_t per_batch = dims_product(ind, static_cast<int>(b), static_cast<int>(ind.size() - 1));
+    const int64_t batch_stride = dims_product(data, static_cast<int>(b), static_cast<int>(data.size())) * eb;
     const int64_t* ip = idx.data<int64_t>();
     const uint8_t* src = static_cast<const uint8_t*>(x.raw());
     uint8_t* dst = static_cast<uint8_t*>(ctx.output(0).raw());

@@ -38,6 +38,13 @@ inline int64_t dims_product(const Shape& shape, int begin, int end) {
   return n;
 }
 
+// Bytes per element for ops that move whole elements; the 4-bit types have
+// no byte-addressable element and are refused with the op's name.
+inline size_t element_bytes(DType t, std::string_view op) {
+  if (dtype_bits(t) < 8) fail("{} does not support {}", op, dtype_name(t));
+  return static_cast<size_t>(dtype_bits(t) / 8);
+}
+
 // Round half to even. std::nearbyint rounds in the current mode, which is
 // FE_TONEAREST (ties to even) unless a caller changes it; nothing in 1bit
 // does. It compiles to one `roundss`, so loops using it vectorise.

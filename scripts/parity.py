@@ -118,8 +118,12 @@ def hf_greedy(args, prompt: np.ndarray, n: int, eos: set[int]):
     with torch.no_grad():
         for step in range(n):
             feed = ids if past is None else ids[:, -1:]
-            out = model(input_ids=feed, past_key_values=past, use_cache=True)
-            past = out.past_key_values
+            # transformers 5.x names the cache argument `cache`; older ones `past_key_values`.
+            try:
+                out = model(input_ids=feed, cache=past, use_cache=True)
+            except TypeError:
+                out = model(input_ids=feed, past_key_values=past, use_cache=True)
+            past = getattr(out, "cache", None) or out.past_key_values
             last = out.logits[0, -1].float().numpy()
             tok = int(np.argmax(last))
             logits_out.append(last)
