@@ -35,6 +35,7 @@
 
 #include "graph/error.h"
 #include "graph/fusions.h"
+#include "graph/match.h"
 #include "ops/registry.h"
 
 namespace onebit {
@@ -142,13 +143,6 @@ std::variant<W4Group, std::string> match(const Graph& g, const std::vector<std::
   return grp;
 }
 
-void set_int(Node& n, const char* name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Int;
-  a.i = v;
-  n.attrs.set(name, a);
-}
-
 void set_string(Node& n, const char* name, const std::string& v) {
   Attribute a;
   a.kind = Attribute::Kind::String;
@@ -193,48 +187,28 @@ void fuse_w4_matmul(Graph& g, const SessionOptions& options, PassReport& report,
   for (const W4Group& grp : groups) {
     const Node& dq = g.nodes[static_cast<size_t>(grp.dq)];
     Node& mm = g.nodes[static_cast<size_t>(grp.matmul)];
-    Node fused;
-    fused.name = mm.name + "/q4";
-    fused.op_type = "Q4MatMul";
-    fused.domain = kOneBitDomain;
-    fused.opset = 1;
     auto in = [](const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
-    fused.inputs = {mm.inputs[0], in(dq, 0), in(dq, 1), in(dq, 2), grp.bias};
-    fused.outputs = mm.outputs;
-    set_int(fused, "block_size", grp.block_size);
-    set_string(fused, "act_precision", act);
+    mm.name += "/q4";
+    mm.attrs = Attributes();
+    make_onebit_node(mm, "Q4MatMul", {mm.inputs[0], in(dq, 0), in(dq, 1), in(dq, 2), grp.bias});
+    set_int_attr(mm, "block_size", grp.block_size);
+    set_string(mm, "act_precision", act);
     if (grp.add >= 0) {
-      fused.outputs = g.nodes[static_cast<size_t>(grp.add)].outputs;
+      mm.outputs = g.nodes[static_cast<size_t>(grp.add)].outputs;
       drop[static_cast<size_t>(grp.add)] = true;
       ++with_bias;
     }
-    mm = std::move(fused);
   }
-  if (!groups.empty()) {
-    std::vector<Node> kept;
-    for (size_t n = 0; n < g.nodes.size(); ++n)
-      if (!drop[n]) kept.push_back(std::move(g.nodes[n]));
-    g.nodes = std::move(kept);
-    g.relink();
-  }
+  if (!groups.empty()) drop_nodes(g, drop);
 
   report.count("w4_fused", static_cast<int64_t>(groups.size()));
   report.count("w4_fused_with_bias", with_bias);
   report.count("w4_matmulnbits", nbits);
-  int64_t total_refused = 0;
-  for (const auto& [why, count] : refused) {
-    report.count("w4_refused:" + why, count);
-    total_refused += count;
-  }
-  report.count("w4_refused", total_refused);
-  if (options.qdq_debug) {
-    for (const auto& [why, count] : refused)
-      std::fprintf(stderr, "%s: w4_refused why=%s count=%lld\n", g.path.c_str(), why.c_str(),
-                   static_cast<long long>(count));
+  report_refusals(g, options, report, "w4", refused);
+  if (options.qdq_debug)
     std::fprintf(stderr, "%s: w4_fused groups=%zu with_bias=%lld matmulnbits=%lld refused=%lld\n", g.path.c_str(),
                  groups.size(), static_cast<long long>(with_bias), static_cast<long long>(nbits),
-                 static_cast<long long>(total_refused));
-  }
+                 static_cast<long long>(report.get("w4_refused")));
 }
 
 }  // namespace onebit

@@ -22,7 +22,7 @@ class ThreadPool;
 // What a kernel factory sees of its node.
 class KernelInfo {
  public:
-  KernelInfo(const Graph& g, const Node& n) : graph_(g), node_(n) {}
+  KernelInfo(const Graph& g, const Node& n, ThreadPool* pool = nullptr) : graph_(g), node_(n), pool_(pool) {}
 
   const Node& node() const { return node_; }
   const std::string& op_type() const { return node_.op_type; }
@@ -38,10 +38,13 @@ class KernelInfo {
   DType input_dtype(int i) const;
   const std::string& input_name(int i) const;
   std::string label() const { return graph_.node_label(node_); }
+  // The session's pool, for packing large constants at create; may be null.
+  ThreadPool* pool() const { return pool_; }
 
  private:
   const Graph& graph_;
   const Node& node_;
+  ThreadPool* pool_;
 };
 
 // Thrown by ReshapeContext::value() when an input's value is needed to plan

@@ -17,7 +17,7 @@
 //   Attributes: K, N, bits, block_size; accuracy_level is not read: the
 //   activation precision is 1bit's (--act-precision), the same for both ops.
 //
-// act_precision: int8-row (QD8), int8-block, float, or auto (kAuto below).
+// act_precision: int8-row (QD8), int8-block, float, or auto (kAutoAct below).
 #include <cstring>
 
 #include "ops/registry.h"
@@ -28,20 +28,20 @@ namespace onebit {
 
 namespace {
 
-// What "auto" runs: decode (one row) and prefill (more rows). Chosen from
-// the accuracy and speed measurements in docs/parity.md and
-// docs/BENCHMARK.md ("Q4NX").
-struct ActChoice {
-  Q4Act decode, prefill;
-};
-constexpr ActChoice kAuto = {Q4Act::kFloat, Q4Act::kFloat};
+// What "auto" runs, decode and prefill alike. docs/parity.md ("Q4NX") has
+// the numbers: on SmolLM2 (block 32), against the same packed weights with
+// float activations, int8-block adds 0.003 nats of KL, int8-row 0.018 (the
+// 4-bit weights themselves cost 0.40); int8-block keeps the integer dot
+// products, which prefill at 1.4-1.5x the float path's speed and decode with
+// ~35% less CPU per weight byte than the float kernel (docs/BENCHMARK.md).
+constexpr Q4Act kAutoAct = Q4Act::kInt8Block;
 
-ActChoice act_choice(const Attributes& a) {
+Q4Act act_of(const Attributes& a) {
   const std::string s = a.get_string("act_precision", "auto");
-  if (s == "auto") return kAuto;
-  if (s == "int8-row") return {Q4Act::kInt8Row, Q4Act::kInt8Row};
-  if (s == "int8-block") return {Q4Act::kInt8Block, Q4Act::kInt8Block};
-  if (s == "float") return {Q4Act::kFloat, Q4Act::kFloat};
+  if (s == "auto") return kAutoAct;
+  if (s == "int8-row") return Q4Act::kInt8Row;
+  if (s == "int8-block") return Q4Act::kInt8Block;
+  if (s == "float") return Q4Act::kFloat;
   fail("attribute act_precision is '{}', expected auto, int8-row, int8-block or float", s);
 }
 
@@ -77,8 +77,7 @@ class Q4KernelBase : public Kernel {
     Shape y = x;
     y.back() = static_cast<int64_t>(gemm_->n());
     ctx.set_output(0, DType::F32, y);
-    const size_t m = static_cast<size_t>(numel(x)) / gemm_->k();
-    ctx.set_workspace(gemm_->workspace_bytes(m, m == 1 ? act_.decode : act_.prefill));
+    ctx.set_workspace(gemm_->workspace_bytes(static_cast<size_t>(numel(x)) / gemm_->k()));
   }
 
   void run(RunContext& ctx) override {
@@ -86,28 +85,25 @@ class Q4KernelBase : public Kernel {
     const size_t k = gemm_->k(), n = gemm_->n();
     const size_t m = static_cast<size_t>(x.size()) / k;
     if (m == 0) return;
-    gemm_->run(m, m == 1 ? act_.decode : act_.prefill, x.data<float>(), k, ctx.output(0).data<float>(), n,
-               ctx.workspace(), &ctx.pool());
+    gemm_->run(m, x.data<float>(), k, ctx.output(0).data<float>(), n, ctx.workspace(), &ctx.pool());
   }
 
   std::string describe() const override {
     const Q4GemmConfig& c = gemm_->config();
-    return fmt::format("Q4 {}x{} {} act decode={} ({}) prefill={} ({})", gemm_->k(), gemm_->n(), layout_,
-                       act_name(act_.decode), c.gemv_name[int(act_.decode)], act_name(act_.prefill),
-                       c.gemm_name[int(act_.prefill)]);
+    const int a = static_cast<int>(gemm_->default_act());
+    return fmt::format("Q4 {}x{} {} act {} ({}, {})", gemm_->k(), gemm_->n(), layout_, act_name(gemm_->default_act()),
+                       c.gemv_name[a], c.gemm_name[a]);
   }
 
  protected:
-  ActChoice act_{kAuto};
   std::string layout_;
   std::unique_ptr<Q4Gemm> gemm_;
-  std::vector<float> bias_;
 };
 
 class Q4MatMulKernel : public Q4KernelBase {
  public:
   explicit Q4MatMulKernel(const KernelInfo& info) {
-    act_ = act_choice(info.attrs());
+
     const Tensor& w = require_constant(info, 1, "the weight");
     if (w.rank() != 2 || (w.dtype() != DType::I4 && w.dtype() != DType::U4))
       fail("the weight is {} {}, expected int4 or uint4 [K, N]", dtype_name(w.dtype()), shape_str(w.shape()));
@@ -154,7 +150,7 @@ class Q4MatMulKernel : public Q4KernelBase {
            scale.size(), n);
     }
     Q4GemmOptions opt;
-    opt.act = act_.decode;
+    opt.act = act_of(info.attrs());
     if (info.has_input(4)) {
       const Tensor& b = require_constant(info, 4, "the bias");
       if (b.dtype() != DType::F32 || b.size() != n)
@@ -162,7 +158,7 @@ class Q4MatMulKernel : public Q4KernelBase {
       opt.bias = b.data<float>();
     }
     layout_ += q.is_signed ? " int4" : " uint4";
-    gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt);
+    gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool());
   }
   bool packs_constant(int input) const override { return input >= 1; }
 
@@ -174,7 +170,7 @@ class MatMulNBitsKernel : public Q4KernelBase {
  public:
   explicit MatMulNBitsKernel(const KernelInfo& info) {
     const Attributes& a = info.attrs();
-    act_ = act_choice(a);
+
     const int64_t k = a.get_int("K"), n = a.get_int("N"), bs = a.get_int("block_size");
     const int64_t bits = a.get_int("bits", 4);
     if (bits != 4) fail("attribute bits is {}, only 4 is supported", bits);
@@ -221,7 +217,7 @@ class MatMulNBitsKernel : public Q4KernelBase {
                tensor_int_at(g, i), i / bs);
     }
     Q4GemmOptions opt;
-    opt.act = act_.decode;
+    opt.act = act_of(info.attrs());
     if (info.has_input(5)) {
       const Tensor& bias = require_constant(info, 5, "input bias");
       if (bias.dtype() != DType::F32 || bias.size() != n)
@@ -229,7 +225,7 @@ class MatMulNBitsKernel : public Q4KernelBase {
       opt.bias = bias.data<float>();
     }
     layout_ = fmt::format("MatMulNBits block {}", bs);
-    gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt);
+    gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool());
   }
   bool packs_constant(int input) const override { return input >= 1; }
 };

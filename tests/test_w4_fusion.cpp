@@ -476,6 +476,15 @@ TEST_CASE("w4 fusion: an Add whose other input is not a constant [N] stays", "[f
   check_near_reference(c, W, input(c), fused.y);
 }
 
+TEST_CASE("w4 fusion: auto activation precision is int8-block", "[fusion][w4]") {
+  // docs/parity.md "Q4NX" has the measurements behind the choice.
+  Case c;
+  const Weights W = draw(c);
+  const std::string path = save(c, W, "w4_auto");
+  const Tensor x = input(c);
+  CHECK(bit_equal(run(path, {{"x", x}}, true, "auto").y, direct_q4(c, W, x, Q4Act::kInt8Block)));
+}
+
 TEST_CASE("w4 fusion: switched off, and a bad act precision", "[fusion][w4]") {
   Case c;
   const Weights W = draw(c);
