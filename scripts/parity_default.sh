@@ -18,4 +18,4 @@ $py scripts/parity.py --onebit build/1bit --model $m/model.onnx --hf $m --prompt
 build/1bit ort-run $m/model-cached.onnx --cached --chat --prompt "$prompt" -n "$n" --dump-logits $out/cached.npy --quiet > /dev/null
 build/1bit ort-run $m/model.onnx --chat --prompt "$prompt" -n "$n" --dump-logits $out/uncached.npy --quiet > /dev/null
 $py scripts/parity.py --onebit build/1bit --model $m/model-cached.onnx --prompt "$prompt" -n "$n" \
-  --onebit-arg=--cached --onebit-arg=--chat --compare $out/uncached.npy --max-kl 0 --json $out/cached_vs_uncached.json
+  --onebit-arg=--cached --onebit-arg=--chat --compare $out/uncached.npy --json $out/cached_vs_uncached.json
