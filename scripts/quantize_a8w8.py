@@ -390,6 +390,8 @@ def calibrate_in_child(src: Path, reader: TokenReader, out_json: Path, stamp: di
     p.join()
     if p.exitcode != 0:
         raise SystemExit(f"error: calibration failed (child exit {p.exitcode})")
+    # The only child waited for so far (Quark and torch come later): its own peak.
+    log(f"calibration child peak RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6:.2f} GB")
     return result.get()
 
 
@@ -629,7 +631,8 @@ def parse_args(argv=None):
                         "ends in int8); --no-output-q keeps them float, so a residual-stream outlier does not "
                         "set one int8 scale for a whole tensor")
     p.add_argument("--weight-type", choices=["int8", "uint8"], default="int8",
-                   help="int8 weights are symmetric (zero point 0); uint8 weights asymmetric")
+                   help="int8 weights are symmetric (zero point 0); uint8 weights asymmetric "
+                        "(with --producer ort only beside uint8 activations)")
     p.add_argument("--calib-samples", type=int, default=32)
     p.add_argument("--calib-len", type=int, default=512)
     p.add_argument("--calib-method", choices=["minmax", "percentile"], default="minmax")
@@ -659,6 +662,8 @@ def main(argv=None) -> int:
         raise SystemExit("error: --output must differ from the input model")
     if args.calib_method != "minmax":
         args.quark_calibrator = "quark"
+    if args.producer == "ort" and args.weight_type == "uint8" and args.activation_type != "uint8":
+        raise SystemExit("error: onnxruntime's quantizer takes uint8 weights only with uint8 activations")
 
     print(f"== census before: {src}")
     print(onnx_census.format_census(onnx_census.census(str(src))))
@@ -714,10 +719,8 @@ def main(argv=None) -> int:
     print(f"== census after: {out}")
     print(onnx_census.format_census(onnx_census.census(str(out))))
     log(check)
-    child_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6
     log(f"wrote {out} ({size_of(out) / 1e6:.1f} MB{', external data' if external else ''}); "
-        f"producer {quant_seconds:.1f} s, total {total:.1f} s, peak RSS {peak_rss_gb():.2f} GB"
-        f" (largest child process, e.g. the calibration: {child_gb:.2f} GB)")
+        f"producer {quant_seconds:.1f} s, total {total:.1f} s, peak RSS {peak_rss_gb():.2f} GB")
     return 0
 
 
