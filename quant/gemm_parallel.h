@@ -54,7 +54,7 @@ void split_runs(ThreadPool* pool, size_t n, size_t grain, bool worth, F&& fn) {
   });
 }
 
-// fn(row0, row1, panel0, panel1) over a grid of row blocks × panel runs.
+// fn(row0, row1, tile0, tile1) over a grid of row blocks × runs of column tiles.
 template <class F>
 void run_tiles(ThreadPool* pool, size_t m, size_t panels, size_t mr, bool worth, F&& fn) {
   const size_t threads = pool && worth ? static_cast<size_t>(pool->size()) : 1;

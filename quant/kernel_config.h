@@ -16,6 +16,7 @@ namespace onebit {
 struct QGemmConfig {
   Isa isa;
   size_t mr, nr, kr;   // tile rows, panel width, k per packed group
+  size_t gemm_nc;      // columns one gemm call covers (whole panels)
   size_t gemv_nc;      // columns one gemv call covers (whole panels)
   bool int16_acts;     // activations widened to int16 pairs in the workspace
   Q8GemmUkernel gemm[2];

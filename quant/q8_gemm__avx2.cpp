@@ -157,7 +157,8 @@ void gemv_tile(size_t nc, size_t k, const int16_t* x, const uint8_t* w, size_t p
 
 template <bool XS>
 void q8_gemm_ukernel_4x16c2__avx2(size_t mr, size_t nc, size_t k, const void* a, size_t lda, const uint8_t* w,
-                                  size_t m0, size_t n0, const Q8Epilogue& ep, void* c, size_t ldc) {
+                                  size_t /*panel_stride*/, size_t m0, size_t n0, const Q8Epilogue& ep, void* c,
+                                  size_t ldc) {
   const int16_t* x = static_cast<const int16_t*>(a);
   switch (mr) {
     case 1: return tile<XS, 1>(nc, k, x, lda, w, m0, n0, ep, c, ldc);
@@ -176,9 +177,9 @@ void q8_gemv_ukernel_1x32c2__avx2(size_t nc, size_t k, const void* a, const uint
 }
 
 template void q8_gemm_ukernel_4x16c2__avx2<false>(size_t, size_t, size_t, const void*, size_t, const uint8_t*,
-                                                  size_t, size_t, const Q8Epilogue&, void*, size_t);
+                                                  size_t, size_t, size_t, const Q8Epilogue&, void*, size_t);
 template void q8_gemm_ukernel_4x16c2__avx2<true>(size_t, size_t, size_t, const void*, size_t, const uint8_t*,
-                                                 size_t, size_t, const Q8Epilogue&, void*, size_t);
+                                                 size_t, size_t, size_t, const Q8Epilogue&, void*, size_t);
 template void q8_gemv_ukernel_1x32c2__avx2<false>(size_t, size_t, const void*, const uint8_t*, size_t, size_t,
                                                   size_t, const Q8Epilogue&, void*);
 template void q8_gemv_ukernel_1x32c2__avx2<true>(size_t, size_t, const void*, const uint8_t*, size_t, size_t,

@@ -1,10 +1,11 @@
 // AVX-512 VNNI A8W8 family: vpdpbusd multiplies unsigned by signed bytes and
 // adds groups of four into int32 without saturation, so raw = Σ x·p is exact
-// (quant/q8_ukernels.h has the operand domain). Tile 8×16c4: eight zmm
-// accumulators, one 64-byte weight group per 4 k (one cache line), eight
-// 4-byte activation broadcasts; rows past mr alias the last real row so the
-// loop is fixed-size. The decode kernel walks four panels (64 columns) at
-// once: four independent vpdpbusd chains over four sequential streams.
+// (quant/q8_ukernels.h has the operand domain). Tile 8×32c4: two panels,
+// each one 64-byte weight group (a cache line) per 4 k, and sixteen zmm
+// accumulators fed by eight 4-byte activation broadcasts; each row count
+// below 8 has its own instantiation. The decode kernel walks four panels
+// (64 columns) at once: independent vpdpbusd chains over four sequential
+// streams.
 //
 // The epilogue evaluates quant/requantize.h's operations lane for lane in
 // double precision, so its results are those of q8_store_scalar bit for
@@ -102,33 +103,49 @@ inline void store_row(__m512i raw, const Cols& cols, size_t m, size_t nc, const 
 
 inline size_t elem_bytes(const Q8Epilogue& ep) { return ep.out == Q8Out::kF32 ? 4 : 1; }
 
-template <bool XS, int R>
-void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, size_t m0, size_t n0,
+// R rows × P panels of 16 columns; each activation broadcast feeds P
+// vpdpbusd (8×32: 16 accumulators, 10 loads per 16 vpdpbusd).
+template <bool XS, int R, int P>
+void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, size_t ps, size_t m0, size_t n0,
           const Q8Epilogue& ep, void* c, size_t ldc) {
-  __m512i acc[R];
+  __m512i acc[R][P];
   const uint8_t* ar[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    acc[r] = _mm512_setzero_si512();
     ar[r] = a + r * lda;
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_si512();
   }
   // The K tail first: after the main loop it makes GCC 12 copy every
   // accumulator between registers on each iteration.
   const size_t groups = k / 4;
   if (k % 4) {
-    const __m512i wv = _mm512_load_si512(w + groups * kGroup);
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = dot<XS>(acc[r], bcast_tail(ar[r] + 4 * groups, k % 4), wv);
+    for (int r = 0; r < R; ++r) {
+      const __m512i x = bcast_tail(ar[r] + 4 * groups, k % 4);
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) acc[r][p] = dot<XS>(acc[r][p], x, _mm512_load_si512(w + p * ps + groups * kGroup));
+    }
   }
   for (size_t g = 0; g < groups; ++g) {
-    const __m512i wv = _mm512_load_si512(w + g * kGroup);
+    __m512i wv[P];
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) wv[p] = _mm512_load_si512(w + p * ps + g * kGroup);
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = dot<XS>(acc[r], bcast4(ar[r] + 4 * g), wv);
+    for (int r = 0; r < R; ++r) {
+      const __m512i x = bcast4(ar[r] + 4 * g);
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) acc[r][p] = dot<XS>(acc[r][p], x, wv[p]);
+    }
   }
-  const Cols cols = load_cols(ep, n0);
   const size_t es = elem_bytes(ep);
+#pragma GCC unroll 4
+  for (int p = 0; p < P; ++p) {
+    const Cols cols = load_cols(ep, n0 + 16 * p);
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) store_row(acc[r], cols, m0 + r, nc, ep, static_cast<char*>(c) + r * ldc * es);
+    for (int r = 0; r < R; ++r)
+      store_row(acc[r][p], cols, m0 + r, nc - 16 * p, ep, static_cast<char*>(c) + (r * ldc + 16 * p) * es);
+  }
 }
 
 template <bool XS, int P>
@@ -172,21 +189,28 @@ void gemv_tile(size_t nc, size_t k, const uint8_t* x, const uint8_t* w, size_t p
 
 }  // namespace
 
-template <bool XS>
-void q8_gemm_ukernel_8x16c4__avx512vnni(size_t mr, size_t nc, size_t k, const void* a, size_t lda,
-                                        const uint8_t* w, size_t m0, size_t n0, const Q8Epilogue& ep, void* c,
-                                        size_t ldc) {
-  const uint8_t* x = static_cast<const uint8_t*>(a);
+template <bool XS, int P>
+void rows(size_t mr, size_t nc, size_t k, const uint8_t* x, size_t lda, const uint8_t* w, size_t ps, size_t m0,
+          size_t n0, const Q8Epilogue& ep, void* c, size_t ldc) {
   switch (mr) {
-    case 1: return tile<XS, 1>(nc, k, x, lda, w, m0, n0, ep, c, ldc);
-    case 2: return tile<XS, 2>(nc, k, x, lda, w, m0, n0, ep, c, ldc);
-    case 3: return tile<XS, 3>(nc, k, x, lda, w, m0, n0, ep, c, ldc);
-    case 4: return tile<XS, 4>(nc, k, x, lda, w, m0, n0, ep, c, ldc);
-    case 5: return tile<XS, 5>(nc, k, x, lda, w, m0, n0, ep, c, ldc);
-    case 6: return tile<XS, 6>(nc, k, x, lda, w, m0, n0, ep, c, ldc);
-    case 7: return tile<XS, 7>(nc, k, x, lda, w, m0, n0, ep, c, ldc);
-    default: return tile<XS, 8>(nc, k, x, lda, w, m0, n0, ep, c, ldc);
+    case 1: return tile<XS, 1, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 2: return tile<XS, 2, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 3: return tile<XS, 3, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 4: return tile<XS, 4, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 5: return tile<XS, 5, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 6: return tile<XS, 6, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 7: return tile<XS, 7, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    default: return tile<XS, 8, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
   }
+}
+
+template <bool XS>
+void q8_gemm_ukernel_8x32c4__avx512vnni(size_t mr, size_t nc, size_t k, const void* a, size_t lda,
+                                        const uint8_t* w, size_t panel_stride, size_t m0, size_t n0,
+                                        const Q8Epilogue& ep, void* c, size_t ldc) {
+  const uint8_t* x = static_cast<const uint8_t*>(a);
+  if (nc > 16) return rows<XS, 2>(mr, nc, k, x, lda, w, panel_stride, m0, n0, ep, c, ldc);
+  rows<XS, 1>(mr, nc, k, x, lda, w, panel_stride, m0, n0, ep, c, ldc);
 }
 
 template <bool XS>
@@ -201,12 +225,12 @@ void q8_gemv_ukernel_1x64c4__avx512vnni(size_t nc, size_t k, const void* a, cons
   }
 }
 
-template void q8_gemm_ukernel_8x16c4__avx512vnni<false>(size_t, size_t, size_t, const void*, size_t,
-                                                        const uint8_t*, size_t, size_t, const Q8Epilogue&, void*,
-                                                        size_t);
-template void q8_gemm_ukernel_8x16c4__avx512vnni<true>(size_t, size_t, size_t, const void*, size_t,
-                                                       const uint8_t*, size_t, size_t, const Q8Epilogue&, void*,
-                                                       size_t);
+template void q8_gemm_ukernel_8x32c4__avx512vnni<false>(size_t, size_t, size_t, const void*, size_t,
+                                                        const uint8_t*, size_t, size_t, size_t, const Q8Epilogue&,
+                                                        void*, size_t);
+template void q8_gemm_ukernel_8x32c4__avx512vnni<true>(size_t, size_t, size_t, const void*, size_t,
+                                                       const uint8_t*, size_t, size_t, size_t, const Q8Epilogue&,
+                                                       void*, size_t);
 template void q8_gemv_ukernel_1x64c4__avx512vnni<false>(size_t, size_t, const void*, const uint8_t*, size_t, size_t,
                                                         size_t, const Q8Epilogue&, void*);
 template void q8_gemv_ukernel_1x64c4__avx512vnni<true>(size_t, size_t, const void*, const uint8_t*, size_t, size_t,

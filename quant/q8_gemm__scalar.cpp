@@ -50,7 +50,8 @@ void rows(size_t mr, size_t nc, size_t k, const void* a, size_t lda, const uint8
 
 template <bool XS>
 void q8_gemm_ukernel_2x8c4__scalar(size_t mr, size_t nc, size_t k, const void* a, size_t lda, const uint8_t* w,
-                                   size_t m0, size_t n0, const Q8Epilogue& ep, void* c, size_t ldc) {
+                                   size_t /*panel_stride*/, size_t m0, size_t n0, const Q8Epilogue& ep, void* c,
+                                   size_t ldc) {
   rows<XS>(mr, nc, k, a, lda, w, m0, n0, ep, c, ldc);
 }
 
@@ -61,9 +62,9 @@ void q8_gemv_ukernel_1x8c4__scalar(size_t nc, size_t k, const void* a, const uin
 }
 
 template void q8_gemm_ukernel_2x8c4__scalar<false>(size_t, size_t, size_t, const void*, size_t, const uint8_t*,
-                                                   size_t, size_t, const Q8Epilogue&, void*, size_t);
+                                                   size_t, size_t, size_t, const Q8Epilogue&, void*, size_t);
 template void q8_gemm_ukernel_2x8c4__scalar<true>(size_t, size_t, size_t, const void*, size_t, const uint8_t*,
-                                                  size_t, size_t, const Q8Epilogue&, void*, size_t);
+                                                  size_t, size_t, size_t, const Q8Epilogue&, void*, size_t);
 template void q8_gemv_ukernel_1x8c4__scalar<false>(size_t, size_t, const void*, const uint8_t*, size_t, size_t,
                                                    size_t, const Q8Epilogue&, void*);
 template void q8_gemv_ukernel_1x8c4__scalar<true>(size_t, size_t, const void*, const uint8_t*, size_t, size_t,

@@ -47,12 +47,14 @@ struct Q8Epilogue {
   Q8Requant rq;                      // for quantized outputs
 };
 
-// Rows [m0, m0+mr) × columns [n0, n0+nc) of the output, nc ≤ NR.
+// Rows [m0, m0+mr) × columns [n0, n0+nc) of the output, nc ≤ the family's
+// gemm_nc (whole panels, `panel_stride` bytes apart).
 //   a:  activation row m0 (bytes, or int16 pairs for int16 families), stride lda elements
 //   w:  the panel holding column n0: Kr/KR groups of NR×KR bytes
 //   c:  output element (m0, n0) (float, int8 or uint8 per ep.out), row stride ldc elements
 using Q8GemmUkernel = void (*)(size_t mr, size_t nc, size_t k, const void* a, size_t lda, const uint8_t* w,
-                               size_t m0, size_t n0, const Q8Epilogue& ep, void* c, size_t ldc);
+                               size_t panel_stride, size_t m0, size_t n0, const Q8Epilogue& ep, void* c,
+                               size_t ldc);
 // One row (m0) × up to `gemv_nc` columns spanning consecutive panels
 // `panel_stride` bytes apart; the decode path.
 using Q8GemvUkernel = void (*)(size_t nc, size_t k, const void* a, const uint8_t* w, size_t panel_stride,
@@ -60,26 +62,28 @@ using Q8GemvUkernel = void (*)(size_t nc, size_t k, const void* a, const uint8_t
 
 inline constexpr size_t kQ8ScalarMR = 2, kQ8ScalarNR = 8, kQ8ScalarKR = 4;
 inline constexpr size_t kQ8Avx2MR = 4, kQ8Avx2NR = 16, kQ8Avx2KR = 2, kQ8Avx2GemvNC = 32;
-inline constexpr size_t kQ8VnniMR = 8, kQ8VnniNR = 16, kQ8VnniKR = 4, kQ8VnniGemvNC = 64;
+inline constexpr size_t kQ8VnniMR = 8, kQ8VnniNR = 16, kQ8VnniKR = 4, kQ8VnniGemmNC = 32, kQ8VnniGemvNC = 64;
 
 template <bool XS>
 void q8_gemm_ukernel_2x8c4__scalar(size_t mr, size_t nc, size_t k, const void* a, size_t lda, const uint8_t* w,
-                                   size_t m0, size_t n0, const Q8Epilogue& ep, void* c, size_t ldc);
+                                   size_t panel_stride, size_t m0, size_t n0, const Q8Epilogue& ep, void* c,
+                                   size_t ldc);
 template <bool XS>
 void q8_gemv_ukernel_1x8c4__scalar(size_t nc, size_t k, const void* a, const uint8_t* w, size_t panel_stride,
                                    size_t m0, size_t n0, const Q8Epilogue& ep, void* c);
 
 template <bool XS>
 void q8_gemm_ukernel_4x16c2__avx2(size_t mr, size_t nc, size_t k, const void* a, size_t lda, const uint8_t* w,
-                                  size_t m0, size_t n0, const Q8Epilogue& ep, void* c, size_t ldc);
+                                  size_t panel_stride, size_t m0, size_t n0, const Q8Epilogue& ep, void* c,
+                                  size_t ldc);
 template <bool XS>
 void q8_gemv_ukernel_1x32c2__avx2(size_t nc, size_t k, const void* a, const uint8_t* w, size_t panel_stride,
                                   size_t m0, size_t n0, const Q8Epilogue& ep, void* c);
 
 template <bool XS>
-void q8_gemm_ukernel_8x16c4__avx512vnni(size_t mr, size_t nc, size_t k, const void* a, size_t lda,
-                                        const uint8_t* w, size_t m0, size_t n0, const Q8Epilogue& ep, void* c,
-                                        size_t ldc);
+void q8_gemm_ukernel_8x32c4__avx512vnni(size_t mr, size_t nc, size_t k, const void* a, size_t lda,
+                                        const uint8_t* w, size_t panel_stride, size_t m0, size_t n0,
+                                        const Q8Epilogue& ep, void* c, size_t ldc);
 template <bool XS>
 void q8_gemv_ukernel_1x64c4__avx512vnni(size_t nc, size_t k, const void* a, const uint8_t* w, size_t panel_stride,
                                         size_t m0, size_t n0, const Q8Epilogue& ep, void* c);

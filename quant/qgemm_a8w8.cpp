@@ -219,14 +219,16 @@ void QGemmA8W8::run_impl(size_t m, const void* x, size_t lda, const A8W8Activati
     });
     return;
   }
+  // Tiles of gemm_nc columns (one or more panels).
   const Q8GemmUkernel gemm = cfg.gemm[xs];
-  run_tiles(pool, m, panels_, cfg.mr, worth, [&](size_t row0, size_t row1, size_t pan0, size_t pan1) {
-    for (size_t p = pan0; p < pan1; ++p) {
-      const size_t n0 = p * nr, nc = n_ - n0 < nr ? n_ - n0 : nr;
+  const size_t per_tile = cfg.gemm_nc / nr, col_tiles = div_up(panels_, per_tile);
+  run_tiles(pool, m, col_tiles, cfg.mr, worth, [&](size_t row0, size_t row1, size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      const size_t n0 = t * cfg.gemm_nc, nc = n_ - n0 < cfg.gemm_nc ? n_ - n0 : cfg.gemm_nc;
       for (size_t i = row0; i < row1; i += cfg.mr) {
         const size_t mr = row1 - i < cfg.mr ? row1 - i : cfg.mr;
-        gemm(mr, nc, k_, static_cast<const char*>(a) + i * a_ld * a_es, a_ld, packed + p * panel_bytes, i, n0, ep,
-             c + (i * ldy + n0) * es, ldy);
+        gemm(mr, nc, k_, static_cast<const char*>(a) + i * a_ld * a_es, a_ld, packed + t * per_tile * panel_bytes,
+             panel_bytes, i, n0, ep, c + (i * ldy + n0) * es, ldy);
       }
     }
   });

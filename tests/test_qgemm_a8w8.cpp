@@ -209,7 +209,7 @@ TEST_CASE("a8w8: tile edges on every ISA (M, N, K around MR, NR, the packing gro
   for (const QGemmConfig* cfg : q8_configs()) {
     const size_t mr = cfg->mr, nr = cfg->nr;
     for (size_t m : {size_t{1}, size_t{2}, mr - 1, mr, mr + 1, size_t{33}})
-      for (size_t n : {size_t{1}, nr - 1, nr, nr + 1, 2 * nr + 3, cfg->gemv_nc + 5})
+      for (size_t n : {size_t{1}, nr - 1, nr, nr + 1, cfg->gemm_nc - 1, cfg->gemm_nc + 1, 2 * nr + 3, cfg->gemv_nc + 5})
         for (size_t k : {1, 3, 4, 5, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1000})
           A8W8Tester().m(m).n(n).k(k).zx(-40).zw(-25).config(*cfg).test();
   }
