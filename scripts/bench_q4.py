@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Q4NX decode benchmark: 1bit, onnxruntime and llama.cpp side by side.
+
+Per repetition and thread count, back to back and each in its own process
+(so peak RSS is its own): `1bit bench` on the packed ONNX file,
+scripts/bench_ort.py on the same file (ORT_ENABLE_ALL: its DQ -> MatMul
+fusion makes MatMulNBits), scripts/bench_llama.py on the Q4_0 GGUF of the
+same weights. Same synthetic prompt ids, same prompt lengths, same number of
+new tokens (EOS ignored, greedy). The machine is shared: the order of the
+three rotates between repetitions, the load average is recorded beside each
+run, and the tables give medians.
+
+GB/s = weight bytes a decode step reads / decode time: for 1bit and
+onnxruntime the constant bytes 1bit counts for the packed graph (int4 codes,
+float32 scales, norms; not the embedding table a Gather reads one row of);
+for llama.cpp the GGUF's bytes (its tied Q4_0 table is also the lm_head, so
+all of it is read). "of peak" divides by the streaming-read bandwidth `1bit
+bench` measures in the same run.
+
+  bench_q4.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-q4.onnx \\
+              --gguf build-models/qwen3-0.6b/qwen3-0.6b-q4_0.gguf --reps 3 --out bench-q4.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def load_avg() -> float:
+    return os.getloadavg()[0]
+
+
+def run_json(cmd: list[str], env: dict | None = None) -> dict:
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    r = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env, text=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def run_onebit(args, threads: int, extra: list[str]) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [args.onebit, "bench", args.onnx, "--prompt-lengths", args.prompt_lengths, "--gen", str(args.gen),
+               "--threads", str(threads), "--json", f.name] + extra
+        print("+", " ".join(cmd), file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True, stdout=sys.stderr)
+        return json.loads(Path(f.name).read_text())
+
+
+def engines(args):
+    py = str(Path(args.python))
+    return {
+        "1bit": lambda t: run_onebit(args, t, args.onebit_arg),
+        "onnxruntime": lambda t: run_json([py, str(HERE / "bench_ort.py"), args.onnx, "--prompt-lengths",
+                                           args.prompt_lengths, "--gen", str(args.gen), "--threads", str(t)]),
+        "llama.cpp": lambda t: run_json([py, str(HERE / "bench_llama.py"), "bench", args.gguf, "--prompt-lengths",
+                                         args.prompt_lengths, "--gen", str(args.gen), "--threads", str(t)]),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--onebit", required=True)
+    ap.add_argument("--onnx", required=True, help="the packed (Q4NX) cached graph")
+    ap.add_argument("--gguf", required=True, help="the Q4_0 GGUF of the same weights")
+    ap.add_argument("--prompt-lengths", default="32,256,1024")
+    ap.add_argument("--gen", type=int, default=64)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--engines", default="1bit,onnxruntime,llama.cpp")
+    ap.add_argument("--onebit-arg", action="append", default=[], help="extra argument for `1bit bench`")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--out", help="write every run as JSON here")
+    args = ap.parse_args()
+
+    run = engines(args)
+    names = args.engines.split(",")
+    results: list[dict] = []
+    for rep in range(args.reps):
+        for t in [int(s) for s in args.threads.split(",")]:
+            order = names[rep % len(names):] + names[: rep % len(names)]
+            for name in order:
+                before = load_avg()
+                t0 = time.time()
+                res = run[name](t)
+                results.append({"engine": name, "threads": t, "rep": rep, "load_before": before,
+                                "load_after": load_avg(), "wall_s": time.time() - t0, "result": res})
+                if args.out:
+                    Path(args.out).write_text(json.dumps(results, indent=1))
+
+    # Medians per engine, thread count and prompt length.
+    onebit_bytes = next(r["result"]["weight_bytes"] for r in results if r["engine"] == "1bit")
+    bandwidth = {t: statistics.median(r["result"]["bandwidth_gbs"] for r in results
+                                      if r["engine"] == "1bit" and r["threads"] == t)
+                 for t in {r["threads"] for r in results}}
+    lines = ["| threads | engine | prompt | decode ms/token | prefill tok/s | GB/s | of peak | peak RSS MiB | load avg |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for t in sorted(bandwidth):
+        for name in names:
+            runs = [r for r in results if r["engine"] == name and r["threads"] == t]
+            if not runs:
+                continue
+            wbytes = runs[0]["result"].get("weight_bytes", onebit_bytes) if name == "llama.cpp" else onebit_bytes
+            rss = statistics.median(r["result"]["peak_rss_mib"] for r in runs)
+            la = statistics.median(r["load_before"] for r in runs)
+            for p in [int(s) for s in args.prompt_lengths.split(",")]:
+                rows = [next(x for x in r["result"]["rows"] if x["prompt"] == p) for r in runs]
+                dec = statistics.median(x["decode_ms_per_token"] for x in rows)
+                pre = statistics.median(p / (x["prefill_ms"] / 1000) for x in rows)
+                gbs = wbytes / (dec / 1000) / 1e9
+                lines.append(f"| {t} | {name} | {p} | {dec:.2f} | {pre:.1f} | {gbs:.2f} | "
+                             f"{100 * gbs / bandwidth[t]:.0f}% | {rss:.0f} | {la:.1f} |")
+    print("\nstreaming read (1bit bench, median): " + ", ".join(f"{t} thread(s) {b:.1f} GB/s" for t, b in
+                                                               sorted(bandwidth.items())))
+    llama = next((r["result"]["weight_bytes"] for r in results if r["engine"] == "llama.cpp"), 0)
+    print(f"weight bytes per decode step: 1bit/onnxruntime {onebit_bytes / 1e6:.1f} MB, llama.cpp {llama / 1e6:.1f} MB")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
