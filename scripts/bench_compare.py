@@ -1,24 +1,33 @@
 #!/usr/bin/env python3
-"""Q4NX decode benchmark: 1bit, onnxruntime and llama.cpp side by side.
+"""1bit beside onnxruntime (and llama.cpp) on one model, in the same run.
 
 Per repetition and thread count, back to back and each in its own process
-(so peak RSS is its own): `1bit bench` on the packed ONNX file,
-scripts/bench_ort.py on the same file (ORT_ENABLE_ALL: its DQ -> MatMul
-fusion makes MatMulNBits), scripts/bench_llama.py on the Q4_0 GGUF of the
-same weights. Same synthetic prompt ids, same prompt lengths, same number of
-new tokens (EOS ignored, greedy). The machine is shared: the order of the
-three rotates between repetitions, the load average is recorded beside each
-run, and the tables give medians.
+(so peak RSS is its own): `1bit bench` on the ONNX file,
+scripts/bench_ort.py on the same file (CPU EP, ORT_ENABLE_ALL; one engine
+per --ort variant, e.g. a session config entry), and, with --gguf,
+scripts/bench_llama.py on a GGUF of the same weights. Same synthetic prompt
+ids, same prompt lengths, same number of new tokens (EOS ignored, greedy).
+The machine is shared: the order of the engines rotates between
+repetitions, the load average is recorded beside each run, and the tables
+give medians.
 
 GB/s = weight bytes a decode step reads / decode time: for 1bit and
-onnxruntime the constant bytes 1bit counts for the packed graph (int4 codes,
-float32 scales, norms; not the embedding table a Gather reads one row of);
-for llama.cpp the GGUF's bytes (its tied Q4_0 table is also the lm_head, so
-all of it is read). "of peak" divides by the streaming-read bandwidth `1bit
-bench` measures in the same run.
+onnxruntime the constant bytes 1bit counts for the graph (weights, scales,
+norms; not the embedding table a Gather reads one row of); for llama.cpp
+the GGUF's bytes (its tied table is also the lm_head, so all of it is
+read). "of peak" divides by the streaming-read bandwidth `1bit bench`
+measures in the same run. An uncached graph re-runs the whole sequence per
+step: it reads the weights once per step too, but is bound by compute.
 
-  bench_q4.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-q4.onnx \\
-              --gguf build-models/qwen3-0.6b/qwen3-0.6b-q4_0.gguf --reps 3 --out bench-q4.json
+  # float32, cached and uncached (issue: ort-run)
+  bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached.onnx \\
+                   --prompt-lengths 16,64,256,1024 --gen 128 --reps 1 --out bench-f32.json
+  # A8W8 QDQ: onnxruntime as is and with int8 activations allowed in its QDQ fusions
+  bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-a8w8-quark-pt.onnx \\
+                   --ort "onnxruntime int8=--session-config session.qdqisint8allowed=1"
+  # Q4NX beside llama.cpp's Q4_0 of the same weights
+  bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-q4.onnx \\
+                   --gguf build-models/qwen3-0.6b/qwen3-0.6b-q4_0.gguf --prompt-lengths 32,256,1024 --gen 64
 """
 from __future__ import annotations
 
@@ -54,34 +63,39 @@ def run_onebit(args, threads: int, extra: list[str]) -> dict:
         return json.loads(Path(f.name).read_text())
 
 
-def engines(args):
+def engines(args) -> dict:
+    """name -> run(threads) for every engine of this run, in order."""
     py = str(Path(args.python))
-    return {
-        "1bit": lambda t: run_onebit(args, t, args.onebit_arg),
-        "onnxruntime": lambda t: run_json([py, str(HERE / "bench_ort.py"), args.onnx, "--prompt-lengths",
-                                           args.prompt_lengths, "--gen", str(args.gen), "--threads", str(t)]),
-        "llama.cpp": lambda t: run_json([py, str(HERE / "bench_llama.py"), "bench", args.gguf, "--prompt-lengths",
-                                         args.prompt_lengths, "--gen", str(args.gen), "--threads", str(t)]),
-    }
+    common = ["--prompt-lengths", args.prompt_lengths, "--gen", str(args.gen)]
+    run = {"1bit": lambda t: run_onebit(args, t, args.onebit_arg)}
+    for variant in args.ort or ["onnxruntime"]:
+        name, _, extra = variant.partition("=")
+        run[name] = lambda t, extra=extra.split(): run_json(
+            [py, str(HERE / "bench_ort.py"), args.onnx, *common, "--threads", str(t), *extra])
+    if args.gguf:
+        run["llama.cpp"] = lambda t: run_json(
+            [py, str(HERE / "bench_llama.py"), "bench", args.gguf, *common, "--threads", str(t)])
+    return run
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--onebit", required=True)
-    ap.add_argument("--onnx", required=True, help="the packed (Q4NX) cached graph")
-    ap.add_argument("--gguf", required=True, help="the Q4_0 GGUF of the same weights")
-    ap.add_argument("--prompt-lengths", default="32,256,1024")
-    ap.add_argument("--gen", type=int, default=64)
+    ap.add_argument("--onnx", required=True, help="the ONNX causal LM (cached or uncached)")
+    ap.add_argument("--gguf", help="a GGUF of the same weights: adds llama.cpp")
+    ap.add_argument("--ort", action="append",
+                    help="an onnxruntime engine, NAME or NAME=bench_ort.py arguments (default: onnxruntime)")
+    ap.add_argument("--prompt-lengths", default="16,64,256,1024")
+    ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--engines", default="1bit,onnxruntime,llama.cpp")
     ap.add_argument("--onebit-arg", action="append", default=[], help="extra argument for `1bit bench`")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--out", help="write every run as JSON here")
     args = ap.parse_args()
 
     run = engines(args)
-    names = args.engines.split(",")
+    names = list(run)
     results: list[dict] = []
     for rep in range(args.reps):
         for t in [int(s) for s in args.threads.split(",")]:
@@ -100,8 +114,8 @@ def main():
     bandwidth = {t: statistics.median(r["result"]["bandwidth_gbs"] for r in results
                                       if r["engine"] == "1bit" and r["threads"] == t)
                  for t in {r["threads"] for r in results}}
-    lines = ["| threads | engine | prompt | decode ms/token | prefill tok/s | GB/s | of peak | peak RSS MiB | load avg |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| threads | engine | prompt | decode ms/token | prefill tok/s | GB/s | of peak | peak RSS MiB | load s "
+             "| load avg |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for t in sorted(bandwidth):
         for name in names:
             runs = [r for r in results if r["engine"] == name and r["threads"] == t]
@@ -110,13 +124,14 @@ def main():
             wbytes = runs[0]["result"].get("weight_bytes", onebit_bytes) if name == "llama.cpp" else onebit_bytes
             rss = statistics.median(r["result"]["peak_rss_mib"] for r in runs)
             la = statistics.median(r["load_before"] for r in runs)
+            load_s = statistics.median(r["result"]["load_s"] for r in runs)
             for p in [int(s) for s in args.prompt_lengths.split(",")]:
                 rows = [next(x for x in r["result"]["rows"] if x["prompt"] == p) for r in runs]
                 dec = statistics.median(x["decode_ms_per_token"] for x in rows)
                 pre = statistics.median(p / (x["prefill_ms"] / 1000) for x in rows)
                 gbs = wbytes / (dec / 1000) / 1e9
                 lines.append(f"| {t} | {name} | {p} | {dec:.2f} | {pre:.1f} | {gbs:.2f} | "
-                             f"{100 * gbs / bandwidth[t]:.0f}% | {rss:.0f} | {la:.1f} |")
+                             f"{100 * gbs / bandwidth[t]:.0f}% | {rss:.0f} | {load_s:.2f} | {la:.1f} |")
     print("\nstreaming read (1bit bench, median): " + ", ".join(f"{t} thread(s) {b:.1f} GB/s" for t, b in
                                                                sorted(bandwidth.items())))
     llama = next((r["result"]["weight_bytes"] for r in results if r["engine"] == "llama.cpp"), 0)
