@@ -61,9 +61,11 @@ void add_bench_command(CLI::App& app, Action& action) {
       opts.basic = a->basic;
       opts.int8 = a->int8;
       opts.act_precision = a->act_precision;
-      Session session(load_onnx(a->model), opts);
+      Graph graph = load_onnx(a->model);
+      const CausalLmBinding binding = bind_causal_lm(graph);
+      opts.last_position_outputs = {binding.logits};  // as ort-run: only the last row of the logits
+      Session session(std::move(graph), opts);
       const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const CausalLmBinding binding = bind_causal_lm(session.graph());
       const uint64_t weights = weight_bytes_per_pass(session.graph());
       const double bandwidth = a->no_bandwidth ? 0 : measure_read_bandwidth_isolated(session.pool().size());
       const int64_t vocab = vocab_of(session.graph(), binding);

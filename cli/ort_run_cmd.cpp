@@ -103,9 +103,11 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       opts.basic = a->basic;
       opts.int8 = a->int8;
       opts.act_precision = a->act_precision;
-      Session session(load_onnx(a->model), opts);
+      Graph graph = load_onnx(a->model);
+      const CausalLmBinding binding = bind_causal_lm(graph);
+      opts.last_position_outputs = {binding.logits};  // only the last row of the logits is read
+      Session session(std::move(graph), opts);
       const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
-      const CausalLmBinding binding = bind_causal_lm(session.graph());
       // scripts/export_onnx.py stamps where the weights came from.
       if (auto it = session.graph().metadata.find("onebit.source");
           it != session.graph().metadata.end() && it->second.find("random") != std::string::npos && !a->quiet)

@@ -26,12 +26,14 @@ SessionOptions SessionOptions::from_env() {
   return o;
 }
 
-// The order matters: a transposed constant weight is handed to its MatMul
+// The order matters: the last-position cut first, while the LM head is
+// still a plain MatMul (or DequantizeLinear -> MatMul); a transposed constant weight is handed to its MatMul
 // before folding could copy it; folding next so fusions see constants;
 // dead nodes after folding; then the fusions, which match on constant
 // weights.
 const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
+      {"last-position-outputs", true, keep_last_position},
       {"matmul-transposed-weight", true, fuse_matmul_transpose},
       {"fold-constants", true, fold_constants},
       {"remove-dead-nodes", true, remove_dead_nodes},

@@ -23,6 +23,9 @@ struct SessionOptions {
   std::string act_precision = "auto";  // activations of the 4-bit GEMM: auto|int8-row|int8-block|float
   bool trace = false;        // ONEBIT_TRACE=1: log kernel choices
   bool profile = false;      // ONEBIT_PROFILE=1: time every kernel, by op type
+  // Outputs whose last row along the sequence axis is all the caller reads
+  // (the generator's logits): their LM head computes only that row.
+  std::vector<std::string> last_position_outputs;
 
   // Reads ONEBIT_QDQ, ONEBIT_QDQ_DEBUG, ONEBIT_W4, ONEBIT_TRACE, ONEBIT_PROFILE from the environment.
   static SessionOptions from_env();
@@ -54,5 +57,6 @@ void run_passes(Graph& g, const SessionOptions& options, PassReport& report, Thr
 // Individual passes (each in its own file).
 void fold_constants(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 void remove_dead_nodes(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
+void keep_last_position(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 
 }  // namespace onebit

@@ -87,11 +87,13 @@ const float* Generator::forward(const std::vector<int32_t>& ids, int64_t past_le
   }
 
   const Tensor& logits = outputs_[static_cast<size_t>(logits_slot_)];
-  if (logits.rank() != 3 || logits.dim(0) != 1 || logits.dim(1) != seq)
+  // [1, seq, vocab], or [1, 1, vocab] when the session keeps only the last
+  // position (SessionOptions::last_position_outputs).
+  if (logits.rank() != 3 || logits.dim(0) != 1 || (logits.dim(1) != seq && logits.dim(1) != 1))
     fail("{}: logits have shape {}, expected [1, {}, vocab]", session_.graph().path, shape_str(logits.shape()), seq);
   if (logits.dtype() != DType::F32) fail("{}: logits are {}, expected float32", session_.graph().path, dtype_name(logits.dtype()));
   vocab_ = logits.dim(2);
-  return logits.data<float>() + (seq - 1) * vocab_;
+  return logits.data<float>() + (logits.dim(1) - 1) * vocab_;
 }
 
 GenerateResult Generator::run(const std::vector<int32_t>& prompt, const GenerateOptions& options,

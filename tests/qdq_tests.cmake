@@ -8,14 +8,32 @@
 #   large   256x1024x1024
 #   proj    the five Qwen3-0.6B projection shapes at 5 and 32 rows
 #   memory  peak RSS growth of `1bit run`, fused vs ONEBIT_QDQ=0, 256x1024x1024
-# While com.onebit::QDQMatMul has no kernel the script still gates the control
-# runs and then exits 77, which ctest reports as skipped.
+# --require-fused: a build without the fused kernel (com.onebit::QDQMatMul)
+# fails here instead of skipping.
 
 foreach(group small large proj memory)
   add_test(NAME qdq_exactness_${group}
     COMMAND ${PROJECT_SOURCE_DIR}/scripts/run_python.sh ${PROJECT_SOURCE_DIR}/scripts/qdq_exactness.py
-            --onebit $<TARGET_FILE:onebit_cli> --group ${group})
-  set_tests_properties(qdq_exactness_${group} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS qdq)
+            --onebit $<TARGET_FILE:onebit_cli> --group ${group} --require-fused)
+  set_tests_properties(qdq_exactness_${group} PROPERTIES TIMEOUT 600 LABELS qdq)
 endforeach()
 # Peak RSS is read per child process; running beside other tests only adds noise.
 set_tests_properties(qdq_exactness_memory PROPERTIES RUN_SERIAL TRUE)
+
+# Coverage on a real export: the tiny Qwen3 (2 layers) quantized MatMul-only
+# by both producers must fuse 2 x 7 + 1 = 15 groups and refuse nothing
+# (scripts/qdq_coverage.py reads ONEBIT_QDQ_DEBUG's report against the graph).
+foreach(producer quark ort)
+  set(a8w8 ${PROJECT_BINARY_DIR}/models/qwen3-tiny/model-a8w8-${producer}.onnx)
+  add_test(NAME quantize_tiny_a8w8_${producer}
+    COMMAND ${PROJECT_SOURCE_DIR}/scripts/run_python.sh ${PROJECT_SOURCE_DIR}/scripts/quantize_a8w8.py
+            ${PROJECT_BINARY_DIR}/models/qwen3-tiny/model.onnx -o ${a8w8} --producer ${producer}
+            --calib-samples 4 --calib-len 64)
+  set_tests_properties(quantize_tiny_a8w8_${producer} PROPERTIES FIXTURES_REQUIRED tiny_qwen3
+                       FIXTURES_SETUP tiny_a8w8_${producer} TIMEOUT 900 LABELS qdq)
+  add_test(NAME qdq_coverage_tiny_${producer}
+    COMMAND ${PROJECT_SOURCE_DIR}/scripts/run_python.sh ${PROJECT_SOURCE_DIR}/scripts/qdq_coverage.py ${a8w8}
+            --onebit $<TARGET_FILE:onebit_cli> --expect-groups 15 --no-refusals)
+  set_tests_properties(qdq_coverage_tiny_${producer} PROPERTIES FIXTURES_REQUIRED tiny_a8w8_${producer}
+                       TIMEOUT 300 LABELS qdq)
+endforeach()

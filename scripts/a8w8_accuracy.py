@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""A8W8 accuracy on a real model: the QDQ exports and `--int8` against float,
+and the fused QDQ groups against the same graph run node by node.
+
+Variants (each an uncached + cached pair of graphs in --model-dir, made by
+scripts/quantize_a8w8.py; a missing pair is skipped with a note):
+
+  A8W8 per-tensor    model[-cached]-a8w8-quark-pt.onnx
+  A8W8 per-channel   model[-cached]-a8w8-quark-pc.onnx
+  --int8             the float graphs with `1bit ... --int8`
+
+Per variant, over the prompts of scripts/q4_accuracy.py, -n greedy steps each:
+
+  forced   teacher forcing: the uncached graph runs once over the prompt +
+           the float model's greedy tokens (`1bit run`), every position's
+           next-token distribution against the float graph's on the same
+           ids: mean KL(float || variant) in nats and top-1 agreement.
+  greedy   the cached graph decodes on its own (`1bit ort-run --cached`):
+           the first step whose token differs from the float run's.
+  fused vs unfused (QDQ exports only)   the same greedy decode with
+           ONEBIT_QDQ=0 (each DequantizeLinear, MatMul and QuantizeLinear
+           run as a node, in float): tokens equal at how many steps, mean
+           and max KL between the two, max abs logit difference.
+
+  a8w8_accuracy.py --onebit build/1bit --model-dir build-models/smollm2-135m --work /tmp/a8w8acc -n 64
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from parity import compare  # noqa: E402
+from q4_accuracy import PROMPTS, float_dumps, kl_top1, sh  # noqa: E402
+
+VARIANTS = {
+    "A8W8 per-tensor (Quark)": ("-a8w8-quark-pt", []),
+    "A8W8 per-channel (Quark)": ("-a8w8-quark-pc", []),
+    "--int8 (dynamic)": ("", ["--int8"]),
+}
+
+
+def forced(args, model: Path, ids_file: Path, extra: list[str]) -> np.ndarray:
+    out = args.work / "run_out"
+    out.mkdir(exist_ok=True)
+    sh([args.onebit, "run", str(model), "-o", str(out), "--input", f"input_ids={ids_file}", "--threads",
+        str(args.threads)] + extra, stdout=subprocess.DEVNULL)
+    return np.load(out / "logits.npy")[0]
+
+
+def greedy(args, model: Path, prompt: str, extra: list[str], dump: Path, env: dict | None = None):
+    sh([args.onebit, "ort-run", str(model), "--cached", "-n", str(args.n), "--prompt", prompt, "--dump-logits",
+        str(dump), "--quiet", "--threads", str(args.threads)] + extra, stdout=subprocess.DEVNULL, env=env)
+    return np.load(dump), np.load(str(dump)[:-4] + ".ids.npy")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--onebit", required=True)
+    ap.add_argument("--model-dir", type=Path, required=True)
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("-n", type=int, default=64, help="greedy steps per prompt")
+    ap.add_argument("--prompts", type=int, default=len(PROMPTS))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", type=Path, help="write the markdown tables here")
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    args.onebit = str(Path(args.onebit).resolve())
+
+    refs = float_dumps(args, args.work)
+    for i, r in enumerate(refs):
+        full = forced(args, args.model_dir / "model.onnx", args.work / f"ids-{i}.npy", [])
+        r["forced"] = full[r["prompt_len"] - 1: r["prompt_len"] - 1 + r["steps"]]
+        r["greedy_ids"] = np.load(args.work / f"float-{i}.ids.npy")
+
+    acc_rows, qdq_rows = [], []
+    for name, (suffix, extra) in VARIANTS.items():
+        plain, cached = (args.model_dir / f"{g}{suffix}.onnx" for g in ("model", "model-cached"))
+        if not plain.exists() or not cached.exists():
+            print(f"note: {name}: {plain.name} or {cached.name} missing, skipped", flush=True)
+            continue
+        f_kl, f_top1, first_miss = [], [], []
+        same, steps, kls, max_kl, max_abs = 0, 0, [], 0.0, 0.0
+        for i, r in enumerate(refs):
+            got = forced(args, plain, args.work / f"ids-{i}.npy", extra)
+            kl, top1 = kl_top1(r["forced"], got[r["prompt_len"] - 1: r["prompt_len"] - 1 + r["steps"]])
+            f_kl.extend(kl.tolist())
+            f_top1.extend(top1.tolist())
+            logits, ids = greedy(args, cached, r["prompt"], extra, args.work / f"g-{i}.npy")
+            n = min(len(ids), len(r["greedy_ids"]))
+            diff = np.nonzero(ids[:n] != r["greedy_ids"][:n])[0]
+            first_miss.append(int(diff[0]) if len(diff) else n)
+            if suffix:  # fused (above) against ONEBIT_QDQ=0 on the same graph
+                env = dict(os.environ, ONEBIT_QDQ="0")
+                ref, ref_ids = greedy(args, cached, r["prompt"], extra, args.work / f"u-{i}.npy", env)
+                c = compare(ref, ref_ids, logits, ids)
+                same += c["same_ids"]
+                steps += c["steps"]
+                kls.append(c["mean_kl"] * c["steps"])
+                max_kl = max(max_kl, c["max_kl"])
+                max_abs = max(max_abs, c["max_abs_diff"])
+        row = {"variant": name, "forced_kl": float(np.mean(f_kl)), "forced_top1": float(np.mean(f_top1)),
+               "first_miss": first_miss, "steps": len(f_kl)}
+        acc_rows.append(row)
+        print(json.dumps(row), flush=True)
+        if suffix:
+            q = {"variant": name, "same": same, "steps": steps, "mean_kl": sum(kls) / max(1, steps), "max_kl": max_kl,
+                 "max_abs": max_abs}
+            qdq_rows.append(q)
+            print(json.dumps(q), flush=True)
+
+    lines = ["| variant | forced mean KL vs float | forced top-1 | first different greedy token (per prompt) |",
+             "|---|---|---|---|"]
+    lines += [f"| {r['variant']} | {r['forced_kl']:.5f} | {r['forced_top1'] * 100:.1f}% | "
+              f"{', '.join(map(str, r['first_miss']))} |" for r in acc_rows]
+    lines += ["", "| graph | same greedy token, fused vs ONEBIT_QDQ=0 | mean KL | max KL | max abs logit diff |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {q['variant']} | {q['same']}/{q['steps']} | {q['mean_kl']:.2e} | {q['max_kl']:.2e} | "
+              f"{q['max_abs']:.4f} |" for q in qdq_rows]
+    table = "\n".join(lines)
+    print(f"\n{len(refs)} prompts, {sum(r['steps'] for r in refs)} steps\n\n{table}")
+    if args.out:
+        args.out.write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
