@@ -17,10 +17,13 @@ Per variant, over the prompts of scripts/q4_accuracy.py, -n greedy steps each:
            ids: mean KL(float || variant) in nats and top-1 agreement.
   greedy   the cached graph decodes on its own (`1bit ort-run --cached`):
            the first step whose token differs from the float run's.
-  fused vs unfused (QDQ exports only)   the same greedy decode with
-           ONEBIT_QDQ=0 (each DequantizeLinear, MatMul and QuantizeLinear
-           run as a node, in float): tokens equal at how many steps, mean
-           and max KL between the two, max abs logit difference.
+  fused vs unfused (QDQ exports only), on the forced ids: the fused run
+           against the same graph with ONEBIT_QDQ=0 (each DequantizeLinear,
+           MatMul and QuantizeLinear run as a node, in float) and against
+           onnxruntime with ORT_DISABLE_ALL (the same node-by-node
+           semantics): mean and max KL, top-1 agreement, max abs logit
+           difference, over every position of prompt + continuation; and
+           the greedy decode with ONEBIT_QDQ=0: steps with the same token.
 
   a8w8_accuracy.py --onebit build/1bit --model-dir build-models/smollm2-135m --work /tmp/a8w8acc -n 64
 """
@@ -55,6 +58,21 @@ def forced(args, model: Path, ids_file: Path, extra: list[str]) -> np.ndarray:
     return np.load(out / "logits.npy")[0]
 
 
+def ort_logits(model: Path, ids_file: Path) -> np.ndarray:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    return sess.run(["logits"], {"input_ids": np.load(ids_file)})[0][0]
+
+
+def pair_stats(ref: np.ndarray, got: np.ndarray) -> dict:
+    kl, top1 = kl_top1(ref, got)
+    return {"kl": kl.tolist(), "top1": top1.tolist(), "max_abs": float(np.abs(ref.astype(np.float64) - got).max())}
+
+
 def greedy(args, model: Path, prompt: str, extra: list[str], dump: Path, env: dict | None = None):
     sh([args.onebit, "ort-run", str(model), "--cached", "-n", str(args.n), "--prompt", prompt, "--dump-logits",
         str(dump), "--quiet", "--threads", str(args.threads)] + extra, stdout=subprocess.DEVNULL, env=env)
@@ -87,7 +105,7 @@ def main():
             print(f"note: {name}: {plain.name} or {cached.name} missing, skipped", flush=True)
             continue
         f_kl, f_top1, first_miss = [], [], []
-        same, steps, kls, max_kl, max_abs = 0, 0, [], 0.0, 0.0
+        same, steps, pairs = 0, 0, {}
         for i, r in enumerate(refs):
             got = forced(args, plain, args.work / f"ids-{i}.npy", extra)
             kl, top1 = kl_top1(r["forced"], got[r["prompt_len"] - 1: r["prompt_len"] - 1 + r["steps"]])
@@ -97,33 +115,45 @@ def main():
             n = min(len(ids), len(r["greedy_ids"]))
             diff = np.nonzero(ids[:n] != r["greedy_ids"][:n])[0]
             first_miss.append(int(diff[0]) if len(diff) else n)
-            if suffix:  # fused (above) against ONEBIT_QDQ=0 on the same graph
+            if suffix:  # fused (above) against ONEBIT_QDQ=0 and onnxruntime on the same graph
                 env = dict(os.environ, ONEBIT_QDQ="0")
                 ref, ref_ids = greedy(args, cached, r["prompt"], extra, args.work / f"u-{i}.npy", env)
                 c = compare(ref, ref_ids, logits, ids)
                 same += c["same_ids"]
                 steps += c["steps"]
-                kls.append(c["mean_kl"] * c["steps"])
-                max_kl = max(max_kl, c["max_kl"])
-                max_abs = max(max_abs, c["max_abs_diff"])
+                full = forced(args, plain, args.work / f"ids-{i}.npy", extra)
+                out = args.work / "run_out_unfused"
+                out.mkdir(exist_ok=True)
+                sh([args.onebit, "run", str(plain), "-o", str(out), "--input", f"input_ids={args.work / f'ids-{i}.npy'}",
+                    "--threads", str(args.threads)], stdout=subprocess.DEVNULL, env=env)
+                for key, ref_full in (("unfused", np.load(out / "logits.npy")[0]),
+                                      ("ort", ort_logits(plain, args.work / f"ids-{i}.npy"))):
+                    st = pair_stats(ref_full, full)
+                    acc = pairs.setdefault(key, {"kl": [], "top1": [], "max_abs": 0.0})
+                    acc["kl"] += st["kl"]
+                    acc["top1"] += st["top1"]
+                    acc["max_abs"] = max(acc["max_abs"], st["max_abs"])
         row = {"variant": name, "forced_kl": float(np.mean(f_kl)), "forced_top1": float(np.mean(f_top1)),
                "first_miss": first_miss, "steps": len(f_kl)}
         acc_rows.append(row)
         print(json.dumps(row), flush=True)
         if suffix:
-            q = {"variant": name, "same": same, "steps": steps, "mean_kl": sum(kls) / max(1, steps), "max_kl": max_kl,
-                 "max_abs": max_abs}
-            qdq_rows.append(q)
-            print(json.dumps(q), flush=True)
+            for key, acc in pairs.items():
+                q = {"variant": name, "against": key, "positions": len(acc["kl"]), "mean_kl": float(np.mean(acc["kl"])),
+                     "max_kl": float(np.max(acc["kl"])), "top1": float(np.mean(acc["top1"])), "max_abs": acc["max_abs"],
+                     "greedy_same": same, "greedy_steps": steps}
+                qdq_rows.append(q)
+                print(json.dumps(q), flush=True)
 
     lines = ["| variant | forced mean KL vs float | forced top-1 | first different greedy token (per prompt) |",
              "|---|---|---|---|"]
     lines += [f"| {r['variant']} | {r['forced_kl']:.5f} | {r['forced_top1'] * 100:.1f}% | "
               f"{', '.join(map(str, r['first_miss']))} |" for r in acc_rows]
-    lines += ["", "| graph | same greedy token, fused vs ONEBIT_QDQ=0 | mean KL | max KL | max abs logit diff |",
-              "|---|---|---|---|---|"]
-    lines += [f"| {q['variant']} | {q['same']}/{q['steps']} | {q['mean_kl']:.2e} | {q['max_kl']:.2e} | "
-              f"{q['max_abs']:.4f} |" for q in qdq_rows]
+    names = {"unfused": "1bit, ONEBIT_QDQ=0", "ort": "onnxruntime, ORT_DISABLE_ALL"}
+    lines += ["", "| graph | fused against (forced ids) | positions | mean KL | max KL | top-1 | max abs logit diff | "
+              "same greedy token vs ONEBIT_QDQ=0 |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {q['variant']} | {names[q['against']]} | {q['positions']} | {q['mean_kl']:.2e} | {q['max_kl']:.2e} | "
+              f"{q['top1'] * 100:.1f}% | {q['max_abs']:.4g} | {q['greedy_same']}/{q['greedy_steps']} |" for q in qdq_rows]
     table = "\n".join(lines)
     print(f"\n{len(refs)} prompts, {sum(r['steps'] for r in refs)} steps\n\n{table}")
     if args.out:

@@ -49,8 +49,13 @@ def load_avg() -> float:
 
 
 def run_json(cmd: list[str], env: dict | None = None) -> dict:
+    """The JSON line a benchmark prints last, or {"error": its last stderr line} when it fails."""
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
-    r = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env, text=True)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    sys.stderr.write(r.stderr)
+    if r.returncode != 0:
+        last = [line for line in r.stderr.strip().splitlines() if line.strip()]
+        return {"error": last[-1] if last else f"exit {r.returncode}"}
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -119,6 +124,10 @@ def main():
     for t in sorted(bandwidth):
         for name in names:
             runs = [r for r in results if r["engine"] == name and r["threads"] == t]
+            failed = [r for r in runs if "error" in r["result"]]
+            runs = [r for r in runs if "error" not in r["result"]]
+            if failed and not runs:
+                lines.append(f"| {t} | {name} | failed: {failed[0]['result']['error'][:200]} |||||||")
             if not runs:
                 continue
             wbytes = runs[0]["result"].get("weight_bytes", onebit_bytes) if name == "llama.cpp" else onebit_bytes

@@ -32,7 +32,9 @@ def make_inputs(model_path, seq, past, seed):
         dtype = TYPES[tt.elem_type]
         name = vi.name
         if name == "input_ids":
-            vocab = next((o.type.tensor_type.shape.dim[-1].dim_value for o in m.graph.output if o.name == "logits"), 1000)
+            # The declared vocabulary (an export may leave the logits shape out).
+            ldims = next((o.type.tensor_type.shape.dim for o in m.graph.output if o.name == "logits"), [])
+            vocab = ldims[-1].dim_value if len(ldims) and ldims[-1].dim_value > 0 else 1000
             inputs[name] = rng.integers(0, max(vocab, 2), size=(1, seq)).astype(dtype)
         elif name == "attention_mask":
             inputs[name] = np.ones((1, past + seq), dtype=dtype)
@@ -75,11 +77,17 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--onebit-arg", action="append", default=[], help="extra argument for `1bit run`")
+    ap.add_argument("--ort-opt", choices=["all", "basic", "disable"], default="all",
+                    help="onnxruntime graph optimizations (disable: node by node, the reference for QDQ graphs)")
     args = ap.parse_args()
 
     names = [i.name for i in onnx.load(args.model, load_external_data=False).graph.input]
     cached = any(n == "past" or n.startswith("past_key_values") for n in names)
-    sess = ort.InferenceSession(args.model, providers=["CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    so.graph_optimization_level = {"all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+                                   "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                                   "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL}[args.ort_opt]
+    sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
     worst = 0.0
     ok = True
     for past in args.past if cached else [0]:

@@ -36,4 +36,10 @@ foreach(producer quark ort)
             --onebit $<TARGET_FILE:onebit_cli> --expect-groups 15 --no-refusals)
   set_tests_properties(qdq_coverage_tiny_${producer} PROPERTIES FIXTURES_REQUIRED tiny_a8w8_${producer}
                        TIMEOUT 300 LABELS qdq)
+  # The whole A8W8 model, fused, against onnxruntime running it node by node.
+  add_test(NAME parity_run_tiny_a8w8_${producer}
+    COMMAND ${PROJECT_SOURCE_DIR}/scripts/run_python.sh ${PROJECT_SOURCE_DIR}/scripts/check_run_parity.py
+            --onebit $<TARGET_FILE:onebit_cli> --model ${a8w8} --tol 1e-4 --ort-opt disable)
+  set_tests_properties(parity_run_tiny_a8w8_${producer} PROPERTIES FIXTURES_REQUIRED tiny_a8w8_${producer}
+                       TIMEOUT 300 LABELS qdq)
 endforeach()
