@@ -31,7 +31,8 @@ constexpr int kNever = std::numeric_limits<int>::max();
 }  // namespace
 
 struct Plan {
-  enum class Mode : uint8_t { Folded, Static, Dynamic };
+  // Elided: a Concat whose inputs were written into its output in place.
+  enum class Mode : uint8_t { Folded, Static, Dynamic, Elided };
   std::vector<Mode> mode;               // per node
   std::vector<int64_t> workspace_at;    // per node: arena offset of its workspace, -1 none
   std::vector<DType> dtype;             // per value (static and known values)
@@ -41,6 +42,9 @@ struct Plan {
   std::vector<int64_t> alias_offset;    // per value: byte offset of the view in that storage
   std::vector<const Tensor*> known;     // per value: constant or folded at plan time
   std::deque<Tensor> folded;            // storage for values folded at plan time
+  std::vector<int> placed_in;           // per value: graph output whose buffer holds it, -1 none
+  std::vector<int64_t> placed_offset;   // per value: byte offset inside that output
+  std::vector<int> early_outputs;       // graph outputs allocated before the first node runs
   size_t arena_bytes = 0;
 };
 
@@ -271,6 +275,8 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
   p.alias_of.assign(nv, -1);
   p.alias_offset.assign(nv, 0);
   p.known.assign(nv, nullptr);
+  p.placed_in.assign(nv, -1);
+  p.placed_offset.assign(nv, 0);
   std::vector<bool> dynamic(nv, false);  // shape unknown until run time
 
   for (size_t v = 0; v < nv; ++v) {
@@ -404,8 +410,66 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
       if (v >= 0 && last_use_[static_cast<size_t>(v)] == static_cast<int>(n) && !p.known[static_cast<size_t>(v)])
         release(v);
   }
+  place_concat_inputs(p);
   p.arena_bytes = arena.high_water();
   return plan;
+}
+
+// A Concat that writes a graph output, along an axis with only 1s before it
+// (each input is one contiguous block of the output: the stacked `present`
+// of a KV cache), whose inputs are each the whole of an arena value this
+// plan produces: those values are placed inside the output buffer, so their
+// producers write there directly and the Concat has nothing left to do. It
+// saves a copy of the whole cache per decode step. The arena slots planned
+// for them stay reserved but unused (never touched, so never resident).
+void Session::place_concat_inputs(Plan& p) const {
+  auto root_of = [&](int v, int64_t& offset) {
+    offset = 0;
+    while (p.alias_of[static_cast<size_t>(v)] >= 0) {
+      offset += p.alias_offset[static_cast<size_t>(v)];
+      v = p.alias_of[static_cast<size_t>(v)];
+    }
+    return v;
+  };
+  auto bytes = [&](int v) { return dtype_bytes(p.dtype[static_cast<size_t>(v)], numel(p.shape[static_cast<size_t>(v)])); };
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    const Node& node = graph_.nodes[n];
+    if (node.op_type != "Concat" || !node.domain.empty() || p.mode[n] != Plan::Mode::Static) continue;
+    const int out = node.outputs[0];
+    if (out < 0 || !graph_.values[static_cast<size_t>(out)].is_output) continue;
+    const Shape& shape = p.shape[static_cast<size_t>(out)];
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    int64_t axis = node.attrs.get_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) continue;
+    bool ok = true;
+    for (int64_t d = 0; d < axis; ++d) ok = ok && shape[static_cast<size_t>(d)] == 1;
+    std::vector<int> roots;
+    size_t total = 0;
+    for (int v : node.inputs) {
+      if (!ok || v < 0) {
+        ok = false;
+        break;
+      }
+      int64_t offset = 0;
+      const int r = root_of(v, offset);
+      ok = offset == 0 && p.offset[static_cast<size_t>(r)] >= 0 && p.placed_in[static_cast<size_t>(r)] < 0 &&
+           bytes(r) == bytes(v) && p.dtype[static_cast<size_t>(r)] == p.dtype[static_cast<size_t>(out)] &&
+           std::find(roots.begin(), roots.end(), r) == roots.end();
+      roots.push_back(r);
+      total += bytes(v);
+    }
+    if (!ok || total != bytes(out)) continue;
+    int64_t at = 0;
+    for (int r : roots) {
+      p.placed_in[static_cast<size_t>(r)] = out;
+      p.placed_offset[static_cast<size_t>(r)] = at;
+      p.offset[static_cast<size_t>(r)] = -1;
+      at += static_cast<int64_t>(bytes(r));
+    }
+    p.mode[n] = Plan::Mode::Elided;
+    p.early_outputs.push_back(out);
+  }
 }
 
 const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
@@ -452,12 +516,16 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
     else if (graph_.values[v].constant) rt[v] = *graph_.values[v].constant;  // released: shape only
   }
   for (size_t i = 0; i < graph_.inputs.size(); ++i) rt[static_cast<size_t>(graph_.inputs[i])] = *inputs[i];
+  for (int o : p.early_outputs) {
+    const size_t vi = static_cast<size_t>(o);
+    rt[vi] = output_buffer(output_slot_[vi], p.dtype[vi], p.shape[vi]);
+  }
 
   std::vector<const Tensor*> ins;
   std::vector<Tensor> outs;
   stats_.nodes_run = 0;
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-    if (p.mode[n] == Plan::Mode::Folded) continue;
+    if (p.mode[n] == Plan::Mode::Folded || p.mode[n] == Plan::Mode::Elided) continue;
     ++stats_.nodes_run;
     const Node& node = graph_.nodes[n];
     Kernel& kernel = *kernels_[n];
@@ -475,6 +543,9 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
         if (p.alias_of[vi] >= 0) {
           const Tensor& src = rt[static_cast<size_t>(p.alias_of[vi])];
           outs[o] = Tensor(p.dtype[vi], p.shape[vi], static_cast<uint8_t*>(src.raw()) + p.alias_offset[vi], src.owner());
+        } else if (p.placed_in[vi] >= 0) {
+          const Tensor& dst = rt[static_cast<size_t>(p.placed_in[vi])];
+          outs[o] = Tensor(p.dtype[vi], p.shape[vi], static_cast<uint8_t*>(dst.raw()) + p.placed_offset[vi], dst.owner());
         }
         else if (p.offset[vi] >= 0)
           outs[o] = Tensor(p.dtype[vi], p.shape[vi], arena + p.offset[vi]);

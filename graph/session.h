@@ -73,6 +73,7 @@ class Session {
  private:
   const Plan& plan_for(const std::vector<const Tensor*>& inputs);
   std::unique_ptr<Plan> build_plan(const std::vector<const Tensor*>& inputs);
+  void place_concat_inputs(Plan& p) const;
   std::vector<const Tensor*> bind_inputs(const std::vector<NamedTensor>& inputs) const;
   void ensure_arena(size_t bytes);
   // Drops a constant every reader has packed a copy of (returning its file

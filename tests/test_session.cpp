@@ -192,3 +192,70 @@ TEST_CASE("session: a contiguous Slice is a view, not a copy", "[session][memory
   CHECK(out[0].data<float>()[255] == 512.f);
   CHECK(s.stats().planned_bytes == 0);  // the slice took no arena slot
 }
+
+namespace {
+
+// present = Concat(Unsqueeze(x), Unsqueeze(y), axis) with x = a + b and
+// y = a * b, both [2, S, 3]; z = x - y reads x after the Concat.
+ModelBuilder stacked(int64_t axis) {
+  ModelBuilder b;
+  b.input("a", kFloat, {2, -1, 3}).input("b", kFloat, {2, -1, 3});
+  b.output("present", kFloat, axis == 0 ? std::vector<int64_t>{2, 2, -1, 3} : std::vector<int64_t>{1, 4, -1, 3});
+  b.output("z", kFloat, {2, -1, 3});
+  b.initializer<int64_t>("zero", kInt64, {1}, {0});
+  b.node("Add", {"a", "b"}, {"x"});
+  b.node("Mul", {"a", "b"}, {"y"});
+  b.node("Unsqueeze", {"x", "zero"}, {"ux"});
+  b.node("Unsqueeze", {"y", "zero"}, {"uy"});
+  ModelBuilder::attr_int(b.node("Concat", {"ux", "uy"}, {"present"}), "axis", axis);
+  b.node("Sub", {"x", "y"}, {"z"});
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("session: a stacking Concat of a graph output is written in place", "[session][memory]") {
+  // Axis 0: each input is one contiguous block of `present`, so Add and Mul
+  // write into it and the Concat does not run; axis 1 of [1, 4, S, 3] is
+  // the same bytes too. Both equal the plain concatenation, over two shapes.
+  for (int64_t axis : {0, 1}) {
+    Session s = session_for(stacked(axis), "session_stack_" + std::to_string(axis));
+    for (int64_t seq : {5, 2}) {
+      const Tensor a = floats({2, seq, 3}, 1), b = floats({2, seq, 3}, -4);
+      auto out = s.run({{"a", a}, {"b", b}});
+      CHECK(s.stats().nodes_run == 5);  // Add, Mul, the two Unsqueeze views and Sub: no Concat
+      const int64_t n = 2 * seq * 3;
+      REQUIRE(out[0].size() == 2 * n);
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = a.data<float>()[i] + b.data<float>()[i], y = a.data<float>()[i] * b.data<float>()[i];
+        CHECK(out[0].data<float>()[i] == x);
+        CHECK(out[0].data<float>()[n + i] == y);
+        CHECK(out[1].data<float>()[i] == x - y);
+      }
+    }
+  }
+}
+
+TEST_CASE("session: a Concat whose blocks interleave still copies", "[session][memory][must-not-fire]") {
+  // Concat along axis 2 of [1, 2, 2S, 3]: the inputs interleave in the output.
+  ModelBuilder b;
+  b.input("a", kFloat, {2, -1, 3}).input("b", kFloat, {2, -1, 3});
+  b.output("present", kFloat, {1, 2, -1, 3});
+  b.initializer<int64_t>("zero", kInt64, {1}, {0});
+  b.node("Add", {"a", "b"}, {"x"});
+  b.node("Mul", {"a", "b"}, {"y"});
+  b.node("Unsqueeze", {"x", "zero"}, {"ux"});
+  b.node("Unsqueeze", {"y", "zero"}, {"uy"});
+  ModelBuilder::attr_int(b.node("Concat", {"ux", "uy"}, {"present"}), "axis", 2);
+  Session s = session_for(b, "session_stack_interleaved");
+  const Tensor a = floats({2, 3, 3}, 1), bb = floats({2, 3, 3}, -4);
+  auto out = s.run({{"a", a}, {"b", bb}});
+  CHECK(s.stats().nodes_run == 5);  // Add, Mul, the two Unsqueeze views and the Concat
+  // present[0, h, 0:3] = x[h], present[0, h, 3:6] = y[h]
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t t = 0; t < 9; ++t) {
+      const int64_t i = h * 9 + t;
+      CHECK(out[0].data<float>()[h * 18 + t] == a.data<float>()[i] + bb.data<float>()[i]);
+      CHECK(out[0].data<float>()[h * 18 + 9 + t] == a.data<float>()[i] * bb.data<float>()[i]);
+    }
+}
