@@ -5,6 +5,7 @@
 //   scale(r, n)   the scale of scale row r (a K block, or the only row)
 // so a weight is c − z' times its scale, whichever layout it came from.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "graph/dtype.h"
@@ -105,32 +106,41 @@ void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
       float* scale = scales_.as<float>() + p * scale_rows_ * kQ4NR;
       uint8_t* zero = has_zero_ ? zeros_.as<uint8_t>() + p * scale_rows_ * kQ4NR : nullptr;
       Q4Group* codes = codes_.as<Q4Group>() + p * groups;
-      for (size_t j = 0; j < kQ4NR; ++j) {
-        const size_t n = p * kQ4NR + j;
-        const bool real_col = n < n_;
-        // z' and scale of row r; padding rows and columns mean weight 0.
-        auto zero_of = [&](size_t r) { return real_col && r < real_rows ? src.zero(r, n) : 8; };
-        for (size_t r = 0; r < scale_rows_; ++r) {
-          scale[r * kQ4NR + j] = real_col && r < real_rows ? src.scale(r, n) : 0.0f;
-          if (zero) zero[r * kQ4NR + j] = static_cast<uint8_t>(zero_of(r));
+      const size_t n0 = p * kQ4NR;
+      // z' and scale of row r; padding rows and columns mean weight 0.
+      auto zero_of = [&](size_t r, size_t j) { return n0 + j < n_ && r < real_rows ? src.zero(r, n0 + j) : 8; };
+      for (size_t r = 0; r < scale_rows_; ++r)
+        for (size_t j = 0; j < kQ4NR; ++j) {
+          scale[r * kQ4NR + j] = n0 + j < n_ && r < real_rows ? src.scale(r, n0 + j) : 0.0f;
+          if (zero) zero[r * kQ4NR + j] = static_cast<uint8_t>(zero_of(r, j));
         }
-        double g = 0.0;
-        int64_t wsum = 0;
-        for (size_t k = 0; k < kp_; ++k) {
-          const size_t r = bs_ ? k / bs_ : 0;
-          const int z = zero_of(r);
-          const int c = real_col && k < k_ ? src.code(k, n) : z;
-          uint8_t& byte = codes[k / 8].bytes[j * 4 + k % 4];
-          byte = static_cast<uint8_t>(k % 8 < 4 ? (byte & 0xF0) | c : (byte & 0x0F) | (c << 4));
-          wsum += c - z;
-          const bool row_end = k + 1 == kp_ || (bs_ && (k + 1) % bs_ == 0);
-          if (row_end) {
-            g += double(scale[r * kQ4NR + j]) * double(wsum);
-            wsum = 0;
+      // Row by row across the panel's columns: a row-major source is read
+      // in runs of kQ4NR nibbles instead of one nibble per row and column.
+      double g[kQ4NR] = {};
+      int64_t wsum[kQ4NR] = {};
+      int z[kQ4NR];
+      size_t zrow = SIZE_MAX;
+      for (size_t k = 0; k < kp_; ++k) {
+        const size_t r = bs_ ? k / bs_ : 0;
+        if (r != zrow) {
+          for (size_t j = 0; j < kQ4NR; ++j) z[j] = zero_of(r, j);
+          zrow = r;
+        }
+        uint8_t* bytes = codes[k / 8].bytes;
+        const bool high = k % 8 >= 4;
+        for (size_t j = 0; j < kQ4NR; ++j) {
+          const int c = n0 + j < n_ && k < k_ ? src.code(k, n0 + j) : z[j];
+          uint8_t& byte = bytes[j * 4 + k % 4];
+          byte = static_cast<uint8_t>(high ? (byte & 0x0F) | (c << 4) : (byte & 0xF0) | c);
+          wsum[j] += c - z[j];
+        }
+        if (k + 1 == kp_ || (bs_ && (k + 1) % bs_ == 0))
+          for (size_t j = 0; j < kQ4NR; ++j) {
+            g[j] += double(scale[r * kQ4NR + j]) * double(wsum[j]);
+            wsum[j] = 0;
           }
-        }
-        g_.as<float>()[n] = static_cast<float>(g);
       }
+      for (size_t j = 0; j < kQ4NR; ++j) g_.as<float>()[n0 + j] = static_cast<float>(g[j]);  // padding: 0
     }
   });
 }
