@@ -49,16 +49,11 @@ struct Cut {
 };
 
 // A per-tensor Quantize/DequantizeLinear (constant scalar scale) whose output
-// only `reader_count` nodes read: rows pass through it unchanged.
+// only one node reads: rows pass through it unchanged.
 bool per_tensor_q(const Graph& g, const std::vector<std::vector<int>>& consumers, const Node* n, const char* op) {
-  if (!n || n->op_type != op || !(n->domain.empty() || n->domain == "com.microsoft")) return false;
+  if (!n || !is_q_op(*n, op)) return false;
   if (n->inputs.size() < 2 || !constant_scalar(g, n->inputs[1]).has_value()) return false;
   return consumers[static_cast<size_t>(n->outputs[0])].size() == 1;
-}
-
-const Node* producer_node(const Graph& g, int value) {
-  const int p = producer_index(g, value);
-  return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
 }
 
 Cut find_cut(const Graph& g, const std::vector<std::vector<int>>& consumers, int out) {

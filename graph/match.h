@@ -25,6 +25,24 @@ inline int producer_index(const Graph& g, int value) {
   return value < 0 ? -1 : g.values[static_cast<size_t>(value)].producer;
 }
 
+// The node producing `value`, whatever its op; null for inputs and constants.
+inline const Node* producer_node(const Graph& g, int value) {
+  const int p = producer_index(g, value);
+  return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
+}
+
+// `op` in ai.onnx or com.microsoft (Quark and onnxruntime write Q/DQ in either).
+inline bool is_q_op(const Node& n, const char* op) {
+  return n.op_type == op && (n.domain.empty() || n.domain == "com.microsoft");
+}
+
+// Input `i` of `n` if it is a constant, else null.
+inline const Tensor* input_constant(const Graph& g, const Node& n, size_t i) {
+  if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
+  const Value& v = g.values[static_cast<size_t>(n.inputs[i])];
+  return v.constant ? &*v.constant : nullptr;
+}
+
 // The value of a constant holding exactly one number, as double.
 inline std::optional<double> constant_scalar(const Graph& g, int value) {
   if (value < 0) return std::nullopt;

@@ -34,22 +34,6 @@ namespace onebit {
 
 namespace {
 
-bool is_q_op(const Node& n, const char* op) {
-  return n.op_type == op && (n.domain.empty() || n.domain == kMicrosoftDomain);
-}
-
-const Node* producer(const Graph& g, int value) {
-  if (value < 0) return nullptr;
-  const int p = g.values[static_cast<size_t>(value)].producer;
-  return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
-}
-
-const Tensor* constant(const Graph& g, const Node& n, size_t input) {
-  if (input >= n.inputs.size() || n.inputs[input] < 0) return nullptr;
-  const Value& v = g.values[static_cast<size_t>(n.inputs[input])];
-  return v.constant ? &*v.constant : nullptr;
-}
-
 bool is_int8(DType t) { return t == DType::I8 || t == DType::U8; }
 
 struct QdqGroup {
@@ -67,10 +51,10 @@ struct ScaleLayout {
 // Checks the scale and zero point of a Q/DQ node; returns the refusal
 // reason, or nothing when they fit one of the foldable layouts.
 std::optional<std::string> scale_layout(const Graph& g, const Node& q, int64_t data_rank, ScaleLayout& out) {
-  const Tensor* scale = constant(g, q, 1);
+  const Tensor* scale = input_constant(g, q, 1);
   if (!scale) return "scale_not_constant";
   if (scale->dtype() != DType::F32) return "scale_dtype";
-  if (q.inputs.size() > 2 && q.inputs[2] >= 0 && !constant(g, q, 2)) return "zero_point_not_constant";
+  if (q.inputs.size() > 2 && q.inputs[2] >= 0 && !input_constant(g, q, 2)) return "zero_point_not_constant";
   if (q.attrs.get_int("block_size", 0) > 0) return "blocked";
   if (scale->size() == 1) return std::nullopt;  // per tensor ([] or [1])
   if (scale->rank() != 1) return "scale_shape";
@@ -84,8 +68,8 @@ std::optional<std::string> scale_layout(const Graph& g, const Node& q, int64_t d
 
 std::variant<QdqGroup, std::string> match(const Graph& g, const std::vector<std::vector<int>>& readers, int mm) {
   const Node& matmul = g.nodes[static_cast<size_t>(mm)];
-  const Node* dq_x = producer(g, matmul.inputs[0]);
-  const Node* dq_w = producer(g, matmul.inputs.size() > 1 ? matmul.inputs[1] : -1);
+  const Node* dq_x = producer_node(g, matmul.inputs[0]);
+  const Node* dq_w = producer_node(g, matmul.inputs.size() > 1 ? matmul.inputs[1] : -1);
   const bool x_dq = dq_x && is_q_op(*dq_x, "DequantizeLinear");
   const bool w_dq = dq_w && is_q_op(*dq_w, "DequantizeLinear");
   if (!x_dq && !w_dq) return std::string();  // a float MatMul: not a group
@@ -99,7 +83,7 @@ std::variant<QdqGroup, std::string> match(const Graph& g, const std::vector<std:
   grp.matmul = mm;
   grp.dq_x = g.values[static_cast<size_t>(matmul.inputs[0])].producer;
   grp.dq_w = g.values[static_cast<size_t>(matmul.inputs[1])].producer;
-  const Tensor* w = constant(g, *dq_w, 0);
+  const Tensor* w = input_constant(g, *dq_w, 0);
   if (!w) return "weight_not_constant";
   if (w->rank() != 2) return "weight_rank";
   if (!is_int8(w->dtype())) return "weight_dtype_" + std::string(dtype_name(w->dtype()));
@@ -108,9 +92,9 @@ std::variant<QdqGroup, std::string> match(const Graph& g, const std::vector<std:
   if (x_type == DType::Undefined && xq.constant) x_type = xq.constant->dtype();
   if (x_type == DType::Undefined) {
     // The exporter did not declare it: the producer decides (QuantizeLinear's zero point type, default uint8).
-    const Node* q = producer(g, dq_x->inputs[0]);
+    const Node* q = producer_node(g, dq_x->inputs[0]);
     if (q && is_q_op(*q, "QuantizeLinear")) {
-      const Tensor* zp = constant(g, *q, 2);
+      const Tensor* zp = input_constant(g, *q, 2);
       x_type = zp ? zp->dtype() : static_cast<DType>(q->attrs.get_int("output_dtype", 2));
     }
   }
@@ -134,7 +118,7 @@ std::variant<QdqGroup, std::string> match(const Graph& g, const std::vector<std:
   if (y_readers.size() == 1 && !g.values[static_cast<size_t>(y)].is_output) {
     const Node& q = g.nodes[static_cast<size_t>(y_readers[0])];
     ScaleLayout ys;
-    const Tensor* zp = constant(g, q, 2);
+    const Tensor* zp = input_constant(g, q, 2);
     const DType out_type = zp ? zp->dtype() : static_cast<DType>(q.attrs.get_int("output_dtype", 2));
     if (is_q_op(q, "QuantizeLinear") && q.inputs[0] == y && !scale_layout(g, q, -1, ys) && !ys.per_axis &&
         is_int8(out_type))

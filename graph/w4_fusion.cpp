@@ -48,22 +48,6 @@ struct W4Group {
   int64_t block_size = 0;   // 0: per column or per tensor
 };
 
-bool is_dq(const Node& n) {
-  return n.op_type == "DequantizeLinear" && (n.domain.empty() || n.domain == kMicrosoftDomain);
-}
-
-const Node* producer_of(const Graph& g, int value) {
-  if (value < 0) return nullptr;
-  const int p = g.values[static_cast<size_t>(value)].producer;
-  return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
-}
-
-const Tensor* input_constant(const Graph& g, const Node& n, size_t i) {
-  if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
-  const Value& v = g.values[static_cast<size_t>(n.inputs[i])];
-  return v.constant ? &*v.constant : nullptr;
-}
-
 bool is_4bit(DType t) { return t == DType::I4 || t == DType::U4; }
 
 DType value_type(const Graph& g, int v) {
@@ -78,14 +62,14 @@ std::variant<W4Group, std::string> match(const Graph& g, const std::vector<std::
   W4Group grp;
   grp.matmul = mm;
   int w_value = matmul.inputs[1];  // the dequantized weight
-  const Node* dq = producer_of(g, w_value);
+  const Node* dq = producer_node(g, w_value);
   if (dq && dq->op_type == "Cast" && dq->domain.empty()) {
     if (dq->attrs.get_int("to", 0) != static_cast<int64_t>(DType::F32) || dq->inputs.empty()) return std::string();
     grp.cast = g.values[static_cast<size_t>(w_value)].producer;
     w_value = dq->inputs[0];
-    dq = producer_of(g, w_value);
+    dq = producer_node(g, w_value);
   }
-  if (!dq || !is_dq(*dq)) return std::string();  // not a DequantizeLinear weight
+  if (!dq || !is_q_op(*dq, "DequantizeLinear")) return std::string();  // not a DequantizeLinear weight
   grp.dq = g.values[static_cast<size_t>(w_value)].producer;
 
   const DType wt = value_type(g, dq->inputs[0]);
