@@ -4,7 +4,7 @@
 
 namespace onebit {
 
-void remove_dead_nodes(Graph& g, const SessionOptions&, PassReport& report, ThreadPool&) {
+std::vector<bool> live_nodes(const Graph& g, std::vector<bool>* live_values) {
   std::vector<bool> live(g.values.size(), false);
   for (int v : g.outputs) live[static_cast<size_t>(v)] = true;
   std::vector<bool> keep(g.nodes.size(), false);
@@ -16,6 +16,13 @@ void remove_dead_nodes(Graph& g, const SessionOptions&, PassReport& report, Thre
     for (int v : node.inputs)
       if (v >= 0) live[static_cast<size_t>(v)] = true;
   }
+  if (live_values) *live_values = std::move(live);
+  return keep;
+}
+
+void remove_dead_nodes(Graph& g, const SessionOptions&, PassReport& report, ThreadPool&) {
+  std::vector<bool> live;
+  const std::vector<bool> keep = live_nodes(g, &live);
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
   for (size_t n = 0; n < g.nodes.size(); ++n)

@@ -1,9 +1,9 @@
 // Constant folding at load: Constant nodes become values, and a node whose
 // inputs are all constant is run once and replaced by its outputs.
 //
-// Not folded: nodes nothing reads (a Transpose whose MatMul now packs the
-// weight itself would otherwise copy a 600 MB table only to be dropped by
-// remove-dead-nodes); Quantize/DequantizeLinear (the QDQ and W4 fusions need to see
+// Not folded: nodes whose outputs reach no graph output (a Transpose whose
+// MatMul now packs the weight itself would otherwise copy a 600 MB table only
+// to be dropped by remove-dead-nodes); Quantize/DequantizeLinear (the QDQ and W4 fusions need to see
 // the integer weights; folding would materialize the float tensors they
 // exist to avoid), and nodes whose outputs would dwarf their inputs
 // (Expand, Tile, ConstantOfShape of large shapes), which stay cheaper to
@@ -32,15 +32,10 @@ void fold_constants(Graph& g, const SessionOptions&, PassReport& report, ThreadP
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
   int64_t folded = 0;
-  const auto readers = g.consumers();
-  auto dead = [&](const Node& n) {
-    for (int o : n.outputs)
-      if (o >= 0 && (g.values[static_cast<size_t>(o)].is_output || !readers[static_cast<size_t>(o)].empty()))
-        return false;
-    return true;
-  };
-  for (Node& node : g.nodes) {
-    bool all_constant = !never_fold(node) && !dead(node);
+  const std::vector<bool> live = live_nodes(g);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    Node& node = g.nodes[n];
+    bool all_constant = !never_fold(node) && live[n];
     size_t in_bytes = 0;
     for (int v : node.inputs) {
       if (v < 0) continue;

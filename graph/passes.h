@@ -59,4 +59,8 @@ void fold_constants(Graph& g, const SessionOptions& options, PassReport& report,
 void remove_dead_nodes(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 void keep_last_position(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 
+// Per node: whether any of its outputs reaches a graph output (in topological
+// order). `live_values`, if given, receives the same per value.
+std::vector<bool> live_nodes(const Graph& g, std::vector<bool>* live_values = nullptr);
+
 }  // namespace onebit
