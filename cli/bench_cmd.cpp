@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "cli/session_flags.h"
 #include "cli/process_stats.h"
 #include "graph/error.h"
 #include "graph/onnx_loader.h"
@@ -36,18 +37,14 @@ void add_bench_command(CLI::App& app, Action& action) {
     std::string model, json;
     std::vector<int64_t> lengths{16, 64, 256, 1024};
     int64_t gen = 128;
-    int threads = 0;
-    bool basic = false, int8 = false, no_bandwidth = false;
-    std::string act_precision = "auto";
+    bool no_bandwidth = false;
+    SessionFlags session;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("model", a->model, "ONNX causal LM")->required();
   cmd->add_option("--prompt-lengths", a->lengths, "Prompt lengths in tokens")->delimiter(',')->capture_default_str();
   cmd->add_option("--gen", a->gen, "New tokens per run (EOS ignored)")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Threads (default: the machine's cores)");
-  cmd->add_flag("--basic", a->basic, "Basic rewrites only");
-  cmd->add_flag("--int8", a->int8, "Dynamic int8 for float MatMuls");
-  cmd->add_option("--act-precision", a->act_precision, "4-bit GEMM activations: auto, int8-row, int8-block, float");
+  a->session.add_to(cmd);
   cmd->add_flag("--no-bandwidth", a->no_bandwidth, "Skip the memory-bandwidth probe");
   cmd->add_option("--json", a->json, "Also write the results as JSON");
   cmd->callback([a, &action] {
@@ -56,11 +53,7 @@ void add_bench_command(CLI::App& app, Action& action) {
       for (int64_t p : a->lengths)
         if (p < 1) fail("--prompt-lengths: {} is not a positive length", p);
       const auto t0 = std::chrono::steady_clock::now();
-      SessionOptions opts = SessionOptions::from_env();
-      opts.threads = a->threads;
-      opts.basic = a->basic;
-      opts.int8 = a->int8;
-      opts.act_precision = a->act_precision;
+      SessionOptions opts = a->session.options();
       Graph graph = load_onnx(a->model);
       const CausalLmBinding binding = bind_causal_lm(graph);
       opts.last_position_outputs = {binding.logits};  // as ort-run: only the last row of the logits

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/session_flags.h"
 #include "cli/process_stats.h"
 #include "graph/error.h"
 #include "graph/npy.h"
@@ -62,9 +63,8 @@ void add_ort_run_command(CLI::App& app, Action& action) {
   struct Args {
     std::string model, prompt, prompt_ids, tokenizer, dump_logits, system;
     int64_t max_new = 32;
-    bool cached = false, chat = false, basic = false, int8 = false, quiet = false, verbose = false;
-    int threads = 0;
-    std::string act_precision = "auto";
+    bool cached = false, chat = false, quiet = false, verbose = false;
+    SessionFlags session;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("model", a->model, "ONNX causal LM (exported by scripts/export_onnx.py or Optimum)")->required();
@@ -78,11 +78,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: beside the model)");
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat format (ChatML)");
   cmd->add_option("--system", a->system, "System message for --chat (default: the template's own, if any)");
-  cmd->add_option("--threads", a->threads, "Threads (default: the machine's cores)");
-  cmd->add_flag("--basic", a->basic, "Basic rewrites only: constant folding and the QDQ fusion (for parity runs)");
-  cmd->add_flag("--int8", a->int8, "Run float MatMuls with constant weights as dynamic int8");
-  cmd->add_option("--act-precision", a->act_precision,
-                  "Activations of 4-bit weight GEMMs: auto, int8-row, int8-block, float")->capture_default_str();
+  a->session.add_to(cmd);
   cmd->add_flag("--quiet,-q", a->quiet, "Print only the generated text");
   cmd->add_flag("--verbose,-v", a->verbose, "Print the binding and the passes");
   cmd->callback([a, &action] {
@@ -98,11 +94,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
         fail("{}: no tokenizer.json beside the model; pass --tokenizer PATH (or --prompt-ids)", a->model);
 
       const auto t_load = Clock::now();
-      SessionOptions opts = SessionOptions::from_env();
-      opts.threads = a->threads;
-      opts.basic = a->basic;
-      opts.int8 = a->int8;
-      opts.act_precision = a->act_precision;
+      SessionOptions opts = a->session.options();
       Graph graph = load_onnx(a->model);
       const CausalLmBinding binding = bind_causal_lm(graph);
       opts.last_position_outputs = {binding.logits};  // only the last row of the logits is read

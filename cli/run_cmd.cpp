@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/session_flags.h"
 #include "graph/error.h"
 #include "graph/npy.h"
 #include "graph/onnx_loader.h"
@@ -19,33 +20,22 @@ void add_run_command(CLI::App& app, Action& action) {
     std::string model;
     std::vector<std::string> inputs;
     std::string output_dir = ".";
-    int threads = 0;
     int stop_after_pass = -1;
-    bool basic = false;
-    bool int8 = false;
     bool verbose = false;
-    std::string act_precision = "auto";
+    SessionFlags session;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("model", args->model, "ONNX model file")->required();
   cmd->add_option("--input,-i", args->inputs, "NAME=FILE.npy, once per graph input");
   cmd->add_option("--output-dir,-o", args->output_dir, "Directory for OUTPUT_NAME.npy files")->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Threads (default: the machine's cores)");
+  args->session.add_to(cmd);
   cmd->add_option("--stop-after-pass", args->stop_after_pass,
                   "Run only the first N graph passes (0: none), to bisect a rewrite");
-  cmd->add_flag("--basic", args->basic, "Basic rewrites only: constant folding and the QDQ fusion");
-  cmd->add_flag("--int8", args->int8, "Run float MatMuls with constant weights as dynamic int8");
   cmd->add_flag("--verbose,-v", args->verbose, "Print the passes and timings");
-  cmd->add_option("--act-precision", args->act_precision,
-                  "Activations of 4-bit weight GEMMs: auto, int8-row, int8-block, float")->capture_default_str();
   cmd->callback([args, &action] {
     action = [args] {
-      SessionOptions opts = SessionOptions::from_env();
-      opts.threads = args->threads;
+      SessionOptions opts = args->session.options();
       opts.stop_after_pass = args->stop_after_pass;
-      opts.basic = args->basic;
-      opts.int8 = args->int8;
-      opts.act_precision = args->act_precision;
       std::vector<NamedTensor> inputs;
       for (const std::string& spec : args->inputs) {
         const size_t eq = spec.find('=');
