@@ -41,21 +41,13 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from parity import compare  # noqa: E402
-from q4_accuracy import PROMPTS, float_dumps, kl_top1, sh  # noqa: E402
+from q4_accuracy import PROMPTS, float_dumps, forced_logits, kl_top1, sh  # noqa: E402
 
 VARIANTS = {
     "A8W8 per-tensor (Quark)": ("-a8w8-quark-pt", []),
     "A8W8 per-channel (Quark)": ("-a8w8-quark-pc", []),
     "--int8 (dynamic)": ("", ["--int8"]),
 }
-
-
-def forced(args, model: Path, ids_file: Path, extra: list[str]) -> np.ndarray:
-    out = args.work / "run_out"
-    out.mkdir(exist_ok=True)
-    sh([args.onebit, "run", str(model), "-o", str(out), "--input", f"input_ids={ids_file}", "--threads",
-        str(args.threads)] + extra, stdout=subprocess.DEVNULL)
-    return np.load(out / "logits.npy")[0]
 
 
 def ort_logits(model: Path, ids_file: Path) -> np.ndarray:
@@ -94,7 +86,7 @@ def main():
 
     refs = float_dumps(args, args.work)
     for i, r in enumerate(refs):
-        full = forced(args, args.model_dir / "model.onnx", args.work / f"ids-{i}.npy", [])
+        full = forced_logits(args, args.model_dir / "model.onnx", args.work / f"ids-{i}.npy", [])
         r["forced"] = full[r["prompt_len"] - 1: r["prompt_len"] - 1 + r["steps"]]
         r["greedy_ids"] = np.load(args.work / f"float-{i}.ids.npy")
 
@@ -107,7 +99,7 @@ def main():
         f_kl, f_top1, first_miss = [], [], []
         same, steps, pairs = 0, 0, {}
         for i, r in enumerate(refs):
-            got = forced(args, plain, args.work / f"ids-{i}.npy", extra)
+            got = forced_logits(args, plain, args.work / f"ids-{i}.npy", extra)
             kl, top1 = kl_top1(r["forced"], got[r["prompt_len"] - 1: r["prompt_len"] - 1 + r["steps"]])
             f_kl.extend(kl.tolist())
             f_top1.extend(top1.tolist())
@@ -121,14 +113,9 @@ def main():
                 c = compare(ref, ref_ids, logits, ids)
                 same += c["same_ids"]
                 steps += c["steps"]
-                full = forced(args, plain, args.work / f"ids-{i}.npy", extra)
-                out = args.work / "run_out_unfused"
-                out.mkdir(exist_ok=True)
-                sh([args.onebit, "run", str(plain), "-o", str(out), "--input", f"input_ids={args.work / f'ids-{i}.npy'}",
-                    "--threads", str(args.threads)], stdout=subprocess.DEVNULL, env=env)
-                for key, ref_full in (("unfused", np.load(out / "logits.npy")[0]),
+                for key, ref_full in (("unfused", forced_logits(args, plain, args.work / f"ids-{i}.npy", extra, env)),
                                       ("ort", ort_logits(plain, args.work / f"ids-{i}.npy"))):
-                    st = pair_stats(ref_full, full)
+                    st = pair_stats(ref_full, got)
                     acc = pairs.setdefault(key, {"kl": [], "top1": [], "max_abs": 0.0})
                     acc["kl"] += st["kl"]
                     acc["top1"] += st["top1"]

@@ -80,11 +80,12 @@ def float_dumps(args, work: Path) -> list[dict]:
     return out
 
 
-def forced_logits(args, model: Path, ids_file: Path, act: str, work: Path) -> np.ndarray:
-    out = work / "run_out"
+def forced_logits(args, model: Path, ids_file: Path, extra: list[str], env: dict | None = None) -> np.ndarray:
+    """`1bit run` of an uncached graph over the ids in ids_file: logits of every position."""
+    out = args.work / "run_out"
     out.mkdir(exist_ok=True)
-    sh([args.onebit, "run", str(model), "-o", str(out), "--input", f"input_ids={ids_file}", "--act-precision", act,
-        "--threads", str(args.threads)], stdout=subprocess.DEVNULL)
+    sh([args.onebit, "run", str(model), "-o", str(out), "--input", f"input_ids={ids_file}", "--threads",
+        str(args.threads)] + extra, stdout=subprocess.DEVNULL, env=env)
     return np.load(out / "logits.npy")[0]
 
 
@@ -107,7 +108,8 @@ def main():
     steps = sum(r["steps"] for r in refs)
     # The float model's own forced logits: positions prompt_len-1 .. end-1 predict the greedy tokens.
     for i, r in enumerate(refs):
-        full = forced_logits(args, args.model_dir / "model.onnx", args.work / f"ids-{i}.npy", "float", args.work)
+        full = forced_logits(args, args.model_dir / "model.onnx", args.work / f"ids-{i}.npy",
+                             ["--act-precision", "float"])
         r["forced"] = full[r["prompt_len"] - 1: r["prompt_len"] - 1 + r["steps"]]
 
     rows = []
@@ -140,7 +142,7 @@ def main():
                 g_top1.append(s["top1"] * s["steps"])
                 g_prefix.append(s["first_top1_miss"] if s["first_top1_miss"] >= 0 else s["steps"])
                 g_steps.append(s["steps"])
-                got = forced_logits(args, packed["model"], args.work / f"ids-{i}.npy", act, args.work)
+                got = forced_logits(args, packed["model"], args.work / f"ids-{i}.npy", ["--act-precision", act])
                 got = got[r["prompt_len"] - 1: r["prompt_len"] - 1 + r["steps"]]
                 kl, top1 = kl_top1(r["forced"], got)
                 f_kl.extend(kl.tolist())
