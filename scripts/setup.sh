@@ -28,10 +28,19 @@ fi
 stamp=.venv/.requirements.sha256
 want=$(sha256sum requirements.txt | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  # torch's wheels and their CUDA libraries make the venv ~6.5 GB; pip's
+  # cache would double that, so it is not used.
+  need_gb=8
+  free_gb=$(df -Pk . | awk 'NR==2 {print int($4 / 1048576)}')
+  if [ "$free_gb" -lt "$need_gb" ]; then
+    echo "setup: the Python venv needs about $need_gb GB free in $root; $free_gb GB are" >&2
+    echo "setup: free. Free some space and re-run scripts/setup.sh." >&2
+    exit 1
+  fi
   echo "setup: creating .venv from requirements.txt (torch is large; this takes a few minutes)"
   python3 -m venv .venv
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -r requirements.txt
+  .venv/bin/pip install -q --no-cache-dir --upgrade pip
+  .venv/bin/pip install -q --no-cache-dir -r requirements.txt
   echo "$want" > "$stamp"
 fi
 
