@@ -75,7 +75,16 @@ void add_bench_command(CLI::App& app, Action& action) {
       for (size_t i = 0; i < a->lengths.size(); ++i) {
         GenerateOptions go;
         go.max_new_tokens = a->gen;
-        const GenerateResult r = gen.run(synthetic_prompt(a->lengths[i], vocab), go);
+        // With ONEBIT_PROFILE, the prefill and the decode steps are profiled
+        // apart: the first token marks the end of the prefill.
+        std::string prefill_profile;
+        const auto after_prefill = [&](int32_t) {
+          if (!opts.profile || !prefill_profile.empty()) return;
+          prefill_profile = session.profile_report();
+          session.reset_profile();
+        };
+        if (opts.profile) session.reset_profile();
+        const GenerateResult r = gen.run(synthetic_prompt(a->lengths[i], vocab), go, after_prefill);
         const int64_t steps = r.decode_steps();
         const double ms = steps > 0 ? r.decode_ms / steps : 0;
         const double gbs = ms > 0 ? weights / (ms / 1000.0) / 1e9 : 0;
@@ -83,6 +92,9 @@ void add_bench_command(CLI::App& app, Action& action) {
                    a->lengths[i] / (r.prefill_ms / 1000.0), ms, ms > 0 ? 1000.0 / ms : 0, gbs,
                    bandwidth > 0 ? 100.0 * gbs / bandwidth : 0);
         std::fflush(stdout);
+        if (opts.profile)
+          fmt::print(stderr, "prefill of {} tokens, {}decode steps, {}", a->lengths[i], prefill_profile,
+                     session.profile_report());
         json += fmt::format("{}{{\"prompt\": {}, \"gen\": {}, \"prefill_ms\": {:.3f}, \"decode_ms_per_token\": {:.4f}, "
                             "\"weight_gbs\": {:.3f}}}",
                             i ? ", " : "", a->lengths[i], r.tokens.size(), r.prefill_ms, ms, gbs);
@@ -94,7 +106,6 @@ void add_bench_command(CLI::App& app, Action& action) {
         out << json;
         if (!out) fail("{}: cannot write", a->json);
       }
-      if (opts.profile) fmt::print(stderr, "{}", session.profile_report());
       return 0;
     };
   });

@@ -149,13 +149,18 @@ std::string Session::profile_report() const {
   }
   std::vector<std::pair<std::string, Row>> rows(by_op.begin(), by_op.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  std::string s = fmt::format("profile: {:.1f} ms in kernels over {} runs\n", total, stats_.runs);
+  std::string s = fmt::format("profile: {:.1f} ms in kernels over {} runs\n", total, profile_runs_);
   for (const auto& [op, r] : rows) {
     if (r.ms <= 0) continue;
     s += fmt::format("  {:<28} {:>9.1f} ms {:>5.1f}%  {:>4} nodes  worst '{}' {}\n", op, r.ms, 100 * r.ms / total, r.nodes,
                      graph_.nodes[r.worst].name, kernels_[r.worst] ? kernels_[r.worst]->describe() : "");
   }
   return s;
+}
+
+void Session::reset_profile() {
+  std::fill(node_ms_.begin(), node_ms_.end(), 0.0);
+  profile_runs_ = 0;
 }
 
 void Session::release_constant(Value& val) {
@@ -506,6 +511,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
   const Plan& p = plan_for(inputs);
   ensure_arena(p.arena_bytes);
   ++stats_.runs;
+  ++profile_runs_;
   stats_.planned_bytes = p.arena_bytes;
   uint8_t* arena = static_cast<uint8_t*>(arena_.get());
 

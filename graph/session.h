@@ -69,6 +69,8 @@ class Session {
   // With SessionOptions::profile: time spent per op type (and the kernel's
   // describe() of its costliest node) since the session began, as a table.
   std::string profile_report() const;
+  // Starts the profile afresh (e.g. between a prefill and its decode steps).
+  void reset_profile();
 
  private:
   const Plan& plan_for(const std::vector<const Tensor*>& inputs);
@@ -100,6 +102,7 @@ class Session {
   std::vector<std::vector<OutputBuffer>> output_pool_;  // per graph output
   std::vector<size_t> output_slot_;                     // value id -> graph output index
   std::vector<double> node_ms_;                         // per node, with profile
+  int64_t profile_runs_ = 0;                            // runs node_ms_ covers
 };
 
 }  // namespace onebit

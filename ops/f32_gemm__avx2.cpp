@@ -125,4 +125,51 @@ void f32_gemv_ukernel_1x16__avx2(size_t nc, size_t k, const float* a, const floa
   else gemv<true>(nc, k, a, b, ldb, c, bias);
 }
 
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+// As the AVX-512 family's dot_rows, 8 lanes at a time.
+template <int R>
+void dot_rows(size_t n, size_t k, const float* a, size_t lda, const float* b, size_t ldb, float* c, size_t ldc,
+              const float* bias) {
+  const size_t kv = k / 8 * 8;
+  const __m256i tail = mask_of(k - kv);
+  for (size_t j = 0; j < n; ++j, b += ldb) {
+    __m256 acc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    for (size_t i = 0; i < kv; i += 8) {
+      const __m256 vb = _mm256_loadu_ps(b + i);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * lda + i), vb, acc[r]);
+    }
+    if (kv < k) {
+      const __m256 vb = _mm256_maskload_ps(b + kv, tail);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_maskload_ps(a + r * lda + kv, tail), vb, acc[r]);
+    }
+    const float add = bias ? bias[j] : 0.0f;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) c[r * ldc + j] = hsum(acc[r]) + add;
+  }
+}
+
+}  // namespace
+
+void f32_dot_ukernel_4xn__avx2(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b, size_t ldb,
+                               float* c, size_t ldc, const float* bias) {
+  switch (m) {
+    case 1: return dot_rows<1>(n, k, a, lda, b, ldb, c, ldc, bias);
+    case 2: return dot_rows<2>(n, k, a, lda, b, ldb, c, ldc, bias);
+    case 3: return dot_rows<3>(n, k, a, lda, b, ldb, c, ldc, bias);
+    default: return dot_rows<4>(n, k, a, lda, b, ldb, c, ldc, bias);
+  }
+}
+
 }  // namespace onebit

@@ -113,4 +113,46 @@ void f32_gemv_ukernel_1x32__avx512(size_t nc, size_t k, const float* a, const fl
   _mm512_mask_storeu_ps(c + 16, m1, r1);
 }
 
+namespace {
+
+// R rows of A against one row of B per step: each B row is read once (one
+// linear stream through K), R dot products accumulate 16 lanes at a time and
+// reduce at the end of the row.
+template <int R>
+void dot_rows(size_t n, size_t k, const float* a, size_t lda, const float* b, size_t ldb, float* c, size_t ldc,
+              const float* bias) {
+  const size_t kv = k / 16 * 16;
+  const __mmask16 tail = mask_of(k - kv);
+  for (size_t j = 0; j < n; ++j, b += ldb) {
+    __m512 acc[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    for (size_t i = 0; i < kv; i += 16) {
+      const __m512 vb = _mm512_loadu_ps(b + i);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + i), vb, acc[r]);
+    }
+    if (kv < k) {
+      const __m512 vb = _mm512_maskz_loadu_ps(tail, b + kv);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, a + r * lda + kv), vb, acc[r]);
+    }
+    const float add = bias ? bias[j] : 0.0f;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) c[r * ldc + j] = _mm512_reduce_add_ps(acc[r]) + add;
+  }
+}
+
+}  // namespace
+
+void f32_dot_ukernel_4xn__avx512(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b,
+                                 size_t ldb, float* c, size_t ldc, const float* bias) {
+  switch (m) {
+    case 1: return dot_rows<1>(n, k, a, lda, b, ldb, c, ldc, bias);
+    case 2: return dot_rows<2>(n, k, a, lda, b, ldb, c, ldc, bias);
+    case 3: return dot_rows<3>(n, k, a, lda, b, ldb, c, ldc, bias);
+    default: return dot_rows<4>(n, k, a, lda, b, ldb, c, ldc, bias);
+  }
+}
+
 }  // namespace onebit

@@ -28,4 +28,14 @@ void f32_gemv_ukernel_1x8__scalar(size_t nc, size_t k, const float* a, const flo
   }
 }
 
+void f32_dot_ukernel_4xn__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b,
+                                 size_t ldb, float* c, size_t ldc, const float* bias) {
+  for (size_t r = 0; r < m; ++r)
+    for (size_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (size_t i = 0; i < k; ++i) acc = std::fma(a[r * lda + i], b[j * ldb + i], acc);
+      c[r * ldc + j] = acc + (bias ? bias[j] : 0.0f);
+    }
+}
+
 }  // namespace onebit

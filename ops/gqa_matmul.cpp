@@ -84,7 +84,10 @@ class GqaMatMulKernel : public Kernel {
   }
 
   std::string describe() const override {
-    return fmt::format("GQA {} {}", trans_b_ ? "Q.K^T" : "P.V", config_->gemm_name);
+    // Decode (a few rows per KV head) takes the in-place path: dot products
+    // for Q·Kᵀ, the tile kernel on V's rows for P·V.
+    return fmt::format("GQA {} {} / {}", trans_b_ ? "Q.K^T" : "P.V", config_->gemm_name,
+                       trans_b_ ? config_->dot_name : "in place");
   }
 
  private:

@@ -38,6 +38,11 @@ using F32GemmUkernel = void (*)(size_t mr, size_t nc, size_t kc, const float* a,
 using F32GemvUkernel = void (*)(size_t nc, size_t k, const float* a, const float* b, size_t ldb, float* c,
                                 const float* bias);
 
+// C[m×n] = A·Bᵀ + bias for m <= kF32DotMaxRows: A is m×k (row stride lda), B
+// n×k (row stride ldb), both read in place.
+using F32DotUkernel = void (*)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b, size_t ldb,
+                               float* c, size_t ldc, const float* bias);
+
 // One microkernel family (XNNPACK's "gemm config"); picked in sgemm_config.cpp.
 struct SgemmConfig {
   Isa isa;
@@ -46,8 +51,10 @@ struct SgemmConfig {
   size_t kc;  // K block: KC×NR floats of B plus MR×KC of A fit in L1
   F32GemmUkernel gemm;
   F32GemvUkernel gemv;
+  F32DotUkernel dot;
   const char* gemm_name;  // "f32_gemm_ukernel_12x32__avx512"
   const char* gemv_name;
+  const char* dot_name;
 };
 
 // The best family this CPU runs, capped by ONEBIT_ISA.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/f32_gemm_ukernels.h"
 #include "ops/kernel.h"
 #include "ops/registry.h"
 #include "ops/sgemm.h"
@@ -199,6 +200,22 @@ TEST_CASE("sgemm: strided and transposed operands", "[sgemm]") {
                   .bias(true)
                   .packed(packed)
                   .test();
+}
+
+TEST_CASE("sgemm: a few rows against a transposed B (the dot path)", "[sgemm]") {
+  ThreadPool pool(2);
+  for (const SgemmConfig* cfg : configs()) {
+    CHECK(std::string(cfg->dot_name).find(isa_name(cfg->isa)) != std::string::npos);
+    // Rows up to the dot kernel's limit and one past it (the packed path);
+    // K below, at and above a vector and a KV head's width.
+    for (size_t m : {size_t{1}, size_t{2}, size_t{3}, kF32DotMaxRows, kF32DotMaxRows + 1})
+      for (size_t n : {size_t{1}, size_t{7}, size_t{33}, size_t{1000}})
+        for (size_t k : {size_t{1}, size_t{7}, size_t{8}, size_t{15}, size_t{16}, size_t{17}, size_t{128}, size_t{131}})
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
+            SgemmTester().config(*cfg).pool(p).m(m).n(n).k(k).lda(k + 3).ldb(k + 5).trans_b(true).bias(n % 2 == 1)
+                .packed(false).test();
+    CHECK(sgemm_workspace(*cfg, kF32DotMaxRows, 100, 128, false, true) == 0);
+  }
 }
 
 TEST_CASE("sgemm: empty dimensions", "[sgemm]") {
