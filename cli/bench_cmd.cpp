@@ -57,6 +57,7 @@ void add_bench_command(CLI::App& app, Action& action) {
       Graph graph = load_onnx(a->model);
       const CausalLmBinding binding = bind_causal_lm(graph);
       opts.last_position_outputs = {binding.logits};  // as ort-run: only the last row of the logits
+      opts.kv_state_inputs = binding.past_inputs;  // the cache stays in the session, appended in place
       Session session(std::move(graph), opts);
       const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const uint64_t weights = weight_bytes_per_pass(session.graph());

@@ -98,6 +98,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       Graph graph = load_onnx(a->model);
       const CausalLmBinding binding = bind_causal_lm(graph);
       opts.last_position_outputs = {binding.logits};  // only the last row of the logits is read
+      opts.kv_state_inputs = binding.past_inputs;  // the cache stays in the session, appended in place
       Session session(std::move(graph), opts);
       const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
       // scripts/export_onnx.py stamps where the weights came from.

@@ -21,6 +21,7 @@ SessionOptions SessionOptions::from_env() {
   o.qdq_fusion = env_flag("ONEBIT_QDQ", true);
   o.qdq_debug = env_flag("ONEBIT_QDQ_DEBUG", false);
   o.w4_fusion = env_flag("ONEBIT_W4", true);
+  o.kv_state = env_flag("ONEBIT_KV_STATE", true);
   o.trace = env_flag("ONEBIT_TRACE", false);
   o.profile = env_flag("ONEBIT_PROFILE", false);
   return o;
@@ -30,7 +31,7 @@ SessionOptions SessionOptions::from_env() {
 // still a plain MatMul (or DequantizeLinear -> MatMul); a transposed constant weight is handed to its MatMul
 // before folding could copy it; folding next so fusions see constants;
 // dead nodes after folding; then the fusions, which match on constant
-// weights.
+// weights; the KV state after the GQA fusion, whose nodes it re-points.
 const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
       {"last-position-outputs", true, keep_last_position},
@@ -43,6 +44,7 @@ const std::vector<Pass>& pass_list() {
       {"fuse-gqa-matmul", false, fuse_gqa_matmul},
       {"fuse-rms-norm", false, fuse_rms_norm},
       {"fuse-rotary", false, fuse_rotary},
+      {"kv-state", false, keep_kv_state},
       {"remove-dead-nodes", true, remove_dead_nodes},
   };
   return passes;

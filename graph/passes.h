@@ -26,8 +26,14 @@ struct SessionOptions {
   // Outputs whose last row along the sequence axis is all the caller reads
   // (the generator's logits): their LM head computes only that row.
   std::vector<std::string> last_position_outputs;
+  // KV-cache inputs (`past`) of a caller that decodes one sequence and does
+  // not feed `present` back: the session keeps the cache itself and appends
+  // in place (graph/kv_state.cpp). `1bit run` names none.
+  std::vector<std::string> kv_state_inputs;
+  bool kv_state = true;  // ONEBIT_KV_STATE=0 keeps the exported Concats (control runs)
 
-  // Reads ONEBIT_QDQ, ONEBIT_QDQ_DEBUG, ONEBIT_W4, ONEBIT_TRACE, ONEBIT_PROFILE from the environment.
+  // Reads ONEBIT_QDQ, ONEBIT_QDQ_DEBUG, ONEBIT_W4, ONEBIT_KV_STATE, ONEBIT_TRACE, ONEBIT_PROFILE from the
+  // environment.
   static SessionOptions from_env();
 };
 
@@ -58,6 +64,7 @@ void run_passes(Graph& g, const SessionOptions& options, PassReport& report, Thr
 void fold_constants(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 void remove_dead_nodes(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 void keep_last_position(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
+void keep_kv_state(Graph& g, const SessionOptions& options, PassReport& report, ThreadPool& pool);
 
 // Per node: whether any of its outputs reaches a graph output (in topological
 // order). `live_values`, if given, receives the same per value.

@@ -40,6 +40,7 @@ struct Plan {
   std::vector<int64_t> offset;          // per value: arena offset, -1 none
   std::vector<int> alias_of;            // per value: value whose storage it views, -1 none
   std::vector<int64_t> alias_offset;    // per value: byte offset of the view in that storage
+  std::vector<bool> held;               // per value: storage its kernel keeps (ReshapeContext::hold_output)
   std::vector<const Tensor*> known;     // per value: constant or folded at plan time
   std::deque<Tensor> folded;            // storage for values folded at plan time
   std::vector<int> placed_in;           // per value: graph output whose buffer holds it, -1 none
@@ -67,7 +68,7 @@ std::vector<Tensor> evaluate_node(const Graph& g, const Node& node, Kernel& kern
     const OutputPlan& p = rc.outputs()[o];
     if (!present[o]) continue;
     if (!p.set) fail("{}: kernel did not plan output {}", g.node_label(node), o);
-    outs[o] = Tensor::allocate(p.dtype, p.shape);
+    outs[o] = p.held ? Tensor(p.dtype, p.shape, nullptr) : Tensor::allocate(p.dtype, p.shape);
   }
   std::vector<uint8_t> workspace(rc.workspace() + 64);
   void* ws = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;
@@ -279,6 +280,7 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
   p.offset.assign(nv, -1);
   p.alias_of.assign(nv, -1);
   p.alias_offset.assign(nv, 0);
+  p.held.assign(nv, false);
   p.known.assign(nv, nullptr);
   p.placed_in.assign(nv, -1);
   p.placed_offset.assign(nv, 0);
@@ -359,7 +361,9 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
       out_bytes += dtype_bytes(op.dtype, count);
     }
 
-    if (all_known && out_bytes <= kPlanFoldBytes) {
+    bool holds = false;
+    for (size_t o = 0; o < node.outputs.size(); ++o) holds = holds || (present[o] && rc.outputs()[o].held);
+    if (all_known && out_bytes <= kPlanFoldBytes && !holds) {
       std::vector<const Tensor*> ins(node.inputs.size(), nullptr);
       std::deque<Tensor> shells;  // shape-only stand-ins for inputs whose data is not read
       for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -390,6 +394,11 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
       const Value& val = graph_.values[static_cast<size_t>(v)];
       const OutputPlan& op = rc.outputs()[o];
       const bool unused = last_use_[static_cast<size_t>(v)] < 0;
+      if (op.held) {
+        if (val.is_output) fail("{}: output '{}' is kernel state and cannot be a graph output", graph_.node_label(node), val.name);
+        p.held[static_cast<size_t>(v)] = true;
+        continue;
+      }
       if (val.is_output) continue;
       if (op.alias_of >= 0) {
         const int src = node.inputs[static_cast<size_t>(op.alias_of)];
@@ -546,7 +555,9 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
         const int v = node.outputs[o];
         if (v < 0) continue;
         const size_t vi = static_cast<size_t>(v);
-        if (p.alias_of[vi] >= 0) {
+        if (p.held[vi]) {
+          outs[o] = Tensor(p.dtype[vi], p.shape[vi], nullptr);
+        } else if (p.alias_of[vi] >= 0) {
           const Tensor& src = rt[static_cast<size_t>(p.alias_of[vi])];
           outs[o] = Tensor(p.dtype[vi], p.shape[vi], static_cast<uint8_t*>(src.raw()) + p.alias_offset[vi], src.owner());
         } else if (p.placed_in[vi] >= 0) {
@@ -567,6 +578,13 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
         node_ms_[n] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       } else {
         with_context(graph_.node_label(node), [&] { kernel.run(ctx); });
+      }
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        const int v = node.outputs[o];
+        if (v >= 0 && p.held[static_cast<size_t>(v)] &&
+            (outs[o].shape() != p.shape[static_cast<size_t>(v)] || (!outs[o].raw() && outs[o].size() > 0)))
+          fail("{}: kernel did not provide its held output {} as {}", graph_.node_label(node), o,
+               shape_str(p.shape[static_cast<size_t>(v)]));
       }
     } else {
       outs = with_context(graph_.node_label(node), [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });

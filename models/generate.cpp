@@ -45,6 +45,12 @@ Generator::Generator(Session& session, CausalLmBinding binding) : session_(sessi
   const auto outs = session_.output_names();
   logits_slot_ = index_of(outs, binding_.logits);
   for (const auto& name : binding_.present_outputs) present_index_.push_back(index_of(outs, name));
+  // A session that keeps the cache itself (SessionOptions::kv_state_inputs)
+  // has no `present` outputs; `past` then only tells it the past length.
+  const auto missing = std::count(present_index_.begin(), present_index_.end(), -1);
+  kv_state_ = missing > 0;
+  if (missing > 0 && missing != static_cast<long>(present_index_.size()))
+    fail("{}: the session has some of the cache outputs but not all", session_.graph().path);
 }
 
 std::vector<NamedTensor> Generator::inputs_for(const std::vector<int32_t>* ids, int64_t seq, int64_t past_len,
@@ -61,7 +67,7 @@ std::vector<NamedTensor> Generator::inputs_for(const std::vector<int32_t>* ids, 
     inputs.push_back({binding_.position_ids, row(binding_.positions_dtype, seq, [&](int64_t i) { return past_len + i; })});
   if (binding_.cache != CausalLmBinding::Cache::None) {
     for (size_t i = 0; i < binding_.past_inputs.size(); ++i) {
-      if (data && past_len > 0) {
+      if (data && past_len > 0 && !kv_state_) {
         inputs.push_back({binding_.past_inputs[i], cache_[i]});
         continue;
       }
@@ -81,7 +87,7 @@ const float* Generator::forward(const std::vector<int32_t>& ids, int64_t past_le
   outputs_.clear();  // release last step's buffers so the session can recycle them
   outputs_ = session_.run(inputs);
   inputs.clear();
-  if (binding_.cache != CausalLmBinding::Cache::None) {
+  if (binding_.cache != CausalLmBinding::Cache::None && !kv_state_) {
     cache_.resize(present_index_.size());
     for (size_t i = 0; i < present_index_.size(); ++i) cache_[i] = outputs_[static_cast<size_t>(present_index_[i])];
   }

@@ -5,6 +5,8 @@
 //   transB = 0: A = P [b,h,S,T]  ->  P·V  [b,h,S,d]
 // The rep query heads of one KV head are consecutive rows of A, so each KV
 // head is one GEMM of rep·S rows that reads its K or V once.
+// With a fifth input (graph/kv_state.cpp), KV is a KvAppend state: heads
+// lie input-4 floats apart instead of T·d.
 #include "ops/broadcast.h"
 #include "ops/registry.h"
 #include "ops/sgemm.h"
@@ -21,15 +23,15 @@ class GqaMatMulKernel : public Kernel {
  public:
   explicit GqaMatMulKernel(const KernelInfo& info)
       : trans_b_(info.attrs().get_int("transB", 0) != 0), allowzero_(info.attrs().get_int("allowzero", 0) != 0),
-        config_(&sgemm_config()) {}
+        state_(info.has_input(4)), config_(&sgemm_config()) {}
 
   void reshape(ReshapeContext& ctx) override {
     if (ctx.dtype(0) != DType::F32 || ctx.dtype(1) != DType::F32)
       fail("inputs are {} and {}, expected float32", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
     const Shape& a = ctx.shape(0);
+    if (a.size() != 4 || ctx.shape(1).size() != 4)
+      fail("expected A [b,h,S,X] and KV [b,kvh,T,d], got {} and {}", shape_str(a), shape_str(ctx.shape(1)));
     const Shape& kv = ctx.shape(1);
-    if (a.size() != 4 || kv.size() != 4)
-      fail("expected A [b,h,S,X] and KV [b,kvh,T,d], got {} and {}", shape_str(a), shape_str(kv));
     // The repeat the graph spelled out: Expand to e, then Reshape to r.
     const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, tensor_to_ints(ctx.value(2))});
     if (e.size() != 5 || e[0] != kv[0] || e[1] != kv[1] || e[3] != kv[2] || e[4] != kv[3])
@@ -53,6 +55,8 @@ class GqaMatMulKernel : public Kernel {
     const Tensor& KV = ctx.input(1);
     Tensor& Y = ctx.output(0);
     const int64_t b = KV.dim(0), kvh = KV.dim(1), t = KV.dim(2), d = KV.dim(3);
+    const int64_t head_stride = state_ ? *ctx.input(4).data<int64_t>() : t * d;
+    if (head_stride < t * d) fail("KV heads are {} floats apart, less than {} positions of {}", head_stride, t, d);
     const int64_t h = A.dim(1), s = A.dim(2), rep = h / kvh;
     if (Y.size() == 0) return;
     const size_t m = static_cast<size_t>(rep * s), x = static_cast<size_t>(A.dim(3));
@@ -65,7 +69,7 @@ class GqaMatMulKernel : public Kernel {
     auto one = [&](int64_t task, void* work, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;
       const float* ab = a + (bi * h + g * rep) * s * static_cast<int64_t>(x);
-      const float* bb = kvp + (bi * kvh + g) * t * d;
+      const float* bb = kvp + (bi * kvh + g) * head_stride;
       float* yb = y + (bi * h + g * rep) * s * static_cast<int64_t>(n);
       sgemm(*config_, m, n, k, ab, x, false, bb, static_cast<size_t>(d), trans_b_, nullptr, yb, n, work, inner);
     };
@@ -86,8 +90,8 @@ class GqaMatMulKernel : public Kernel {
   std::string describe() const override {
     // Decode (a few rows per KV head) takes the in-place path: dot products
     // for Q·Kᵀ, the tile kernel on V's rows for P·V.
-    return fmt::format("GQA {} {} / {}", trans_b_ ? "Q.K^T" : "P.V", config_->gemm_name,
-                       trans_b_ ? config_->dot_name : "in place");
+    return fmt::format("GQA {}{} {} / {}", trans_b_ ? "Q.K^T" : "P.V", state_ ? " on the KV state" : "",
+                       config_->gemm_name, trans_b_ ? config_->dot_name : "in place");
   }
 
  private:
@@ -109,7 +113,7 @@ class GqaMatMulKernel : public Kernel {
     return out;
   }
 
-  bool trans_b_, allowzero_;
+  bool trans_b_, allowzero_, state_;
   const SgemmConfig* config_;
 };
 

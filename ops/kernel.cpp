@@ -37,7 +37,13 @@ void ReshapeContext::set_output(int i, DType dtype, Shape shape) {
   o.shape = std::move(shape);
   o.alias_of = -1;
   o.alias_offset = 0;
+  o.held = false;
   o.set = true;
+}
+
+void ReshapeContext::hold_output(int i, DType dtype, Shape shape) {
+  set_output(i, dtype, std::move(shape));
+  if (i < num_outputs()) outputs_[static_cast<size_t>(i)].held = true;
 }
 
 void ReshapeContext::alias_output(int i, int in, Shape shape, int64_t byte_offset) {

@@ -66,6 +66,7 @@ struct OutputPlan {
   Shape shape;
   int alias_of = -1;         // input index whose bytes this output may reuse
   int64_t alias_offset = 0;  // byte offset of the output inside that input
+  bool held = false;         // storage the kernel keeps across runs (hold_output)
   bool set = false;
 };
 
@@ -91,6 +92,10 @@ class ReshapeContext {
   // Squeeze, ...); the session may hand it the same storage. run() must
   // still copy when the two pointers differ.
   void alias_output(int i, int in, Shape shape, int64_t byte_offset = 0);
+  // Output i is storage the kernel itself keeps across runs (a KV state):
+  // the session allocates nothing for it, and run() must point
+  // ctx.output(i) at a tensor of this dtype and shape.
+  void hold_output(int i, DType dtype, Shape shape);
   void set_workspace(size_t bytes) { workspace_ = bytes; }
 
   const std::vector<OutputPlan>& outputs() const { return outputs_; }

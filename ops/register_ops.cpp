@@ -31,6 +31,7 @@ void register_all_ops(OpRegistry& r) {
   register_qdq_matmul_op(r);
   register_dyn_int8_matmul_op(r);
   register_gqa_matmul_op(r);
+  register_kv_append_op(r);
   register_rms_norm_op(r);
   register_rotary_op(r);
   register_q4_matmul_ops(r);

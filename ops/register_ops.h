@@ -35,6 +35,7 @@ void register_matmul_integer_ops(OpRegistry& r);
 void register_qdq_matmul_op(OpRegistry& r);
 void register_dyn_int8_matmul_op(OpRegistry& r);
 void register_gqa_matmul_op(OpRegistry& r);
+void register_kv_append_op(OpRegistry& r);
 void register_rms_norm_op(OpRegistry& r);
 void register_rotary_op(OpRegistry& r);
 void register_q4_matmul_ops(OpRegistry& r);

@@ -46,3 +46,10 @@ add_test(NAME cli_bad_input
   COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/check_cli_errors.py --onebit $<TARGET_FILE:onebit_cli>
           --tiny ${ONEBIT_TINY})
 set_tests_properties(cli_bad_input PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+
+# The session-kept KV cache: ort-run on the cached export with it and with
+# ONEBIT_KV_STATE=0 (the exported Concats) — same tokens, bit-identical logits.
+add_test(NAME kv_state_tiny_cached
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/check_kv_state.py --onebit $<TARGET_FILE:onebit_cli>
+          --model ${ONEBIT_TINY}/model-cached.onnx --layers 2)
+set_tests_properties(kv_state_tiny_cached PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)

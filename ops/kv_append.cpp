@@ -1,0 +1,103 @@
+// com.onebit::KvAppend(new, past), written by graph/kv_state.cpp: one
+// layer's K or V cache, kept by the kernel across runs.
+//   new  [1, kvh, S, d] float32: this step's keys or values;
+//   past any tensor whose dim `past_axis` is the past length P (its data is
+//        never read; the caller passes a shape-only tensor).
+// Outputs:
+//   0  the cache after appending, [1, kvh, P+S, d], each head's positions
+//      contiguous as in the exported cache, but heads `head_stride` floats
+//      apart: the state has room for `capacity` positions per head, so an
+//      append writes only the S new positions. It is not a dense tensor;
+//      only GqaMatMul reads it, given output 1 (the pass checks this).
+//   1  head_stride, int64 scalar: capacity · d.
+// The state follows one sequence: P must equal the positions it holds, or 0
+// to start a new sequence.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/registry.h"
+
+namespace onebit {
+
+namespace {
+
+class KvAppendKernel : public Kernel {
+ public:
+  explicit KvAppendKernel(const KernelInfo& info) : past_axis_(info.attrs().get_int("past_axis")) {}
+
+  bool needs_input_data(int input) const override { return input == 0; }
+
+  void reshape(ReshapeContext& ctx) override {
+    if (ctx.dtype(0) != DType::F32) fail("new keys or values are {}, expected float32", dtype_name(ctx.dtype(0)));
+    const Shape& x = ctx.shape(0);
+    if (x.size() != 4 || x[0] != 1)
+      fail("new keys or values have shape {}, expected [1, kv_heads, S, head_dim]", shape_str(x));
+    const Shape& past = ctx.shape(1);
+    if (past_axis_ < 0 || past_axis_ >= static_cast<int64_t>(past.size()))
+      fail("past_axis {} is outside the past's shape {}", past_axis_, shape_str(past));
+    const int64_t total = past[static_cast<size_t>(past_axis_)] + x[2];
+    // Planning for a longer sequence (the generator reserves for its last
+    // step) sizes the state now, so the decode steps allocate nothing.
+    reserve(x[1], x[3], total);
+    ctx.hold_output(0, DType::F32, {1, x[1], total, x[3]});
+    ctx.set_output(1, DType::I64, {});
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t kvh = x.dim(1), s = x.dim(2), d = x.dim(3);
+    const int64_t past = ctx.input(1).dim(static_cast<int>(past_axis_));
+    if (past == 0) length_ = 0;
+    if (past != length_)
+      fail("the KV state holds {} positions but past has {}: it follows one sequence, which starts again with an "
+           "empty past",
+           length_, past);
+    reserve(kvh, d, past + s);
+    const float* src = x.data<float>();
+    for (int64_t h = 0; h < kvh; ++h)
+      std::memcpy(state_.get() + h * capacity_ * d + past * d, src + h * s * d,
+                  static_cast<size_t>(s * d) * sizeof(float));
+    length_ = past + s;
+    ctx.output(0) = Tensor(DType::F32, {1, kvh, length_, d}, state_.get(), state_);
+    *ctx.output(1).data<int64_t>() = capacity_ * d;
+  }
+
+  std::string describe() const override {
+    return fmt::format("KV state, {} of {} positions held", length_, capacity_);
+  }
+
+ private:
+  // Room for `positions` per head, keeping what is held; a new head layout
+  // starts a new sequence.
+  void reserve(int64_t kvh, int64_t d, int64_t positions) {
+    if (kvh != kvh_ || d != d_) {
+      kvh_ = kvh;
+      d_ = d;
+      length_ = capacity_ = 0;
+      state_.reset();
+    }
+    if (positions <= capacity_) return;
+    const int64_t capacity = std::max(positions, capacity_ + capacity_ / 2);
+    const size_t bytes = (static_cast<size_t>(kvh * capacity * d) * sizeof(float) + 63) / 64 * 64;
+    float* p = static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
+    if (!p) fail("out of memory growing the KV state to {} positions ({} bytes)", capacity, bytes);
+    std::shared_ptr<float> fresh(p, [](float* q) { std::free(q); });
+    for (int64_t h = 0; h < kvh && length_ > 0; ++h)
+      std::memcpy(p + h * capacity * d, state_.get() + h * capacity_ * d, static_cast<size_t>(length_ * d) * sizeof(float));
+    state_ = std::move(fresh);
+    capacity_ = capacity;
+  }
+
+  int64_t past_axis_;
+  std::shared_ptr<float> state_;
+  int64_t kvh_ = 0, d_ = 0;
+  int64_t capacity_ = 0;  // positions per head
+  int64_t length_ = 0;    // positions held
+};
+
+}  // namespace
+
+void register_kv_append_op(OpRegistry& r) { r.add(kOneBitDomain, "KvAppend", 1, 1, make_factory<KvAppendKernel>()); }
+
+}  // namespace onebit

@@ -1,0 +1,209 @@
+// The KV state (graph/kv_state.cpp, ops/kv_append.cpp): one attention layer
+// in the form transformers exports it (cache Concat, repeat_kv, Q·Kᵀ,
+// Softmax, P·V), run step by step twice: as exported, feeding `present` back
+// as `past`, and with the session keeping the cache (shape-only `past`). The
+// attention outputs must be bit-identical at every step: prefill, one-token
+// steps, two-token steps, and across the state's growth. Refusals leave the
+// graph as it was.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "graph/onnx_loader.h"
+#include "graph/session.h"
+#include "model_builder.h"
+
+using namespace onebit;
+using onebit::test::ModelBuilder;
+using onebit::test::scratch_dir;
+
+namespace {
+
+constexpr int32_t kFloat = 1, kInt64 = 7;
+constexpr int64_t kKvHeads = 2, kRep = 2, kHeadDim = 8, kModel = 16;
+
+std::vector<float> weights(size_t n, int seed) {
+  std::vector<float> w(n);
+  for (size_t i = 0; i < n; ++i) w[i] = static_cast<float>((i * (7 + seed) + seed) % 17) / 8.f - 1.f;
+  return w;
+}
+
+enum class Cache { Stacked, PerLayer };
+
+// x [1,S,16] -> attention over past + new (2 KV heads of 8, 4 query heads)
+// -> y [1,4,S,8], and the cache after the step.
+ModelBuilder attention(Cache cache, bool extra_reader) {
+  ModelBuilder b;
+  const int64_t h = kKvHeads * kRep;
+  b.input("x", kFloat, {1, -1, kModel}).output("y", kFloat, {1, h, -1, kHeadDim});
+  b.initializer<float>("Wq", kFloat, {kModel, h * kHeadDim}, weights(size_t(kModel * h * kHeadDim), 1));
+  b.initializer<float>("Wk", kFloat, {kModel, kKvHeads * kHeadDim}, weights(size_t(kModel * kKvHeads * kHeadDim), 2));
+  b.initializer<float>("Wv", kFloat, {kModel, kKvHeads * kHeadDim}, weights(size_t(kModel * kKvHeads * kHeadDim), 3));
+  b.initializer<int64_t>("q_shape", kInt64, {4}, {1, -1, h, kHeadDim});
+  b.initializer<int64_t>("kv_shape", kInt64, {4}, {1, -1, kKvHeads, kHeadDim});
+  b.initializer<int64_t>("i0", kInt64, {1}, {0});
+  b.initializer<int64_t>("i1", kInt64, {1}, {1});
+  b.initializer<int64_t>("i2", kInt64, {1}, {2});
+  b.initializer<int64_t>("i3", kInt64, {1}, {3});
+  b.initializer<int64_t>("e_head", kInt64, {3}, {1, kKvHeads, kRep});
+  b.initializer<int64_t>("r_head", kInt64, {2}, {1, h});
+  b.initializer<int64_t>("d", kInt64, {1}, {kHeadDim});
+  auto heads = [&](const std::string& w, const std::string& shape, const std::string& out) {
+    b.node("MatMul", {"x", w}, {out + "_p"});
+    b.node("Reshape", {out + "_p", shape}, {out + "_r"});
+    ModelBuilder::attr_ints(b.node("Transpose", {out + "_r"}, {out}), "perm", {0, 2, 1, 3});
+  };
+  heads("Wq", "q_shape", "q");
+  heads("Wk", "kv_shape", "k_new");
+  heads("Wv", "kv_shape", "v_new");
+
+  std::string past_len_of;
+  if (cache == Cache::Stacked) {
+    b.input("past", kFloat, {2, 1, kKvHeads, -1, kHeadDim}).output("present", kFloat, {2, 1, kKvHeads, -1, kHeadDim});
+    for (int j = 0; j < 2; ++j) {
+      const std::string kv = j == 0 ? "k" : "v";
+      b.node("Slice", {"past", j == 0 ? "i0" : "i1", j == 0 ? "i1" : "i2", "i0"}, {kv + "_slice"});
+      b.node("Squeeze", {kv + "_slice", "i0"}, {kv + "_past"});
+    }
+    b.node("Shape", {"past"}, {"past_shape"});
+    b.node("Gather", {"past_shape", "i3"}, {"past_len"});
+  } else {
+    b.input("past_k", kFloat, {1, kKvHeads, -1, kHeadDim}).input("past_v", kFloat, {1, kKvHeads, -1, kHeadDim});
+    b.output("present_k", kFloat, {1, kKvHeads, -1, kHeadDim}).output("present_v", kFloat, {1, kKvHeads, -1, kHeadDim});
+    b.node("Shape", {"past_k"}, {"past_shape"});
+    b.node("Gather", {"past_shape", "i2"}, {"past_len"});
+  }
+  for (const std::string kv : {"k", "v"}) {
+    const std::string past = cache == Cache::Stacked ? kv + "_past" : "past_" + kv;
+    const std::string cat = cache == Cache::Stacked ? kv + "_cat" : "present_" + kv;
+    ModelBuilder::attr_int(b.node("Concat", {past, kv + "_new"}, {cat}), "axis", 2);
+    b.node("Unsqueeze", {cat, "i2"}, {kv + "_u"});
+    b.node("Expand", {kv + "_u", "e"}, {kv + "_e"});
+    b.node("Reshape", {kv + "_e", "r"}, {kv + "_rep"});
+  }
+  // e = [1, kvh, rep, T, d], r = [1, h, T, d] with T = past + S.
+  b.node("Shape", {"x"}, {"x_shape"});
+  b.node("Gather", {"x_shape", "i1"}, {"s"});
+  b.node("Add", {"past_len", "s"}, {"t"});
+  ModelBuilder::attr_int(b.node("Concat", {"e_head", "t", "d"}, {"e"}), "axis", 0);
+  ModelBuilder::attr_int(b.node("Concat", {"r_head", "t", "d"}, {"r"}), "axis", 0);
+  ModelBuilder::attr_ints(b.node("Transpose", {"k_rep"}, {"kt"}), "perm", {0, 1, 3, 2});
+  b.node("MatMul", {"q", "kt"}, {"scores"});
+  ModelBuilder::attr_int(b.node("Softmax", {"scores"}, {"p"}), "axis", -1);
+  b.node("MatMul", {"p", "v_rep"}, {"y"});
+  if (cache == Cache::Stacked) {
+    b.node("Unsqueeze", {"k_cat", "i0"}, {"k_stack"});
+    b.node("Unsqueeze", {"v_cat", "i0"}, {"v_stack"});
+    ModelBuilder::attr_int(b.node("Concat", {"k_stack", "v_stack"}, {"present"}), "axis", 0);
+  }
+  if (extra_reader) {  // something besides attention reads the cache
+    b.output("k_sum", kFloat, {});
+    ModelBuilder::attr_int(b.node("ReduceSum", {cache == Cache::Stacked ? "k_cat" : "present_k"}, {"k_sum"}),
+                           "keepdims", 0);
+  }
+  return b;
+}
+
+Tensor input_x(int64_t s, int step) {
+  Tensor t = Tensor::allocate(DType::F32, {1, s, kModel});
+  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = static_cast<float>((i * 13 + step * 7) % 19) / 9.f - 1.f;
+  return t;
+}
+
+Shape past_shape(Cache cache, int64_t p) {
+  return cache == Cache::Stacked ? Shape{2, 1, kKvHeads, p, kHeadDim} : Shape{1, kKvHeads, p, kHeadDim};
+}
+
+std::vector<std::string> past_names(Cache cache) {
+  return cache == Cache::Stacked ? std::vector<std::string>{"past"} : std::vector<std::string>{"past_k", "past_v"};
+}
+
+int index_of(const std::vector<std::string>& names, const std::string& name) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+Session open(Cache cache, bool extra_reader, bool state, const std::string& name) {
+  const std::string path = scratch_dir(name) + "/model.onnx";
+  attention(cache, extra_reader).save(path);
+  SessionOptions o;
+  if (state) o.kv_state_inputs = past_names(cache);
+  return Session(load_onnx(path), o);
+}
+
+void require_identical(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  REQUIRE(std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
+}
+
+// Steps of S new positions each; the plain session is fed its own present.
+void decode_both(Session& plain, Session& state, Cache cache, const std::vector<int64_t>& steps) {
+  const auto names = past_names(cache);
+  const auto outs = plain.output_names();
+  std::vector<Tensor> past;
+  int64_t p = 0;
+  for (size_t step = 0; step < steps.size(); ++step) {
+    INFO("step " << step << ", past " << p << ", S " << steps[step]);
+    const Tensor x = input_x(steps[step], static_cast<int>(step));
+    std::vector<NamedTensor> a{{"x", x}}, b{{"x", x}};
+    for (size_t i = 0; i < names.size(); ++i) {
+      a.push_back({names[i], p == 0 ? Tensor(DType::F32, past_shape(cache, 0), nullptr) : past[i]});
+      b.push_back({names[i], Tensor(DType::F32, past_shape(cache, p), nullptr)});
+    }
+    const std::vector<Tensor> ya = plain.run(a), yb = state.run(b);
+    require_identical(ya[0], yb[0]);
+    past.clear();
+    for (const std::string& present : cache == Cache::Stacked ? std::vector<std::string>{"present"}
+                                                              : std::vector<std::string>{"present_k", "present_v"})
+      past.push_back(ya[static_cast<size_t>(index_of(outs, present))]);
+    p += steps[step];
+  }
+}
+
+}  // namespace
+
+TEST_CASE("kv state: attention is bit-identical to the exported cache, step by step", "[kv_state]") {
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
+    INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache");
+    Session plain = open(cache, false, false, "kv_plain"), state = open(cache, false, true, "kv_state");
+    CHECK(plain.pass_report().get("kv_state") == 0);
+    REQUIRE(state.pass_report().get("kv_state") == 2);
+    CHECK(state.output_names() == std::vector<std::string>{"y"});
+    // Prefill of 5 (the packed GEMM path), one-token and two-token steps
+    // (the dot path), past the state's first capacity (it grows).
+    decode_both(plain, state, cache, {5, 1, 1, 2, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1});
+    // A new sequence starts again from an empty past.
+    decode_both(plain, state, cache, {3, 1, 1});
+  }
+}
+
+TEST_CASE("kv state: a past length other than the state's is an error", "[kv_state]") {
+  Session s = open(Cache::Stacked, false, true, "kv_mismatch");
+  auto run = [&](int64_t p, int64_t n) {
+    return s.run({{"x", input_x(n, 0)}, {"past", Tensor(DType::F32, past_shape(Cache::Stacked, p), nullptr)}});
+  };
+  run(0, 4);
+  run(4, 1);
+  CHECK_THROWS_WITH(run(3, 1), Catch::Contains("holds 5 positions but past has 3"));
+}
+
+TEST_CASE("kv state must not fire when something else reads the cache", "[kv_state][must-not-fire]") {
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
+    Session s = open(cache, true, true, "kv_extra");
+    CHECK(s.pass_report().get("kv_state") == 0);
+    CHECK(s.pass_report().get("kv_state_refused") == 1);
+    CHECK(index_of(s.output_names(), cache == Cache::Stacked ? "present" : "present_k") >= 0);
+  }
+  SessionOptions o;  // names an input the graph does not have
+  const std::string path = scratch_dir("kv_noinput") + "/model.onnx";
+  attention(Cache::Stacked, false).save(path);
+  o.kv_state_inputs = {"past_key_values.0.key"};
+  Session s(load_onnx(path), o);
+  CHECK(s.pass_report().get("kv_state") == 0);
+  CHECK(s.pass_report().get("kv_state_refused") == 1);
+  o.kv_state_inputs = {"past"};  // and ONEBIT_KV_STATE=0
+  o.kv_state = false;
+  Session off(load_onnx(path), o);
+  CHECK(off.pass_report().get("kv_state") == 0);
+}
