@@ -150,7 +150,8 @@ std::string Session::profile_report() const {
   }
   std::vector<std::pair<std::string, Row>> rows(by_op.begin(), by_op.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  std::string s = fmt::format("profile: {:.1f} ms in kernels over {} runs\n", total, profile_runs_);
+  std::string s = fmt::format("profile: {:.1f} ms in kernels over {} runs, {:.1f} ms planning {} new shapes\n", total,
+                              profile_runs_, plan_ms_, profile_plans_);
   for (const auto& [op, r] : rows) {
     if (r.ms <= 0) continue;
     s += fmt::format("  {:<28} {:>9.1f} ms {:>5.1f}%  {:>4} nodes  worst '{}' {}\n", op, r.ms, 100 * r.ms / total, r.nodes,
@@ -161,7 +162,8 @@ std::string Session::profile_report() const {
 
 void Session::reset_profile() {
   std::fill(node_ms_.begin(), node_ms_.end(), 0.0);
-  profile_runs_ = 0;
+  profile_runs_ = profile_plans_ = 0;
+  plan_ms_ = 0;
 }
 
 void Session::release_constant(Value& val) {
@@ -495,7 +497,12 @@ const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
       plans_.splice(plans_.begin(), plans_, it);
       return *plans_.front().second;
     }
+  const auto t0 = std::chrono::steady_clock::now();
   auto plan = build_plan(inputs);
+  if (options_.profile) {
+    plan_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ++profile_plans_;
+  }
   plans_.emplace_front(std::move(key), std::move(plan));
   if (plans_.size() > kPlansKept) plans_.pop_back();
   return *plans_.front().second;

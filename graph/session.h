@@ -103,6 +103,8 @@ class Session {
   std::vector<size_t> output_slot_;                     // value id -> graph output index
   std::vector<double> node_ms_;                         // per node, with profile
   int64_t profile_runs_ = 0;                            // runs node_ms_ covers
+  int64_t profile_plans_ = 0;                           // plans built meanwhile
+  double plan_ms_ = 0;                                  // time building them
 };
 
 }  // namespace onebit
