@@ -53,7 +53,8 @@ int64_t axis_attr(const Node& n, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
-// Concat input 0 -> the graph input it slices, or -1.
+// Whether Concat input `v` is a slice of a graph input's cache, filling in
+// which input, its sequence axis and the slicing nodes:
 //   per layer: the input itself (rank 4);
 //   stacked:   Squeeze(Slice(past, [j], [j+1], axes [0]), [0]) or Gather(past, j, axis 0) (rank 5).
 bool match_past(const Graph& g, int v, Append& a) {
@@ -149,10 +150,15 @@ void keep_kv_state(Graph& g, const SessionOptions& options, PassReport& report, 
   // Every present output is made of matched Concats only.
   for (int p : presents) {
     const Node& pn = g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(p)].producer)];
-    if (matched_nodes.count(g.values[static_cast<size_t>(p)].producer)) continue;
+    if (matched_nodes.count(g.values[static_cast<size_t>(p)].producer)) continue;  // per layer: checked above
+    // A stack nothing in the graph reads: once it is no output, nothing
+    // will read the held caches as dense tensors.
+    if (!readers(p).empty())
+      return refuse(report, options, fmt::format("output '{}' is also read inside the graph",
+                                                 g.values[static_cast<size_t>(p)].name));
     for (int in : pn.inputs) {
       const Node* u = producer_node(g, in);
-      if (!u || !matched_nodes.count(producer_index(g, u->inputs[0])))
+      if (!u || u->inputs.empty() || !matched_nodes.count(producer_index(g, u->inputs[0])))
         return refuse(report, options, fmt::format("output '{}' stacks more than the layer caches",
                                                    g.values[static_cast<size_t>(p)].name));
     }
@@ -170,8 +176,7 @@ void keep_kv_state(Graph& g, const SessionOptions& options, PassReport& report, 
 
   // Rewrite.
   for (const Append& a : appends) {
-    Node& n = g.nodes[static_cast<size_t>(a.concat)];
-    const int out = n.outputs[0];
+    const int out = g.nodes[static_cast<size_t>(a.concat)].outputs[0];
     Value stride;
     stride.name = g.unique_name(g.values[static_cast<size_t>(out)].name + "_head_stride");
     stride.dtype = DType::I64;

@@ -32,7 +32,9 @@ enum class Cache { Stacked, PerLayer };
 
 // x [1,S,16] -> attention over past + new (2 KV heads of 8, 4 query heads)
 // -> y [1,4,S,8], and the cache after the step.
-ModelBuilder attention(Cache cache, bool extra_reader) {
+enum class Extra { None, Cache, Present };
+
+ModelBuilder attention(Cache cache, Extra extra) {
   ModelBuilder b;
   const int64_t h = kKvHeads * kRep;
   b.input("x", kFloat, {1, -1, kModel}).output("y", kFloat, {1, h, -1, kHeadDim});
@@ -96,10 +98,10 @@ ModelBuilder attention(Cache cache, bool extra_reader) {
     b.node("Unsqueeze", {"v_cat", "i0"}, {"v_stack"});
     ModelBuilder::attr_int(b.node("Concat", {"k_stack", "v_stack"}, {"present"}), "axis", 0);
   }
-  if (extra_reader) {  // something besides attention reads the cache
+  if (extra != Extra::None) {  // something besides attention reads the cache, or the stacked present
+    const std::string read = extra == Extra::Present ? "present" : cache == Cache::Stacked ? "k_cat" : "present_k";
     b.output("k_sum", kFloat, {});
-    ModelBuilder::attr_int(b.node("ReduceSum", {cache == Cache::Stacked ? "k_cat" : "present_k"}, {"k_sum"}),
-                           "keepdims", 0);
+    ModelBuilder::attr_int(b.node("ReduceSum", {read}, {"k_sum"}), "keepdims", 0);
   }
   return b;
 }
@@ -124,9 +126,9 @@ int index_of(const std::vector<std::string>& names, const std::string& name) {
   return -1;
 }
 
-Session open(Cache cache, bool extra_reader, bool state, const std::string& name) {
+Session open(Cache cache, Extra extra, bool state, const std::string& name) {
   const std::string path = scratch_dir(name) + "/model.onnx";
-  attention(cache, extra_reader).save(path);
+  attention(cache, extra).save(path);
   SessionOptions o;
   if (state) o.kv_state_inputs = past_names(cache);
   return Session(load_onnx(path), o);
@@ -166,7 +168,7 @@ void decode_both(Session& plain, Session& state, Cache cache, const std::vector<
 TEST_CASE("kv state: attention is bit-identical to the exported cache, step by step", "[kv_state]") {
   for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
     INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache");
-    Session plain = open(cache, false, false, "kv_plain"), state = open(cache, false, true, "kv_state");
+    Session plain = open(cache, Extra::None, false, "kv_plain"), state = open(cache, Extra::None, true, "kv_state");
     CHECK(plain.pass_report().get("kv_state") == 0);
     REQUIRE(state.pass_report().get("kv_state") == 2);
     CHECK(state.output_names() == std::vector<std::string>{"y"});
@@ -179,7 +181,7 @@ TEST_CASE("kv state: attention is bit-identical to the exported cache, step by s
 }
 
 TEST_CASE("kv state: a past length other than the state's is an error", "[kv_state]") {
-  Session s = open(Cache::Stacked, false, true, "kv_mismatch");
+  Session s = open(Cache::Stacked, Extra::None, true, "kv_mismatch");
   auto run = [&](int64_t p, int64_t n) {
     return s.run({{"x", input_x(n, 0)}, {"past", Tensor(DType::F32, past_shape(Cache::Stacked, p), nullptr)}});
   };
@@ -189,15 +191,17 @@ TEST_CASE("kv state: a past length other than the state's is an error", "[kv_sta
 }
 
 TEST_CASE("kv state must not fire when something else reads the cache", "[kv_state][must-not-fire]") {
-  for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
-    Session s = open(cache, true, true, "kv_extra");
-    CHECK(s.pass_report().get("kv_state") == 0);
-    CHECK(s.pass_report().get("kv_state_refused") == 1);
-    CHECK(index_of(s.output_names(), cache == Cache::Stacked ? "present" : "present_k") >= 0);
-  }
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer})
+    for (Extra extra : {Extra::Cache, Extra::Present}) {
+      if (cache == Cache::PerLayer && extra == Extra::Present) continue;  // the same as Extra::Cache there
+      Session s = open(cache, extra, true, "kv_extra");
+      CHECK(s.pass_report().get("kv_state") == 0);
+      CHECK(s.pass_report().get("kv_state_refused") == 1);
+      CHECK(index_of(s.output_names(), cache == Cache::Stacked ? "present" : "present_k") >= 0);
+    }
   SessionOptions o;  // names an input the graph does not have
   const std::string path = scratch_dir("kv_noinput") + "/model.onnx";
-  attention(Cache::Stacked, false).save(path);
+  attention(Cache::Stacked, Extra::None).save(path);
   o.kv_state_inputs = {"past_key_values.0.key"};
   Session s(load_onnx(path), o);
   CHECK(s.pass_report().get("kv_state") == 0);
