@@ -22,8 +22,12 @@
 // Per-layer caches (`past_key_values.N.key` → `present.N.key`, as Optimum
 // exports) are matched the same way.
 //
+// Multi-head attention (no repeat_kv, so no GqaMatMul yet) reads the cache
+// through MatMul(Q, Transpose(cache)) and MatMul(P, cache); those products
+// become GqaMatMuls with one query head per KV head.
+//
 // All or nothing: the pass rewrites only when every present output is made
-// of matched Concats whose results only GqaMatMuls read (as K or V), and the
+// of matched Concats whose results only attention products read, and the
 // past inputs feed nothing but those Concats and Shape nodes. Otherwise the
 // graph is left alone and `kv_state_refused` logs why (ONEBIT_KV_STATE=0
 // forces the plain graph, for control runs).
@@ -82,6 +86,26 @@ bool match_past(const Graph& g, int v, Append& a) {
   return true;
 }
 
+// Multi-head attention (as many query heads as KV heads) has no repeat_kv
+// for the GQA fusion to match: the cache reaches its products directly,
+//   MatMul(Q, Transpose(cache, perm 0,1,3,2))   or   MatMul(P, cache).
+// For reader `r` of `cache`, the MatMul node that is such a product, else -1.
+template <class Readers>
+int attention_product(const Graph& g, const Readers& readers, int cache, int r) {
+  const Node& c = g.nodes[static_cast<size_t>(r)];
+  if (c.op_type == "MatMul" && c.domain.empty() && c.inputs.size() == 2 && c.inputs[1] == cache && c.inputs[0] != cache)
+    return r;
+  if (c.op_type == "Transpose" && c.domain.empty() && c.attrs.get_ints("perm", {}) == std::vector<int64_t>{0, 1, 3, 2} &&
+      readers(c.outputs[0]).size() == 1) {
+    const int m = readers(c.outputs[0])[0];
+    const Node& mm = g.nodes[static_cast<size_t>(m)];
+    if (mm.op_type == "MatMul" && mm.domain.empty() && mm.inputs.size() == 2 && mm.inputs[1] == c.outputs[0] &&
+        mm.inputs[0] != c.outputs[0])
+      return m;
+  }
+  return -1;
+}
+
 void refuse(PassReport& report, const SessionOptions& options, const std::string& why) {
   report.count("kv_state_refused");
   report.log.push_back("kv_state_refused why=" + why);
@@ -127,6 +151,7 @@ void keep_kv_state(Graph& g, const SessionOptions& options, PassReport& report, 
     for (int r : readers(out)) {
       const Node& c = g.nodes[static_cast<size_t>(r)];
       if (c.op_type == "GqaMatMul" && c.domain == "com.onebit" && c.inputs[1] == out && c.inputs[0] != out) continue;
+      if (attention_product(g, readers, out, r) >= 0) continue;
       if (c.op_type == "Unsqueeze" && c.domain.empty() && c.inputs.size() == 2 && constant_ints_equal(g, c.inputs[1], {0}) &&
           readers(c.outputs[0]).size() == 1 && a.past_axis == 3 && present < 0) {
         const Node& stack = g.nodes[static_cast<size_t>(readers(c.outputs[0])[0])];
@@ -182,7 +207,16 @@ void keep_kv_state(Graph& g, const SessionOptions& options, PassReport& report, 
     stride.dtype = DType::I64;
     const int stride_v = g.add_value(std::move(stride));
     for (int r : readers(out)) {
+      const int mm = attention_product(g, readers, out, r);
+      if (mm >= 0) {  // multi-head: the product becomes a GqaMatMul with rep 1
+        Node& m = g.nodes[static_cast<size_t>(mm)];
+        const bool trans_b = mm != r;
+        make_onebit_node(m, "GqaMatMul", {m.inputs[0], out, -1, -1, stride_v});
+        set_int_attr(m, "transB", trans_b ? 1 : 0);
+        continue;
+      }
       Node& c = g.nodes[static_cast<size_t>(r)];
+      if (c.op_type != "GqaMatMul") continue;  // the way to `present`
       c.inputs.resize(5, -1);
       c.inputs[4] = stride_v;
     }

@@ -6,7 +6,8 @@
 // The rep query heads of one KV head are consecutive rows of A, so each KV
 // head is one GEMM of rep·S rows that reads its K or V once.
 // With a fifth input (graph/kv_state.cpp), KV is a KvAppend state: heads
-// lie input-4 floats apart instead of T·d.
+// lie input-4 floats apart instead of T·d. Without inputs 2 and 3 (the
+// kv-state pass on multi-head attention) rep is 1.
 #include "ops/broadcast.h"
 #include "ops/registry.h"
 #include "ops/sgemm.h"
@@ -32,14 +33,17 @@ class GqaMatMulKernel : public Kernel {
     if (a.size() != 4 || ctx.shape(1).size() != 4)
       fail("expected A [b,h,S,X] and KV [b,kvh,T,d], got {} and {}", shape_str(a), shape_str(ctx.shape(1)));
     const Shape& kv = ctx.shape(1);
-    // The repeat the graph spelled out: Expand to e, then Reshape to r.
-    const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, tensor_to_ints(ctx.value(2))});
-    if (e.size() != 5 || e[0] != kv[0] || e[1] != kv[1] || e[3] != kv[2] || e[4] != kv[3])
-      fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(e), shape_str(kv));
-    const int64_t rep = e[2];
-    const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(3)));
-    if (r != Shape{kv[0], kv[1] * rep, kv[2], kv[3]})
-      fail("Reshape of {} to {} is not [b, kvh*rep, T, d]", shape_str(e), shape_str(r));
+    int64_t rep = 1;  // without the repeat's shapes: one query head per KV head
+    if (ctx.has_input(2)) {
+      // The repeat the graph spelled out: Expand to e, then Reshape to r.
+      const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, tensor_to_ints(ctx.value(2))});
+      if (e.size() != 5 || e[0] != kv[0] || e[1] != kv[1] || e[3] != kv[2] || e[4] != kv[3])
+        fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(e), shape_str(kv));
+      rep = e[2];
+      const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(3)));
+      if (r != Shape{kv[0], kv[1] * rep, kv[2], kv[3]})
+        fail("Reshape of {} to {} is not [b, kvh*rep, T, d]", shape_str(e), shape_str(r));
+    }
     const int64_t x = trans_b_ ? kv[3] : kv[2];
     if (a[0] != kv[0] || a[1] != kv[1] * rep || a[3] != x)
       fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * rep, kv[2], kv[3]);
