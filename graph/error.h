@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <concepts>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -28,6 +29,19 @@ decltype(auto) with_context(const std::string& prefix, Body&& body) {
     return body();
   } catch (const Error& e) {
     throw Error(prefix + ": " + e.what());
+  }
+}
+
+// The same with the prefix built only if `body` throws: for calls made per
+// node and per run, where formatting a label each time costs more than
+// many of the kernels it would name.
+template <class Prefix, class Body>
+  requires std::invocable<Prefix&>
+decltype(auto) with_context(Prefix&& prefix, Body&& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    throw Error(prefix() + ": " + e.what());
   }
 }
 

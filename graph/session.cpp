@@ -102,7 +102,7 @@ Session::Session(Graph graph, const SessionOptions& options) : graph_(std::move(
       continue;
     }
     KernelInfo info(graph_, node, pool_.get());
-    kernels_[n] = with_context(graph_.node_label(node), [&] { return entry->create(info); });
+    kernels_[n] = with_context([&] { return graph_.node_label(node); }, [&] { return entry->create(info); });
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const int v = node.inputs[i];
       if (v < 0 || !kernels_[n]->packs_constant(static_cast<int>(i))) continue;
@@ -345,7 +345,7 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
     for (size_t o = 0; o < node.outputs.size(); ++o) present[o] = node.outputs[o] >= 0;
     ReshapeContext rc(std::move(infos), static_cast<int>(node.outputs.size()), present);
     try {
-      with_context(graph_.node_label(node), [&] { kernel.reshape(rc); });
+      with_context([&] { return graph_.node_label(node); }, [&] { kernel.reshape(rc); });
     } catch (const NeedsValue&) {
       mark_dynamic();
       continue;
@@ -379,7 +379,7 @@ std::unique_ptr<Plan> Session::build_plan(const std::vector<const Tensor*>& inpu
         }
       }
       std::vector<Tensor> outs =
-          with_context(graph_.node_label(node), [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });
+          with_context([&] { return graph_.node_label(node); }, [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });
       for (size_t o = 0; o < outs.size(); ++o) {
         if (node.outputs[o] < 0) continue;
         p.folded.push_back(std::move(outs[o]));
@@ -581,10 +581,10 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
                      *pool_);
       if (options_.profile) {
         const auto t0 = std::chrono::steady_clock::now();
-        with_context(graph_.node_label(node), [&] { kernel.run(ctx); });
+        with_context([&] { return graph_.node_label(node); }, [&] { kernel.run(ctx); });
         node_ms_[n] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       } else {
-        with_context(graph_.node_label(node), [&] { kernel.run(ctx); });
+        with_context([&] { return graph_.node_label(node); }, [&] { kernel.run(ctx); });
       }
       for (size_t o = 0; o < node.outputs.size(); ++o) {
         const int v = node.outputs[o];
@@ -594,7 +594,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
                shape_str(p.shape[static_cast<size_t>(v)]));
       }
     } else {
-      outs = with_context(graph_.node_label(node), [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });
+      outs = with_context([&] { return graph_.node_label(node); }, [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });
     }
     for (size_t o = 0; o < node.outputs.size(); ++o)
       if (node.outputs[o] >= 0) rt[static_cast<size_t>(node.outputs[o])] = std::move(outs[o]);
