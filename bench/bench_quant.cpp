@@ -35,9 +35,9 @@
 #include <random>
 #include <vector>
 
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 #include "quant/q4_gemm.h"
-#include "quant/qgemm_a8w8.h"
+#include "quant/q8_gemm.h"
 
 namespace {
 
@@ -158,7 +158,7 @@ void BM_q4_act(benchmark::State& state) {
   state.SetLabel(gemm.config().gemv_name[int(act)]);
 }
 
-void run_a8w8(benchmark::State& state, bool cold) {
+void run_q8_gemm(benchmark::State& state, bool cold) {
   const size_t k = size_t(state.range(0)), n = size_t(state.range(1)), m = size_t(state.range(2));
   ThreadPool pool(int(state.range(3)));
   std::mt19937 rng(4);
@@ -167,13 +167,13 @@ void run_a8w8(benchmark::State& state, bool cold) {
   for (int8_t& v : x) v = static_cast<int8_t>(rng());
   const float sw = 0.01f, sx = 0.02f;
   const int32_t zx = -3;
-  A8W8Weight aw;
+  Q8Weight aw;
   aw.k = k;
   aw.n = n;
   aw.data = w.data();
   aw.scale = &sw;
-  const QGemmA8W8 gemm(aw, &pool);
-  const A8W8Activation a{&sx, 1, &zx, 1};
+  const Q8Gemm gemm(aw, &pool);
+  const Q8Activation a{&sx, 1, &zx, 1};
   std::vector<float> y(m * n);
   Mem ws = alloc(gemm.workspace_bytes(m));
   const double cpu = loop(state, pool, cold, {{gemm.packed().as<void>(), gemm.packed_bytes()}},
@@ -182,8 +182,8 @@ void run_a8w8(benchmark::State& state, bool cold) {
   state.SetLabel(m == 1 ? gemm.config().gemv_name : gemm.config().gemm_name);
 }
 
-void BM_a8w8(benchmark::State& state) { run_a8w8(state, false); }
-void BM_a8w8_cold(benchmark::State& state) { run_a8w8(state, true); }
+void BM_q8_gemm(benchmark::State& state) { run_q8_gemm(state, false); }
+void BM_q8_gemm_cold(benchmark::State& state) { run_q8_gemm(state, true); }
 
 // OR of every 64-byte line of [p, p + bytes), eight loads in flight.
 __attribute__((target("avx512f"))) uint64_t read_lines(const char* p, size_t bytes) {
@@ -251,7 +251,7 @@ BENCHMARK(BM_stream)->Apply(stream_args)->UseRealTime()->Unit(benchmark::kMicros
 BENCHMARK(BM_q4)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_q4_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_q4_act)->Apply(act_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
-BENCHMARK(BM_a8w8)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_a8w8_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_q8_gemm)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_q8_gemm_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 
 BENCHMARK_MAIN();

@@ -17,9 +17,9 @@
 #include <memory>
 #include <random>
 
-#include "ops/cpu_features.h"
+#include "base/cpu_features.h"
 #include "ops/sgemm.h"
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace {
 

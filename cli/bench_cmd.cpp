@@ -6,29 +6,16 @@
 #include <fmt/format.h>
 #include <fstream>
 
+#include "base/error.h"
+#include "base/json.h"
+#include "base/thread_pool.h"
 #include "cli/commands.h"
-#include "cli/session_flags.h"
 #include "cli/process_stats.h"
-#include "graph/error.h"
-#include "graph/onnx_loader.h"
-#include "graph/session.h"
+#include "cli/session_flags.h"
 #include "models/bench.h"
-#include "models/causal_lm.h"
-#include "models/generate.h"
-#include "ops/thread_pool.h"
+#include "models/model.h"
 
 namespace onebit::cli {
-
-namespace {
-
-int64_t vocab_of(const Graph& g, const CausalLmBinding& b) {
-  const Value& v = g.values[static_cast<size_t>(g.find_value(b.logits))];
-  if (v.has_shape && v.dims.size() == 3 && v.dims[2].value > 0) return v.dims[2].value;
-  auto it = g.metadata.find("onebit.vocab_size");
-  return it != g.metadata.end() ? std::stoll(it->second) : 32000;
-}
-
-}  // namespace
 
 void add_bench_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("bench", "Prefill and decode speed of a causal LM, against the memory bandwidth");
@@ -52,27 +39,25 @@ void add_bench_command(CLI::App& app, Action& action) {
       if (a->gen < 1) fail("--gen must be at least 1, got {}", a->gen);
       for (int64_t p : a->lengths)
         if (p < 1) fail("--prompt-lengths: {} is not a positive length", p);
-      const auto t0 = std::chrono::steady_clock::now();
-      SessionOptions opts = a->session.options();
-      Graph graph = load_onnx(a->model);
-      const CausalLmBinding binding = bind_causal_lm(graph);
-      opts.last_position_outputs = {binding.logits};  // as ort-run: only the last row of the logits
-      opts.kv_state_inputs = binding.past_inputs;  // the cache stays in the session, appended in place
-      Session session(std::move(graph), opts);
-      const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ModelOptions mo;
+      mo.session = a->session.options();
+      std::unique_ptr<Model> model = Model::open(a->model, mo);  // as ort-run: last logits row, KV kept
+      Session& session = model->session();
+      const CausalLmBinding& binding = model->binding();
+      const SessionOptions& opts = session.options();
+      const double load_s = model->load_seconds();
       const uint64_t weights = weight_bytes_per_pass(session.graph());
       const double bandwidth = a->no_bandwidth ? 0 : measure_read_bandwidth_isolated(session.pool().size());
-      const int64_t vocab = vocab_of(session.graph(), binding);
+      const int64_t vocab = model->vocab() > 0 ? model->vocab() : 32000;
       fmt::print("model {}\n  threads {} | cache {} | load {:.2f} s (RSS {:.0f} MiB, peak {:.0f}) | weights read per "
                  "pass {:.1f} MB | streaming read {:.1f} GB/s\n",
                  a->model, session.pool().size(), binding.cache == CausalLmBinding::Cache::None ? "none" : "KV",
                  load_s, rss_mib(), peak_rss_mib(), weights / 1e6, bandwidth);
       fmt::print("  {:>6} {:>5} {:>12} {:>12} {:>10} {:>10} {:>8}\n", "prompt", "gen", "prefill t/s", "decode ms/t",
                  "decode t/s", "GB/s", "of peak");
-      Generator gen(session, binding);
-      std::string json = fmt::format("{{\"model\": \"{}\", \"threads\": {}, \"load_s\": {:.3f}, \"weight_bytes\": {}, "
-                                     "\"bandwidth_gbs\": {:.2f}, \"rows\": [",
-                                     a->model, session.pool().size(), load_s, weights, bandwidth);
+      Generator& gen = model->generator();
+      Json json = {{"model", a->model},           {"threads", session.pool().size()}, {"load_s", load_s},
+                   {"weight_bytes", weights},     {"bandwidth_gbs", bandwidth},       {"rows", Json::array()}};
       for (size_t i = 0; i < a->lengths.size(); ++i) {
         GenerateOptions go;
         go.max_new_tokens = a->gen;
@@ -96,15 +81,17 @@ void add_bench_command(CLI::App& app, Action& action) {
         if (opts.profile)
           fmt::print(stderr, "prefill of {} tokens, {}decode steps, {}", a->lengths[i], prefill_profile,
                      session.profile_report());
-        json += fmt::format("{}{{\"prompt\": {}, \"gen\": {}, \"prefill_ms\": {:.3f}, \"decode_ms_per_token\": {:.4f}, "
-                            "\"weight_gbs\": {:.3f}}}",
-                            i ? ", " : "", a->lengths[i], r.tokens.size(), r.prefill_ms, ms, gbs);
+        json["rows"].push_back({{"prompt", a->lengths[i]},
+                                {"gen", r.tokens.size()},
+                                {"prefill_ms", r.prefill_ms},
+                                {"decode_ms_per_token", ms},
+                                {"weight_gbs", gbs}});
       }
       fmt::print("  peak RSS {:.0f} MiB\n", peak_rss_mib());
-      json += fmt::format("], \"peak_rss_mib\": {:.1f}}}\n", peak_rss_mib());
+      json["peak_rss_mib"] = peak_rss_mib();
       if (!a->json.empty()) {
         std::ofstream out(a->json);
-        out << json;
+        out << json_text(json) << "\n";
         if (!out) fail("{}: cannot write", a->json);
       }
       return 0;

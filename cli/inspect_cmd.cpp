@@ -3,7 +3,7 @@
 
 #include "cli/commands.h"
 #include "graph/census.h"
-#include "graph/onnx_loader.h"
+#include "graph/onnx/onnx_loader.h"
 
 namespace onebit::cli {
 

@@ -5,7 +5,8 @@
 #include <exception>
 
 #include "cli/commands.h"
-#include "graph/error.h"
+#include "cli/session_flags.h"
+#include "base/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    onebit::cli::apply_isa_cap();
     return action ? action() : 0;
   } catch (const onebit::Error& e) {
     std::fprintf(stderr, "1bit: error: %s\n", e.what());

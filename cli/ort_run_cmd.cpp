@@ -1,54 +1,34 @@
 // `1bit ort-run MODEL --prompt "..."`: tokenize, prefill, decode greedily,
 // stream the text, print prefill tok/s and decode ms/token at the end.
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "base/error.h"
+#include "base/thread_pool.h"
 #include "cli/commands.h"
-#include "cli/session_flags.h"
 #include "cli/process_stats.h"
-#include "graph/error.h"
+#include "cli/session_flags.h"
 #include "graph/npy.h"
-#include "graph/onnx_loader.h"
-#include "graph/session.h"
-#include "models/causal_lm.h"
 #include "models/chat.h"
-#include "models/generate.h"
-#include "models/model_files.h"
-#include "models/tokenizer.h"
-#include "ops/thread_pool.h"
+#include "models/model.h"
+#include "models/tokenizer/token_ids.h"
 
 namespace onebit::cli {
 
 namespace {
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::string cur;
-  auto flush = [&] {
-    if (cur.empty()) return;
-    try {
-      ids.push_back(static_cast<int32_t>(std::stol(cur)));
-    } catch (const std::exception&) {
-      fail("--prompt-ids: '{}' is not a token id", cur);
-    }
-    cur.clear();
-  };
-  for (char c : text) {
-    if ((c >= '0' && c <= '9') || c == '-') cur.push_back(c);
-    else flush();
-  }
-  flush();
-  return ids;
-}
-
 // "foo.npy" -> "foo.<suffix>.npy"
 std::string sibling(const std::string& path, const std::string& suffix) {
   std::filesystem::path p(path);
   return (p.parent_path() / (p.stem().string() + "." + suffix + p.extension().string())).string();
+}
+
+Tensor ids_tensor(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::allocate_uninit(DType::I64, {static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
 }
 
 }  // namespace
@@ -83,28 +63,22 @@ void add_ort_run_command(CLI::App& app, Action& action) {
   cmd->add_flag("--verbose,-v", a->verbose, "Print the binding and the passes");
   cmd->callback([a, &action] {
     action = [a] {
-      using Clock = std::chrono::steady_clock;
       if (a->max_new < 1) fail("-n/--max-new-tokens must be at least 1, got {}", a->max_new);
       if (a->prompt.empty() == a->prompt_ids.empty()) fail("give exactly one of --prompt and --prompt-ids");
-      const ModelFiles files = read_model_files(a->model);
-      const std::string tok_path = a->tokenizer.empty() ? files.tokenizer_path : a->tokenizer;
-      std::unique_ptr<Tokenizer> tokenizer;
-      if (!tok_path.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tok_path));
-      else if (!a->prompt.empty())
-        fail("{}: no tokenizer.json beside the model; pass --tokenizer PATH (or --prompt-ids)", a->model);
+      // Parse the ids before the (slow) load so a typo fails at once.
+      std::vector<int32_t> prompt;
+      if (!a->prompt_ids.empty()) prompt = parse_token_ids(a->prompt_ids, "--prompt-ids");
 
-      const auto t_load = Clock::now();
-      SessionOptions opts = a->session.options();
-      Graph graph = load_onnx(a->model);
-      const CausalLmBinding binding = bind_causal_lm(graph);
-      opts.last_position_outputs = {binding.logits};  // only the last row of the logits is read
-      opts.kv_state_inputs = binding.past_inputs;  // the cache stays in the session, appended in place
-      Session session(std::move(graph), opts);
-      const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
-      // scripts/export_onnx.py stamps where the weights came from.
-      if (auto it = session.graph().metadata.find("onebit.source");
-          it != session.graph().metadata.end() && it->second.find("random") != std::string::npos && !a->quiet)
-        fmt::print(stderr, "note: {} has random-init weights ({}); its text is not meaningful\n", a->model, it->second);
+      ModelOptions mo;
+      mo.session = a->session.options();
+      mo.tokenizer_path = a->tokenizer;
+      mo.need_tokenizer = !a->prompt.empty();
+      std::unique_ptr<Model> model = Model::open(a->model, mo);
+      const CausalLmBinding& binding = model->binding();
+      Session& session = model->session();
+      if (!model->random_weights_note().empty() && !a->quiet)
+        fmt::print(stderr, "note: {} has random-init weights ({}); its text is not meaningful\n", a->model,
+                   model->random_weights_note());
       if (a->cached && binding.cache == CausalLmBinding::Cache::None)
         fail("{}: --cached, but the graph has no KV cache input (past, or past_key_values.N.key/value); export it "
              "with scripts/export_onnx.py --cached",
@@ -114,27 +88,22 @@ void add_ort_run_command(CLI::App& app, Action& action) {
         for (const auto& line : session.pass_report().log) fmt::print(stderr, "{}\n", line);
       }
 
-      std::vector<int32_t> prompt;
-      if (!a->prompt_ids.empty()) {
-        prompt = parse_ids(a->prompt_ids);
-      } else {
+      const Tokenizer* tokenizer = model->tokenizer();
+      if (prompt.empty()) {
+        const ModelFiles& files = model->files();
         const std::string text =
             a->chat ? apply_chat_template(files.chat_template, a->prompt, a->system, files.dir) : a->prompt;
         prompt = tokenizer->encode(text);
       }
       GenerateOptions gen;
       gen.max_new_tokens = a->max_new;
-      gen.max_context = files.max_positions;
+      gen.max_context = model->max_positions();
       gen.keep_logits = !a->dump_logits.empty();
-      gen.eos_ids = files.eos_ids;
-      if (tokenizer)
-        for (const auto& t : files.eos_tokens)
-          if (int32_t id = tokenizer->token_to_id(t); id >= 0) gen.eos_ids.push_back(id);
+      gen.eos_ids = model->eos_ids();
 
-      Generator generator(session, binding);
       std::unique_ptr<StreamDecoder> stream;
       if (tokenizer) stream = std::make_unique<StreamDecoder>(*tokenizer, /*skip_special=*/true);
-      const GenerateResult r = generator.run(prompt, gen, [&](int32_t id) {
+      const GenerateResult r = model->generator().run(prompt, gen, [&](int32_t id) {
         if (stream) {
           const std::string piece = stream->push(id);
           std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -154,26 +123,21 @@ void add_ort_run_command(CLI::App& app, Action& action) {
         Tensor logits = Tensor::allocate_uninit(DType::F32, {static_cast<int64_t>(r.tokens.size()), r.vocab});
         std::copy(r.logits.begin(), r.logits.end(), logits.data<float>());
         write_npy(a->dump_logits, logits);
-        auto ids = [](const std::vector<int32_t>& v) {
-          Tensor t = Tensor::allocate_uninit(DType::I64, {static_cast<int64_t>(v.size())});
-          std::copy(v.begin(), v.end(), t.data<int64_t>());
-          return t;
-        };
-        write_npy(sibling(a->dump_logits, "ids"), ids(r.tokens));
-        write_npy(sibling(a->dump_logits, "prompt"), ids(r.prompt));
+        write_npy(sibling(a->dump_logits, "ids"), ids_tensor(r.tokens));
+        write_npy(sibling(a->dump_logits, "prompt"), ids_tensor(r.prompt));
       }
       if (!a->quiet) {
         const int64_t steps = r.decode_steps();
         fmt::print(stderr, "\n{} prompt tokens, {} generated{} | {} cache | threads {}\n", r.prompt.size(),
                    r.tokens.size(), r.stopped_at_eos ? " (end of sequence)" : r.stopped_at_context ? " (context full)" : "",
                    binding.cache == CausalLmBinding::Cache::None ? "no" : "KV", session.pool().size());
-        fmt::print(stderr, "load {:.2f} s | prefill {:.1f} tok/s ({:.1f} ms) | decode {} | peak RSS {:.0f} MiB\n", load_s,
-                   r.prompt.size() / (r.prefill_ms / 1000.0), r.prefill_ms,
+        fmt::print(stderr, "load {:.2f} s | prefill {:.1f} tok/s ({:.1f} ms) | decode {} | peak RSS {:.0f} MiB\n",
+                   model->load_seconds(), r.prompt.size() / (r.prefill_ms / 1000.0), r.prefill_ms,
                    steps > 0 ? fmt::format("{:.2f} ms/token, {:.2f} tok/s", r.decode_ms / steps, steps / (r.decode_ms / 1000.0))
                              : std::string("-"),
                    peak_rss_mib());
       }
-      if (opts.profile) fmt::print(stderr, "{}", session.profile_report());
+      if (session.options().profile) fmt::print(stderr, "{}", session.profile_report());
       return 0;
     };
   });

@@ -10,10 +10,10 @@
 
 #include "cli/commands.h"
 #include "graph/census.h"
-#include "graph/error.h"
-#include "graph/onnx_loader.h"
-#include "graph/onnx_pack.h"
-#include "ops/thread_pool.h"
+#include "base/error.h"
+#include "graph/onnx/onnx_loader.h"
+#include "graph/onnx/onnx_pack.h"
+#include "base/thread_pool.h"
 
 namespace onebit::cli {
 

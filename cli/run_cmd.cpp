@@ -7,10 +7,11 @@
 
 #include "cli/commands.h"
 #include "cli/session_flags.h"
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/npy.h"
-#include "graph/onnx_loader.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
+#include "ops/register_ops.h"
 
 namespace onebit::cli {
 
@@ -43,7 +44,7 @@ void add_run_command(CLI::App& app, Action& action) {
           fail("--input '{}' is not NAME=FILE.npy", spec);
         inputs.push_back({spec.substr(0, eq), read_npy(spec.substr(eq + 1))});
       }
-      Session session(load_onnx(args->model), opts);
+      Session session(load_onnx(args->model), default_op_registry(), opts);
       if (args->verbose)
         for (const auto& line : session.pass_report().log) fmt::print(stderr, "{}\n", line);
       const auto t0 = std::chrono::steady_clock::now();

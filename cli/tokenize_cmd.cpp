@@ -1,43 +1,16 @@
 // `1bit tokenize --tokenizer tokenizer.json`: text -> ids, or ids -> text.
 #include <fmt/format.h>
 
-#include <cctype>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 
 #include "cli/commands.h"
-#include "graph/error.h"
-#include "models/tokenizer.h"
+#include "base/error.h"
+#include "models/tokenizer/token_ids.h"
+#include "models/tokenizer/tokenizer.h"
 
 namespace onebit::cli {
 
-namespace {
-
-// Ids as a JSON array ("[1, 2]") or separated by whitespace or commas.
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::string cleaned = text;
-  for (char& c : cleaned) {
-    if (c == '[' || c == ']' || c == ',') c = ' ';
-  }
-  std::istringstream in(cleaned);
-  std::vector<int32_t> ids;
-  std::string word;
-  while (in >> word) {
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != word.size() || v < 0 || v > INT32_MAX) fail("--decode: '{}' is not a token id", word);
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  return ids;
-}
-
-}  // namespace
 
 void add_tokenize_command(CLI::App& app, Action& action) {
   auto* cmd =
@@ -66,7 +39,7 @@ void add_tokenize_command(CLI::App& app, Action& action) {
       if (from_stdin) input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
       const Tokenizer tokenizer = Tokenizer::load(args->tokenizer);
       if (args->decode) {
-        fmt::print("{}", tokenizer.decode(parse_ids(input), args->skip_special));
+        fmt::print("{}", tokenizer.decode(parse_token_ids(input, "--decode"), args->skip_special));
         return 0;
       }
       fmt::print("[{}]\n", fmt::join(tokenizer.encode(input, !args->no_special), ", "));

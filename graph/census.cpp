@@ -1,5 +1,7 @@
 #include "graph/census.h"
 
+#include "base/json.h"
+
 #include <fmt/format.h>
 
 #include <functional>
@@ -44,19 +46,6 @@ std::optional<Shape> constant_shape(const Graph& g, int v, int depth = 0) {
     return out;
   }
   return std::nullopt;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      o += fmt::format("\\u{:04x}", static_cast<int>(c));
-      continue;
-    }
-    o += c;
-  }
-  return o;
 }
 
 }  // namespace
@@ -119,41 +108,28 @@ std::string census_text(const Census& c) {
 }
 
 std::string census_json(const Census& c) {
-  std::string s = "{";
-  s += fmt::format("\"ir_version\": {}, \"nodes\": {}, \"matmuls\": {}, \"constant_weight_matmuls\": {}, ", c.ir_version,
-                   c.nodes, c.matmuls, c.constant_weight_matmuls);
-  s += "\"opsets\": {";
-  bool first = true;
-  for (const auto& [d, v] : c.opsets) {
-    s += fmt::format("{}\"{}\": {}", first ? "" : ", ", json_escape(d), v);
-    first = false;
-  }
-  s += "}, \"op_counts\": {";
-  first = true;
-  for (const auto& [op, n] : c.op_counts) {
-    s += fmt::format("{}\"{}\": {}", first ? "" : ", ", json_escape(op), n);
-    first = false;
-  }
-  s += "}, \"weight_shapes\": [";
-  first = true;
-  for (const auto& [kn, n] : c.weight_shapes) {
-    s += fmt::format("{}[{}, {}, {}]", first ? "" : ", ", kn.first, kn.second, n);
-    first = false;
-  }
-  s += "], \"custom_domains\": [";
-  for (size_t i = 0; i < c.custom_domains.size(); ++i)
-    s += fmt::format("{}\"{}\"", i ? ", " : "", json_escape(c.custom_domains[i]));
-  s += fmt::format("], \"initializers\": {}, \"initializer_bytes\": {}", c.initializers, c.initializer_bytes);
-  auto ios = [&](const char* key, const std::vector<Census::Io>& v) {
-    s += fmt::format(", \"{}\": [", key);
-    for (size_t i = 0; i < v.size(); ++i)
-      s += fmt::format("{}{{\"name\": \"{}\", \"dtype\": \"{}\", \"dims\": \"{}\"}}", i ? ", " : "",
-                       json_escape(v[i].name), v[i].dtype, json_escape(v[i].dims));
-    s += "]";
+  Json j;
+  j["ir_version"] = c.ir_version;
+  j["nodes"] = c.nodes;
+  j["matmuls"] = c.matmuls;
+  j["constant_weight_matmuls"] = c.constant_weight_matmuls;
+  j["opsets"] = Json::object();
+  for (const auto& [d, v] : c.opsets) j["opsets"][d] = v;
+  j["op_counts"] = Json::object();
+  for (const auto& [op, n] : c.op_counts) j["op_counts"][op] = n;
+  j["weight_shapes"] = Json::array();
+  for (const auto& [kn, n] : c.weight_shapes) j["weight_shapes"].push_back({kn.first, kn.second, n});
+  j["custom_domains"] = c.custom_domains;
+  j["initializers"] = c.initializers;
+  j["initializer_bytes"] = c.initializer_bytes;
+  auto ios = [](const std::vector<Census::Io>& v) {
+    Json a = Json::array();
+    for (const Census::Io& io : v) a.push_back({{"name", io.name}, {"dtype", io.dtype}, {"dims", io.dims}});
+    return a;
   };
-  ios("inputs", c.inputs);
-  ios("outputs", c.outputs);
-  return s + "}\n";
+  j["inputs"] = ios(c.inputs);
+  j["outputs"] = ios(c.outputs);
+  return json_text(j) + "\n";
 }
 
 }  // namespace onebit

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 

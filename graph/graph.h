@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/dtype.h"
+#include "base/dtype.h"
 #include "graph/tensor.h"
 
 namespace onebit {
@@ -112,6 +112,11 @@ class Graph {
  private:
   mutable std::map<std::string, int> index_;
 };
+
+// The 1bit domain for fused nodes that passes create, and onnxruntime's
+// contrib domain (whose Q/DQ are ai.onnx's).
+inline constexpr const char* kOneBitDomain = "com.onebit";
+inline constexpr const char* kMicrosoftDomain = "com.microsoft";
 
 // Domain as written in errors: "ai.onnx" for the empty string.
 std::string domain_name(const std::string& domain);

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <memory>
 
-#include "graph/error.h"
-#include "graph/mapped_file.h"
+#include "base/error.h"
+#include "base/mapped_file.h"
 
 namespace onebit {
 

@@ -1,7 +1,8 @@
-// A loaded graph made runnable: passes applied, one kernel per node, and per
-// input-shape signature a plan (which nodes fold now, each value's shape and
-// its slot in one arena, reused by lifetime). A steady run whose shapes were
-// seen before allocates nothing but its graph outputs.
+// The executor: a loaded graph made runnable. It applies the passes, creates
+// one kernel per node (releasing constants the kernels packed), keeps a plan
+// per input-shape signature (graph/planner.h) and runs it. A steady run whose
+// shapes were seen before allocates nothing but its graph outputs, and those
+// come from a pool (graph/output_pool.h).
 #pragma once
 
 #include <cstdint>
@@ -13,12 +14,17 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "graph/passes.h"
+#include "graph/output_pool.h"
+#include "graph/passes/passes.h"
+#include "graph/profiler.h"
+#include "graph/session_options.h"
 #include "graph/tensor.h"
 
 namespace onebit {
 
 class Kernel;
+class OpRegistry;
+class Planner;
 class ThreadPool;
 struct Plan;
 
@@ -29,15 +35,20 @@ struct NamedTensor {
 
 class Session {
  public:
-  // Applies the passes of `options` and creates every kernel. Every op
-  // without a kernel is listed in one error.
-  Session(Graph graph, const SessionOptions& options = {});
+  // Applies the passes of `options` and creates every kernel from
+  // `registry` (ops/register_ops.h: default_op_registry()), which must
+  // outlive the session. Every op without a kernel is listed in one error.
+  Session(Graph graph, const OpRegistry& registry, const SessionOptions& options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   const Graph& graph() const { return graph_; }
   const PassReport& pass_report() const { return report_; }
+  const SessionOptions& options() const { return options_; }
+  // Whether the session keeps the KV cache itself (the kv-state pass rewrote
+  // the cache Concats; `present` is gone and `past` only carries its length).
+  bool keeps_kv_state() const { return report_.get("kv_state") > 0; }
   ThreadPool& pool() { return *pool_; }
 
   std::vector<std::string> input_names() const;
@@ -74,37 +85,26 @@ class Session {
 
  private:
   const Plan& plan_for(const std::vector<const Tensor*>& inputs);
-  std::unique_ptr<Plan> build_plan(const std::vector<const Tensor*>& inputs);
-  void place_concat_inputs(Plan& p) const;
   std::vector<const Tensor*> bind_inputs(const std::vector<NamedTensor>& inputs) const;
   void ensure_arena(size_t bytes);
   // Drops a constant every reader has packed a copy of (returning its file
   // pages to the kernel), keeping its dtype and shape for planning.
   void release_constant(Value& val);
-  // A buffer for graph output `slot`: one the caller has released since an
-  // earlier run if it is large enough, else a new one with headroom.
-  Tensor output_buffer(size_t slot, DType dtype, const Shape& shape);
+  void create_kernels(const OpRegistry& registry);
 
   Graph graph_;
   SessionOptions options_;
   PassReport report_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::unique_ptr<Kernel>> kernels_;  // per node
-  std::vector<int> last_use_;                     // per value: last node reading it
+  std::unique_ptr<Planner> planner_;
   std::list<std::pair<std::vector<Shape>, std::unique_ptr<Plan>>> plans_;  // most recent first
   std::shared_ptr<void> arena_;
   size_t arena_size_ = 0;
   Stats stats_;
-  struct OutputBuffer {
-    std::shared_ptr<void> storage;
-    size_t capacity = 0;
-  };
-  std::vector<std::vector<OutputBuffer>> output_pool_;  // per graph output
-  std::vector<size_t> output_slot_;                     // value id -> graph output index
-  std::vector<double> node_ms_;                         // per node, with profile
-  int64_t profile_runs_ = 0;                            // runs node_ms_ covers
-  int64_t profile_plans_ = 0;                           // plans built meanwhile
-  double plan_ms_ = 0;                                  // time building them
+  std::unique_ptr<OutputPool> outputs_;
+  std::vector<size_t> output_slot_;  // value id -> graph output index
+  Profiler profiler_;
 };
 
 }  // namespace onebit

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <limits>
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 

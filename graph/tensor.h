@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/dtype.h"
+#include "base/dtype.h"
 
 namespace onebit {
 

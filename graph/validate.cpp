@@ -2,7 +2,7 @@
 
 #include <queue>
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 

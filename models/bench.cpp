@@ -10,7 +10,7 @@
 #include <cstring>
 #include <set>
 
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <regex>
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 

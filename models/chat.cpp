@@ -1,6 +1,6 @@
 #include "models/chat.h"
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 

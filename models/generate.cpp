@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 
@@ -45,12 +45,14 @@ Generator::Generator(Session& session, CausalLmBinding binding) : session_(sessi
   const auto outs = session_.output_names();
   logits_slot_ = index_of(outs, binding_.logits);
   for (const auto& name : binding_.present_outputs) present_index_.push_back(index_of(outs, name));
-  // A session that keeps the cache itself (SessionOptions::kv_state_inputs)
-  // has no `present` outputs; `past` then only tells it the past length.
+  // A session that keeps the cache itself (the kv-state pass) has no
+  // `present` outputs; `past` then only tells it the past length.
+  kv_state_ = session_.keeps_kv_state();
   const auto missing = std::count(present_index_.begin(), present_index_.end(), -1);
-  kv_state_ = missing > 0;
-  if (missing > 0 && missing != static_cast<long>(present_index_.size()))
-    fail("{}: the session has some of the cache outputs but not all", session_.graph().path);
+  if (kv_state_ ? missing != static_cast<long>(present_index_.size()) : missing > 0)
+    fail("{}: the session {} the KV cache but has {} of its {} present outputs", session_.graph().path,
+         kv_state_ ? "keeps" : "does not keep", present_index_.size() - static_cast<size_t>(missing),
+         present_index_.size());
 }
 
 std::vector<NamedTensor> Generator::inputs_for(const std::vector<int32_t>* ids, int64_t seq, int64_t past_len,

@@ -56,7 +56,7 @@ class Generator {
   std::vector<int> logits_index_, present_index_;
   int logits_slot_ = -1;
   std::vector<Tensor> cache_;  // current past tensors, in binding order
-  bool kv_state_ = false;      // the session keeps the cache (no present outputs)
+  bool kv_state_ = false;      // the session keeps the cache (Session::keeps_kv_state)
   std::vector<Tensor> outputs_;
   int64_t vocab_ = 0;
 };

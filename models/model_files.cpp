@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 

@@ -7,8 +7,8 @@
 
 #include "ops/broadcast.h"
 #include "ops/dispatch.h"
-#include "ops/registry.h"
-#include "ops/thread_pool.h"
+#include "graph/op_registry.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 

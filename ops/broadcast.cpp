@@ -1,6 +1,6 @@
 #include "ops/broadcast.h"
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 

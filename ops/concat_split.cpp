@@ -4,8 +4,8 @@
 
 #include "ops/axis.h"
 #include "ops/op_util.h"
-#include "ops/registry.h"
-#include "ops/thread_pool.h"
+#include "graph/op_registry.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 
@@ -14,6 +14,7 @@ namespace {
 class ConcatKernel : public Kernel {
  public:
   explicit ConcatKernel(const KernelInfo& info) : axis_(info.attrs().get_int("axis")) {}
+  std::optional<int64_t> concat_axis() const override { return axis_; }
   void reshape(ReshapeContext& ctx) override {
     Shape out = ctx.shape(0);
     const int64_t axis = normalize_axis(axis_, static_cast<int64_t>(out.size()), "attribute 'axis'");

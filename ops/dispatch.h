@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "graph/dtype.h"
-#include "graph/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 namespace onebit {
 

@@ -2,7 +2,7 @@
 // strided views with zero strides on the repeated dims.
 #include "ops/broadcast.h"
 #include "ops/op_util.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 #include "ops/strided_copy.h"
 
 namespace onebit {

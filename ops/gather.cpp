@@ -5,9 +5,9 @@
 
 #include "ops/axis.h"
 #include "ops/op_util.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 #include "ops/strided_copy.h"
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 

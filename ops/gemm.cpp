@@ -11,9 +11,9 @@
 
 #include "ops/dispatch.h"
 #include "ops/matmul_shape.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 #include "ops/sgemm.h"
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 
@@ -38,7 +38,7 @@ class GemmKernel : public Kernel {
     if (b && b->dtype() == DType::F32 && b->rank() == 2) {
       const size_t rows = static_cast<size_t>(b->dim(0)), cols = static_cast<size_t>(b->dim(1));
       packed_ = std::make_unique<PackedB>(*config_, trans_b_ ? cols : rows, trans_b_ ? rows : cols, b->data<float>(),
-                                          cols, trans_b_);
+                                          cols, trans_b_, nullptr, info.options().huge_pages);
     }
   }
 

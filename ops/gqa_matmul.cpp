@@ -9,9 +9,9 @@
 // lie input-4 floats apart instead of T·d. Without inputs 2 and 3 (the
 // kv-state pass on multi-head attention) rep is 1.
 #include "ops/broadcast.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 #include "ops/sgemm.h"
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 

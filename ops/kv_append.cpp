@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 
 namespace onebit {
 

@@ -15,9 +15,9 @@
 
 #include "ops/dispatch.h"
 #include "ops/matmul_shape.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 #include "ops/sgemm.h"
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 
@@ -62,7 +62,8 @@ class MatMulKernel : public Kernel {
     if (b && b->dtype() == DType::F32 && b->rank() == 2) {
       const size_t rows = static_cast<size_t>(b->dim(0)), cols = static_cast<size_t>(b->dim(1));
       const size_t k = trans_b_ ? cols : rows, n = trans_b_ ? rows : cols;
-      packed_ = std::make_unique<PackedB>(*config_, k, n, b->data<float>(), cols, trans_b_);
+      packed_ = std::make_unique<PackedB>(*config_, k, n, b->data<float>(), cols, trans_b_, nullptr,
+                                          info.options().huge_pages);
     }
   }
 

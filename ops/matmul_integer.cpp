@@ -10,8 +10,8 @@
 
 #include "ops/dispatch.h"
 #include "ops/matmul_shape.h"
-#include "ops/registry.h"
-#include "ops/thread_pool.h"
+#include "graph/op_registry.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 

@@ -1,6 +1,6 @@
 #include "ops/matmul_shape.h"
 
-#include "graph/error.h"
+#include "base/error.h"
 
 namespace onebit {
 

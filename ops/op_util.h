@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <string_view>
 
-#include "graph/error.h"
+#include "base/error.h"
 #include "graph/tensor.h"
 #include "ops/axis.h"
 #include "ops/dispatch.h"
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 

@@ -4,7 +4,7 @@
 
 #include "ops/axis.h"
 #include "ops/dispatch.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 
 namespace onebit {
 

@@ -1,11 +1,11 @@
 // The two 4-bit weight ops, one kernel (quant/q4_gemm.h):
 //
-// com.onebit::Q4MatMul — written by the W4 pass (graph/w4_fusion.cpp).
+// com.onebit::Q4MatMul — written by the q4 fusion (graph/passes/q4_fusion.cpp).
 //   Inputs: 0 x float [..., K], 1 W_q int4/uint4 [K, N] (constant),
 //           2 scale float/float16: [ceil(K/bs), N] (block_size > 0), [N] or
 //             per tensor (block_size 0), 3 zero point (optional, W_q's type,
 //             the scale's shape), 4 bias float [N] (optional).
-//   Attributes: block_size (0: per column), act_precision.
+//   Attributes: block_size (0: per column).
 //   Output: float [..., N] = x · ((W_q − zp) · scale) + bias.
 //
 // com.microsoft::MatMulNBits, bits = 4 — onnxruntime's contrib op, as its
@@ -17,11 +17,13 @@
 //   Attributes: K, N, bits, block_size; accuracy_level is not read: the
 //   activation precision is 1bit's (--act-precision), the same for both ops.
 //
-// act_precision: int8-row (QD8), int8-block, float, or auto (kAutoAct below).
+// Activation precision: the session's KernelOptions::act_precision
+// (--act-precision: int8-row (QD8), int8-block, float, or auto = kAutoAct
+// below), in every pass mode, for both ops.
 #include <cstring>
 
-#include "ops/registry.h"
-#include "ops/thread_pool.h"
+#include "graph/op_registry.h"
+#include "base/thread_pool.h"
 #include "quant/q4_gemm.h"
 
 namespace onebit {
@@ -36,13 +38,14 @@ namespace {
 // ~35% less CPU per weight byte than the float kernel (docs/BENCHMARK.md).
 constexpr Q4Act kAutoAct = Q4Act::kInt8Block;
 
-Q4Act act_of(const Attributes& a) {
-  const std::string s = a.get_string("act_precision", "auto");
-  if (s == "auto") return kAutoAct;
-  if (s == "int8-row") return Q4Act::kInt8Row;
-  if (s == "int8-block") return Q4Act::kInt8Block;
-  if (s == "float") return Q4Act::kFloat;
-  fail("attribute act_precision is '{}', expected auto, int8-row, int8-block or float", s);
+Q4Act act_of(ActPrecision a) {
+  switch (a) {
+    case ActPrecision::kAuto: return kAutoAct;
+    case ActPrecision::kInt8Row: return Q4Act::kInt8Row;
+    case ActPrecision::kInt8Block: return Q4Act::kInt8Block;
+    case ActPrecision::kFloat: return Q4Act::kFloat;
+  }
+  return kAutoAct;
 }
 
 const char* act_name(Q4Act a) {
@@ -150,7 +153,7 @@ class Q4MatMulKernel : public Q4KernelBase {
            scale.size(), n);
     }
     Q4GemmOptions opt;
-    opt.act = act_of(info.attrs());
+    opt.act = act_of(info.options().act_precision);
     if (info.has_input(4)) {
       const Tensor& b = require_constant(info, 4, "the bias");
       if (b.dtype() != DType::F32 || b.size() != n)
@@ -217,7 +220,7 @@ class MatMulNBitsKernel : public Q4KernelBase {
                tensor_int_at(g, i), i / bs);
     }
     Q4GemmOptions opt;
-    opt.act = act_of(info.attrs());
+    opt.act = act_of(info.options().act_precision);
     if (info.has_input(5)) {
       const Tensor& bias = require_constant(info, 5, "input bias");
       if (bias.dtype() != DType::F32 || bias.size() != n)

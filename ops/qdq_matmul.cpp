@@ -9,9 +9,9 @@
 // Output: float32 [..., N], or int8/uint8 (the folded QuantizeLinear's type).
 #include <cstdio>
 
-#include "ops/registry.h"
-#include "ops/thread_pool.h"
-#include "quant/qgemm_a8w8.h"
+#include "graph/op_registry.h"
+#include "base/thread_pool.h"
+#include "quant/q8_gemm.h"
 
 namespace onebit {
 
@@ -64,7 +64,7 @@ class QdqMatMulKernel : public Kernel {
     if (!x_zp_.empty() && x_zp_.size() != x_scale_.size())
       fail("the activation zero point has {} values, its scale {}", x_zp_.size(), x_scale_.size());
 
-    A8W8Weight aw;
+    Q8Weight aw;
     aw.k = static_cast<size_t>(w.dim(0));
     aw.n = static_cast<size_t>(n);
     aw.type = q8_type(w.dtype(), "the weight");
@@ -74,7 +74,7 @@ class QdqMatMulKernel : public Kernel {
     aw.zero_point = w_zp_.empty() ? nullptr : w_zp_.data();
     aw.zero_point_count = w_zp_.empty() ? 1 : w_zp_.size();
     aw.x_type = q8_type(x_type_, "the activation");
-    gemm_ = std::make_unique<QGemmA8W8>(aw);
+    gemm_ = std::make_unique<Q8Gemm>(aw);
 
     if (info.has_input(6)) {
       const std::vector<float> ys = floats_of(require_constant(info, 6, "the output scale"), "the output scale");
@@ -116,7 +116,7 @@ class QdqMatMulKernel : public Kernel {
     const size_t k = gemm_->k(), n = gemm_->n();
     const size_t m = static_cast<size_t>(x.size()) / k;
     if (m == 0) return;
-    A8W8Activation xp;
+    Q8Activation xp;
     xp.scale = x_scale_.data();
     xp.scale_count = x_scale_.size();
     xp.zero_point = x_zp_.empty() ? nullptr : x_zp_.data();
@@ -137,8 +137,8 @@ class QdqMatMulKernel : public Kernel {
   DType x_type_ = DType::U8, out_type_ = DType::F32;
   std::vector<float> x_scale_, w_scale_;
   std::vector<int32_t> x_zp_, w_zp_;
-  A8W8Requant rq_;
-  std::unique_ptr<QGemmA8W8> gemm_;
+  Q8OutputQuant rq_;
+  std::unique_ptr<Q8Gemm> gemm_;
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "ops/register_ops.h"
 
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 
 namespace onebit {
 
@@ -29,12 +29,21 @@ void register_all_ops(OpRegistry& r) {
   register_gemm_ops(r);
   register_matmul_integer_ops(r);
   register_qdq_matmul_op(r);
-  register_dyn_int8_matmul_op(r);
+  register_qd8_matmul_op(r);
   register_gqa_matmul_op(r);
   register_kv_append_op(r);
   register_rms_norm_op(r);
   register_rotary_op(r);
   register_q4_matmul_ops(r);
+}
+
+const OpRegistry& default_op_registry() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    register_all_ops(r);
+    return r;
+  }();
+  return registry;
 }
 
 }  // namespace onebit

@@ -1,5 +1,6 @@
 // Every op file exposes one register function; register_all_ops calls them
 // all, so the table is explicit (no static initialisers a linker may drop).
+// default_op_registry() is that table, built once: what sessions are given.
 #pragma once
 
 namespace onebit {
@@ -7,6 +8,9 @@ namespace onebit {
 class OpRegistry;
 
 void register_all_ops(OpRegistry& r);
+
+// Every op this build implements.
+const OpRegistry& default_op_registry();
 
 void register_binary_ops(OpRegistry& r);
 void register_shape_ops(OpRegistry& r);
@@ -33,7 +37,7 @@ void register_gemm_ops(OpRegistry& r);
 void register_matmul_integer_ops(OpRegistry& r);
 
 void register_qdq_matmul_op(OpRegistry& r);
-void register_dyn_int8_matmul_op(OpRegistry& r);
+void register_qd8_matmul_op(OpRegistry& r);
 void register_gqa_matmul_op(OpRegistry& r);
 void register_kv_append_op(OpRegistry& r);
 void register_rms_norm_op(OpRegistry& r);

@@ -5,8 +5,8 @@
 // bit-identical to the nodes it replaces.
 #include <cmath>
 
-#include "ops/registry.h"
-#include "ops/thread_pool.h"
+#include "graph/op_registry.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 

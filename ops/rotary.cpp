@@ -5,8 +5,8 @@
 // is computed with the float operations of the unfused nodes, in their
 // order, so the result is bit-identical.
 #include "ops/broadcast.h"
-#include "ops/registry.h"
-#include "ops/thread_pool.h"
+#include "graph/op_registry.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 

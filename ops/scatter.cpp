@@ -6,7 +6,7 @@
 
 #include "ops/axis.h"
 #include "ops/dispatch.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 #include "ops/strided_copy.h"
 
 namespace onebit {

@@ -14,9 +14,9 @@
 
 #include <sys/mman.h>
 
-#include "graph/error.h"
-#include "ops/f32_gemm_ukernels.h"
-#include "ops/thread_pool.h"
+#include "base/error.h"
+#include "quant/ukernels/f32_ukernels.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 
@@ -235,23 +235,21 @@ void run(const SgemmConfig& cfg, size_t m, size_t n, size_t k, const float* a, B
 void PackedB::Free::operator()(float* p) const { std::free(p); }
 
 PackedB::PackedB(const SgemmConfig& config, size_t k, size_t n, const float* b, size_t ldb, bool trans_b,
-                 ThreadPool* pool)
+                 ThreadPool* pool, bool huge_pages)
     : config_(&config), k_(k), n_(n), panels_(div_up(n, config.nr)) {
   size_t bytes = std::max(kAlign, aligned_bytes(panels_ * k_ * config.nr));
   // 2 MiB-aligned so the weight can live on huge pages. Faulting them in as
   // huge pages during the copy (MADV_HUGEPAGE first) made loading Qwen3-0.6B
   // take 8.1 s instead of 1.8 s on the benchmark machine, for ~10 % faster
   // decode; so by default the hint comes after packing (khugepaged may
-  // collapse the pages in the background), and ONEBIT_HUGE_PAGES=1 asks for
-  // them up front. Either way failure just means 4 KiB pages.
+  // collapse the pages in the background), and `huge_pages`
+  // (ONEBIT_HUGE_PAGES=1) asks for them up front. Either way failure just
+  // means 4 KiB pages.
   const bool huge = bytes >= kHugePage;
   if (huge) bytes = round_up(bytes, kHugePage);
   data_.reset(static_cast<float*>(std::aligned_alloc(huge ? kHugePage : kAlign, bytes)));
   if (!data_) fail("out of memory packing a {}x{} float32 weight ({} bytes)", k, n, bytes);
-  static const bool eager = [] {
-    const char* v = std::getenv("ONEBIT_HUGE_PAGES");
-    return v && std::string_view(v) == "1";
-  }();
+  const bool eager = huge_pages;
   if (huge && eager) madvise(data_.get(), bytes, MADV_HUGEPAGE);
   pack_b_all(config, k, n, b, ldb, trans_b, data_.get(), pool);
   if (huge && !eager) madvise(data_.get(), bytes, MADV_HUGEPAGE);

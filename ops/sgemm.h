@@ -21,47 +21,11 @@
 #include <cstddef>
 #include <memory>
 
-#include "ops/cpu_features.h"
+#include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
 
 class ThreadPool;
-
-// C[mr×nc] = A·B + bias, or C += A·B when `accumulate` (K blocks after the first).
-//   a:    packed micro-panel: kc steps of MR floats (rows mr..MR-1 are padding)
-//   b:    kc rows of at least nc readable floats, row stride ldb (packed panels: ldb = NR)
-//   c:    mr rows of nc floats, row stride ldc
-//   bias: nc floats or null (ignored when accumulating)
-using F32GemmUkernel = void (*)(size_t mr, size_t nc, size_t kc, const float* a, const float* b, size_t ldb, float* c,
-                                size_t ldc, const float* bias, bool accumulate);
-// c[nc] = a[k] · B[k×nc] + bias: one output row over one panel (nc <= NR).
-using F32GemvUkernel = void (*)(size_t nc, size_t k, const float* a, const float* b, size_t ldb, float* c,
-                                const float* bias);
-
-// C[m×n] = A·Bᵀ + bias for m <= kF32DotMaxRows: A is m×k (row stride lda), B
-// n×k (row stride ldb), both read in place.
-using F32DotUkernel = void (*)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b, size_t ldb,
-                               float* c, size_t ldc, const float* bias);
-
-// One microkernel family (XNNPACK's "gemm config"); picked in sgemm_config.cpp.
-struct SgemmConfig {
-  Isa isa;
-  size_t mr;  // rows per gemm tile
-  size_t nr;  // columns per tile = packed panel width
-  size_t kc;  // K block: KC×NR floats of B plus MR×KC of A fit in L1
-  F32GemmUkernel gemm;
-  F32GemvUkernel gemv;
-  F32DotUkernel dot;
-  const char* gemm_name;  // "f32_gemm_ukernel_12x32__avx512"
-  const char* gemv_name;
-  const char* dot_name;
-};
-
-// The best family this CPU runs, capped by ONEBIT_ISA.
-const SgemmConfig& sgemm_config();
-// The family for exactly `isa` (Avx512Vnni means Avx512), or null when this
-// CPU cannot run it. Tests and benchmarks use it to run every path.
-const SgemmConfig* sgemm_config_for(Isa isa);
 
 // B[K,N] packed once into the panel layout of one config:
 //   data: [ceil(N/NR)][K][NR] floats, columns past N zero; 64-byte aligned.
@@ -69,8 +33,9 @@ class PackedB {
  public:
   PackedB() = default;
   // b is K×N with row stride ldb, or, when trans_b, N×K with row stride ldb.
+  // huge_pages: fault the copy in on huge pages (KernelOptions::huge_pages).
   PackedB(const SgemmConfig& config, size_t k, size_t n, const float* b, size_t ldb, bool trans_b,
-          ThreadPool* pool = nullptr);
+          ThreadPool* pool = nullptr, bool huge_pages = false);
 
   const SgemmConfig& config() const { return *config_; }
   size_t k() const { return k_; }

@@ -1,7 +1,7 @@
 // Slice (opset 13): starts/ends/axes/steps as inputs, clamped as the spec
 // says, copied out as a strided view.
 #include "ops/axis.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 #include "ops/strided_copy.h"
 
 namespace onebit {

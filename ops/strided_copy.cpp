@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 

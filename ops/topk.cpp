@@ -12,7 +12,7 @@
 
 #include "ops/dispatch.h"
 #include "ops/op_util.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 
 namespace onebit {
 

@@ -1,6 +1,6 @@
 // Transpose: a strided view of the input copied out contiguously.
 #include "ops/axis.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 #include "ops/strided_copy.h"
 
 namespace onebit {

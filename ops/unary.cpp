@@ -11,8 +11,8 @@
 
 #include "ops/dispatch.h"
 #include "ops/op_util.h"
-#include "ops/vec_math.h"
-#include "ops/registry.h"
+#include "quant/ukernels/f32_vexp.h"
+#include "graph/op_registry.h"
 
 namespace onebit {
 

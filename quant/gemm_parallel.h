@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/thread_pool.h"
+#include "base/thread_pool.h"
 
 namespace onebit::qgemm_detail {
 

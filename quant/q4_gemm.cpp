@@ -10,7 +10,7 @@
 //           float with zero points: Σ_k∈b x [M][blocks] float
 #include <cstring>
 
-#include "graph/error.h"
+#include "base/error.h"
 #include "quant/act_quant.h"
 #include "quant/gemm_parallel.h"
 #include "quant/q4_gemm.h"

@@ -26,8 +26,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "quant/aligned_buffer.h"
-#include "quant/kernel_config.h"
+#include "base/aligned_buffer.h"
+#include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "graph/dtype.h"
-#include "graph/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "quant/gemm_parallel.h"
 #include "quant/q4_gemm.h"
 

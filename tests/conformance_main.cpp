@@ -19,9 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "graph/error.h"
-#include "graph/onnx_loader.h"
+#include "base/error.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
+#include "ops/register_ops.h"
 
 namespace fs = std::filesystem;
 using namespace onebit;
@@ -92,7 +93,7 @@ std::string run_test(const fs::path& dir, bool optimized) {
     SessionOptions opts;
     opts.threads = 2;
     if (!optimized) opts.stop_after_pass = 0;
-    Session session(load_onnx((dir / "model.onnx").string()), opts);
+    Session session(load_onnx((dir / "model.onnx").string()), default_op_registry(), opts);
     for (const auto& set : fs::directory_iterator(dir)) {
       if (!set.is_directory() || set.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
       std::vector<NamedTensor> inputs;

@@ -17,12 +17,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "graph/dtype.h"
-#include "graph/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 #include "graph/graph.h"
 #include "graph/session.h"
 #include "graph/tensor.h"
 #include "graph/validate.h"
+#include "ops/register_ops.h"
 
 namespace onebit::test {
 
@@ -241,7 +242,7 @@ class OpTest {
 
   // Runs the node; returns the outputs that are not omitted, in order.
   std::vector<Tensor> run(int times = 1) const {
-    Session session(graph(), options_);
+    Session session(graph(), default_op_registry(), options_);
     std::vector<NamedTensor> feeds;
     for (size_t i = 0; i < inputs_.size(); ++i)
       if (inputs_[i].kind == Slot::Kind::Runtime) feeds.push_back({"in" + std::to_string(i), inputs_[i].tensor});

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "quant/kernel_config.h"
+#include "quant/ukernels/kernel_config.h"
 
 namespace onebit::quant_test {
 
@@ -71,10 +71,10 @@ inline std::unique_ptr<void, Free> workspace(size_t bytes) {
 
 // Every distinct kernel family this machine runs (scalar, avx2, avx512,
 // avx512vnni on this project's test machine).
-inline std::vector<const QGemmConfig*> q8_configs() {
-  std::vector<const QGemmConfig*> out;
+inline std::vector<const Q8GemmConfig*> q8_configs() {
+  std::vector<const Q8GemmConfig*> out;
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
-    if (const QGemmConfig* c = qgemm_config_for(isa))
+    if (const Q8GemmConfig* c = q8_gemm_config_for(isa))
       if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   return out;
 }

@@ -9,9 +9,10 @@
 #include <cmath>
 #include <random>
 
-#include "graph/onnx_loader.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -55,10 +56,10 @@ Pair run_both(const ModelBuilder& b, const std::string& name, const char* pass, 
               const std::vector<NamedTensor>& inputs) {
   const std::string path = scratch_dir(name) + "/model.onnx";
   b.save(path);
-  Session fused(load_onnx(path));
+  Session fused(load_onnx(path), default_op_registry());
   SessionOptions o;
   o.stop_after_pass = stop_before(pass);
-  Session plain(load_onnx(path), o);
+  Session plain(load_onnx(path), default_op_registry(), o);
   return {fused.run(inputs)[0], plain.run(inputs)[0], fused.pass_report().get(counter), fused.graph().nodes.size(),
           plain.graph().nodes.size()};
 }
@@ -136,7 +137,7 @@ ModelBuilder gqa(bool qk, int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_
 }  // namespace
 
 TEST_CASE("rms norm fusion: seven nodes become one, bit-identical", "[fusion][rmsnorm]") {
-  const Pair p = run_both(rms_norm(true), "rms_on", "fuse-rms-norm", "rms_norm", {{"x", tensor({2, 5, 96}, 1)}});
+  const Pair p = run_both(rms_norm(true), "rms_on", "fuse-rms-norm", "rms_norm_fused", {{"x", tensor({2, 5, 96}, 1)}});
   CHECK(p.count == 1);
   CHECK(p.fused_nodes == 1);
   CHECK(p.plain_nodes == 7);
@@ -144,13 +145,13 @@ TEST_CASE("rms norm fusion: seven nodes become one, bit-identical", "[fusion][rm
 }
 
 TEST_CASE("rms norm fusion must not fire on Pow(x, 4)", "[fusion][rmsnorm][must-not-fire]") {
-  const Pair p = run_both(rms_norm(false), "rms_pow3", "fuse-rms-norm", "rms_norm", {{"x", tensor({2, 5, 96}, 1)}});
+  const Pair p = run_both(rms_norm(false), "rms_pow3", "fuse-rms-norm", "rms_norm_fused", {{"x", tensor({2, 5, 96}, 1)}});
   CHECK(p.count == 0);
   bit_identical(p.fused, p.plain);
 }
 
 TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-identical", "[fusion][rotary]") {
-  const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary",
+  const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});
   CHECK(p.count == 1);
   CHECK(p.fused_nodes == 1);
@@ -158,7 +159,7 @@ TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-
 }
 
 TEST_CASE("rotary fusion must not fire when the halves are swapped", "[fusion][rotary][must-not-fire]") {
-  const Pair p = run_both(rotary(8, true), "rot_swapped", "fuse-rotary", "rotary",
+  const Pair p = run_both(rotary(8, true), "rot_swapped", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});
   CHECK(p.count == 0);
 }
@@ -167,7 +168,7 @@ TEST_CASE("gqa fusion: Q.K^T and P.V read the KV heads without repeating them", 
   for (bool qk : {true, false})
     for (int64_t s : {1, 5}) {
       const int64_t kvh = 2, rep = 3, t = 37, d = 16;
-      const Pair p = run_both(gqa(qk, kvh, rep, s, t, d), qk ? "gqa_qk" : "gqa_pv", "fuse-gqa-matmul", "gqa_matmul",
+      const Pair p = run_both(gqa(qk, kvh, rep, s, t, d), qk ? "gqa_qk" : "gqa_pv", "fuse-gqa-matmul", "gqa_fused",
                               {{"a", tensor({1, kvh * rep, s, qk ? d : t}, 4)}, {"kv", tensor({1, kvh, t, d}, 5)}});
       CHECK(p.count == 1);
       CHECK(p.fused_nodes == 1);
@@ -190,7 +191,7 @@ TEST_CASE("gqa fusion must not fire when the repeat axis is not 2", "[fusion][gq
   b.node("Reshape", {"ex", "r"}, {"rep"});
   ModelBuilder::attr_ints(b.node("Transpose", {"rep"}, {"kt"}), "perm", {0, 1, 3, 2});
   b.node("MatMul", {"a", "kt"}, {"y"});
-  const Pair p = run_both(b, "gqa_axis1", "fuse-gqa-matmul", "gqa_matmul",
+  const Pair p = run_both(b, "gqa_axis1", "fuse-gqa-matmul", "gqa_fused",
                           {{"a", tensor({1, 4, 1, 8}, 4)}, {"kv", tensor({1, 2, 6, 8}, 5)}});
   CHECK(p.count == 0);
   bit_identical(p.fused, p.plain);

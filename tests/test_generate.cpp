@@ -5,11 +5,12 @@
 // decode loop allocates no buffers.
 #include <catch2/catch.hpp>
 
-#include "graph/onnx_loader.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
 #include "models/causal_lm.h"
 #include "models/generate.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -65,7 +66,7 @@ Session open(bool cached, const std::string& name, bool last_position = false) {
   tiny_lm(cached).save(path);
   SessionOptions o;
   if (last_position) o.last_position_outputs = {"logits"};
-  return Session(load_onnx(path), o);
+  return Session(load_onnx(path), default_op_registry(), o);
 }
 
 }  // namespace

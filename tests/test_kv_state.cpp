@@ -9,9 +9,10 @@
 
 #include <cstring>
 
-#include "graph/onnx_loader.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -138,7 +139,7 @@ Session open(Cache cache, Extra extra, bool state, const std::string& name, int6
   attention(cache, extra, rep).save(path);
   SessionOptions o;
   if (state) o.kv_state_inputs = past_names(cache);
-  return Session(load_onnx(path), o);
+  return Session(load_onnx(path), default_op_registry(), o);
 }
 
 // Bit-identical when both sides run the same kernels (GQA); within float
@@ -199,7 +200,7 @@ TEST_CASE("kv state: multi-head attention (no repeat_kv) reads the cache in plac
     Session plain = open(cache, Extra::None, false, "kv_mha_plain", 1);
     Session state = open(cache, Extra::None, true, "kv_mha_state", 1);
     REQUIRE(state.pass_report().get("kv_state") == 2);
-    CHECK(state.pass_report().get("gqa_matmul") == 0);
+    CHECK(state.pass_report().get("gqa_fused") == 0);
     decode_both(plain, state, cache, {5, 1, 1, 2, 1, 7, 1, 1, 1, 1}, false);
   }
 }
@@ -227,11 +228,11 @@ TEST_CASE("kv state must not fire when something else reads the cache", "[kv_sta
   const std::string path = scratch_dir("kv_noinput") + "/model.onnx";
   attention(Cache::Stacked, Extra::None).save(path);
   o.kv_state_inputs = {"past_key_values.0.key"};
-  Session s(load_onnx(path), o);
+  Session s(load_onnx(path), default_op_registry(), o);
   CHECK(s.pass_report().get("kv_state") == 0);
   CHECK(s.pass_report().get("kv_state_refused") == 1);
   o.kv_state_inputs = {"past"};  // and ONEBIT_KV_STATE=0
   o.kv_state = false;
-  Session off(load_onnx(path), o);
+  Session off(load_onnx(path), default_op_registry(), o);
   CHECK(off.pass_report().get("kv_state") == 0);
 }

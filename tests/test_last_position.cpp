@@ -6,9 +6,10 @@
 
 #include <random>
 
-#include "graph/onnx_loader.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -70,7 +71,7 @@ Session make(const ModelBuilder& b, const std::string& name, bool cut) {
   b.save(path);
   SessionOptions o;
   if (cut) o.last_position_outputs = {"logits"};
-  return Session(load_onnx(path), o);
+  return Session(load_onnx(path), default_op_registry(), o);
 }
 
 Tensor x_input(int64_t seq) {
@@ -125,7 +126,7 @@ TEST_CASE("last position must not fire", "[fusion][last-position][must-not-fire]
     b.save(path);
     SessionOptions o;
     o.last_position_outputs = {"no_such_output"};
-    Session s(load_onnx(path), o);
+    Session s(load_onnx(path), default_op_registry(), o);
     CHECK(s.pass_report().get("last_position") == 0);
     CHECK(s.run({{"x", x_input(4)}})[0].shape() == Shape{1, 4, kN});
   }

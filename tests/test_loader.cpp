@@ -6,10 +6,11 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "graph/error.h"
-#include "graph/onnx_loader.h"
+#include "base/error.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -50,7 +51,7 @@ std::string save(const ModelBuilder& b, const std::string& dir, const std::strin
 
 TEST_CASE("loader: a valid model loads and runs", "[loader]") {
   const std::string dir = scratch_dir("loader_valid");
-  Session s(load_onnx(save(add_model(), dir)));
+  Session s(load_onnx(save(add_model(), dir)), default_op_registry());
   Tensor x = Tensor::allocate(DType::F32, {2, 3});
   for (int i = 0; i < 6; ++i) x.data<float>()[i] = float(i);
   auto out = s.run({{"x", x}});
@@ -143,7 +144,7 @@ TEST_CASE("loader: external data is memory-mapped and checked", "[loader][extern
   ModelBuilder::external(*b.graph().mutable_initializer(0), "weights.bin", "16", "24");
 
   SECTION("valid") {
-    Session s(load_onnx(save(b, dir)));
+    Session s(load_onnx(save(b, dir)), default_op_registry());
     Tensor x = Tensor::allocate(DType::F32, {2, 3});
     auto out = s.run({{"x", x}});
     for (int i = 0; i < 6; ++i) CHECK(out[0].data<float>()[i] == w[static_cast<size_t>(i)]);
@@ -204,7 +205,7 @@ TEST_CASE("loader: a model over 2 GB loads through external data", "[loader][ext
   b.node("Gather", {"w", "i"}, {"y"});
   Graph g = load_onnx(save(b, dir));
   CHECK(g.values[static_cast<size_t>(g.find_value("w"))].constant->bytes() == static_cast<size_t>(n) * 4);
-  Session s(std::move(g));
+  Session s(std::move(g), default_op_registry());
   Tensor i = Tensor::allocate(DType::I64, {1});
   i.data<int64_t>()[0] = n - 1;
   auto out = s.run({{"i", i}});
@@ -250,7 +251,7 @@ TEST_CASE("loader: an unknown op loads as a placeholder; running lists every uns
   Graph g = load_onnx(save(b, dir));  // inspect works on it
   CHECK(g.nodes.size() == 4);
   try {
-    Session s(std::move(g));
+    Session s(std::move(g), default_op_registry());
     FAIL("a session with unknown ops must not be created");
   } catch (const Error& e) {
     const std::string msg = e.what();

@@ -5,9 +5,10 @@
 
 #include <random>
 
-#include "graph/onnx_loader.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -39,7 +40,7 @@ Session make(const ModelBuilder& b, const std::string& name, int stop = -1) {
   b.save(path);
   SessionOptions o;
   o.stop_after_pass = stop;
-  return Session(load_onnx(path), o);
+  return Session(load_onnx(path), default_op_registry(), o);
 }
 
 Tensor x_input() {
@@ -52,7 +53,7 @@ Tensor x_input() {
 
 TEST_CASE("matmul transpose: a transposed constant weight is packed in place", "[fusion][matmul]") {
   Session fused = make(tied({1, 0}, false), "mmt_on"), plain = make(tied({1, 0}, false), "mmt_off", 0);
-  CHECK(fused.pass_report().get("matmul_transpose") == 1);
+  CHECK(fused.pass_report().get("matmul_transpose_fused") == 1);
   REQUIRE(fused.graph().nodes.size() == 1);
   CHECK(fused.graph().nodes[0].domain == "com.onebit");
   CHECK(plain.graph().nodes.size() == 2);
@@ -64,7 +65,7 @@ TEST_CASE("matmul transpose: a transposed constant weight is packed in place", "
 
 TEST_CASE("matmul transpose: a table the embedding also reads is kept", "[fusion][matmul]") {
   Session s = make(tied({1, 0}, true), "mmt_tied");
-  CHECK(s.pass_report().get("matmul_transpose") == 1);
+  CHECK(s.pass_report().get("matmul_transpose_fused") == 1);
   CHECK(s.stats().released_bytes == 0);
   Tensor ids = Tensor::allocate(DType::I64, {2});
   ids.data<int64_t>()[1] = 49;
@@ -79,5 +80,5 @@ TEST_CASE("matmul transpose must not fire on other permutations", "[fusion][matm
   ModelBuilder::attr_ints(b.node("Transpose", {"w"}, {"wt"}, "t"), "perm", {0, 2, 1});
   b.node("MatMul", {"x", "wt"}, {"y"});
   Session s = make(b, "mmt_perm");
-  CHECK(s.pass_report().get("matmul_transpose") == 0);
+  CHECK(s.pass_report().get("matmul_transpose_fused") == 0);
 }

@@ -4,7 +4,8 @@
 #include <limits>
 
 #include "op_test_util.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using namespace onebit::test;
@@ -21,10 +22,10 @@ TEST_CASE("activations are registered for every opset they exist at in 17-21", "
                          "Softsign", "Mish", "Clip"})
     for (int64_t v = std::string(op) == "Mish" ? 18 : 17; v <= 21; ++v) {
       INFO(op << " opset " << v);
-      CHECK(OpRegistry::global().find("", op, v) != nullptr);
+      CHECK(default_op_registry().find("", op, v) != nullptr);
     }
-  CHECK(OpRegistry::global().find("", "Gelu", 20) != nullptr);
-  CHECK(OpRegistry::global().find("", "Gelu", 21) != nullptr);
+  CHECK(default_op_registry().find("", "Gelu", 20) != nullptr);
+  CHECK(default_op_registry().find("", "Gelu", 21) != nullptr);
 }
 
 TEST_CASE("activation formulas on hand-computed values", "[activation]") {

@@ -4,7 +4,8 @@
 #include <limits>
 
 #include "op_test_util.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using namespace onebit::test;
@@ -20,8 +21,8 @@ Tensor cast(const Tensor& x, DType to, int64_t opset = 21) {
 
 TEST_CASE("Cast and CastLike are registered for opsets 17-21", "[cast]") {
   for (int64_t v = 17; v <= 21; ++v) {
-    CHECK(OpRegistry::global().find("", "Cast", v) != nullptr);
-    CHECK(OpRegistry::global().find("", "CastLike", v) != nullptr);
+    CHECK(default_op_registry().find("", "Cast", v) != nullptr);
+    CHECK(default_op_registry().find("", "CastLike", v) != nullptr);
   }
 }
 

@@ -4,7 +4,8 @@
 #include <random>
 
 #include "op_test_util.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using namespace onebit::test;
@@ -39,10 +40,10 @@ std::vector<double> random_values(size_t n, unsigned seed, double offset = 0) {
 
 TEST_CASE("normalization ops are registered", "[layer_norm]") {
   for (int64_t v = 17; v <= 21; ++v) {
-    CHECK(OpRegistry::global().find("", "LayerNormalization", v) != nullptr);
-    CHECK(OpRegistry::global().find("", "InstanceNormalization", v) != nullptr);
+    CHECK(default_op_registry().find("", "LayerNormalization", v) != nullptr);
+    CHECK(default_op_registry().find("", "InstanceNormalization", v) != nullptr);
   }
-  for (int64_t v = 18; v <= 21; ++v) CHECK(OpRegistry::global().find("", "GroupNormalization", v) != nullptr);
+  for (int64_t v = 18; v <= 21; ++v) CHECK(default_op_registry().find("", "GroupNormalization", v) != nullptr);
 }
 
 TEST_CASE("LayerNormalization on a hand-computed row", "[layer_norm]") {

@@ -5,7 +5,8 @@
 #include <limits>
 
 #include "op_test_util.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using namespace onebit::test;
@@ -20,12 +21,12 @@ Tensor scalar_f32(float v) { return make_tensor<float>({}, {v}); }
 
 TEST_CASE("Q/DQ are registered for opsets 17-21 and com.microsoft", "[quantize]") {
   for (int64_t v = 17; v <= 21; ++v) {
-    CHECK(OpRegistry::global().find("", "QuantizeLinear", v) != nullptr);
-    CHECK(OpRegistry::global().find("", "DequantizeLinear", v) != nullptr);
-    CHECK(OpRegistry::global().find("", "DynamicQuantizeLinear", v) != nullptr);
+    CHECK(default_op_registry().find("", "QuantizeLinear", v) != nullptr);
+    CHECK(default_op_registry().find("", "DequantizeLinear", v) != nullptr);
+    CHECK(default_op_registry().find("", "DynamicQuantizeLinear", v) != nullptr);
   }
-  CHECK(OpRegistry::global().find(kMicrosoftDomain, "QuantizeLinear", 1) != nullptr);
-  CHECK(OpRegistry::global().find(kMicrosoftDomain, "DequantizeLinear", 1) != nullptr);
+  CHECK(default_op_registry().find(kMicrosoftDomain, "QuantizeLinear", 1) != nullptr);
+  CHECK(default_op_registry().find(kMicrosoftDomain, "DequantizeLinear", 1) != nullptr);
 }
 
 TEST_CASE("QuantizeLinear rounds ties to even, then adds the zero point", "[quantize]") {

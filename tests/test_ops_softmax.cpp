@@ -5,7 +5,8 @@
 #include <random>
 
 #include "op_test_util.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using namespace onebit::test;
@@ -39,7 +40,7 @@ std::vector<double> random_values(size_t n, double scale, unsigned seed) {
 
 TEST_CASE("softmax family is registered for opsets 17-21", "[softmax]") {
   for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"})
-    for (int64_t v = 17; v <= 21; ++v) CHECK(OpRegistry::global().find("", op, v) != nullptr);
+    for (int64_t v = 17; v <= 21; ++v) CHECK(default_op_registry().find("", op, v) != nullptr);
 }
 
 TEST_CASE("Softmax on a hand-computed row", "[softmax]") {

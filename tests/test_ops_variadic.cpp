@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "op_test_util.h"
-#include "ops/registry.h"
+#include "graph/op_registry.h"
 
 using namespace onebit;
 using namespace onebit::test;

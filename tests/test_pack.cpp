@@ -18,11 +18,12 @@
 #include <random>
 #include <sstream>
 
-#include "graph/dtype.h"
-#include "graph/onnx_loader.h"
-#include "graph/onnx_pack.h"
+#include "base/dtype.h"
+#include "graph/onnx/onnx_loader.h"
+#include "graph/onnx/onnx_pack.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -275,8 +276,8 @@ TEST_CASE("pack: the packed graph runs close to the float one", "[pack]") {
   for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = std::sin(0.37f * float(i));
   Tensor ids = Tensor::allocate(DType::I64, {3});
   for (int64_t i = 0; i < 3; ++i) ids.data<int64_t>()[i] = 5 * i;
-  Session f(load_onnx(dir + "/model.onnx")), q(load_onnx(dir + "/packed.onnx"));
-  CHECK(q.pass_report().get("w4_fused") == 3);
+  Session f(load_onnx(dir + "/model.onnx"), default_op_registry()), q(load_onnx(dir + "/packed.onnx"), default_op_registry());
+  CHECK(q.pass_report().get("q4_fused") == 3);
   const auto a = f.run({{"x", x}, {"ids", ids}}), b = q.run({{"x", x}, {"ids", ids}});
   REQUIRE(a.size() == 3);
   for (size_t o_i = 0; o_i < 3; ++o_i) {

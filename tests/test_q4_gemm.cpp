@@ -24,12 +24,13 @@
 #include <random>
 #include <vector>
 
-#include "graph/dtype.h"
-#include "graph/error.h"
-#include "ops/thread_pool.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "base/thread_pool.h"
 #include "quant/act_quant.h"
 #include "quant/q4_gemm.h"
 #include "quant_test_util.h"
+#include "tests/isa_test_util.h"
 
 using namespace onebit;
 
@@ -296,8 +297,12 @@ TEST_CASE("q4: QD8 rows map real 0 to the zero point and stay within half a step
   CHECK(quantize_symmetric(zeros.data(), zeros.size(), q.data()) == 0.0f);
 }
 
-TEST_CASE("q4: tile edges on every ISA and precision", "[q4]") {
-  for (const Q4GemmConfig* cfg : q4_configs())
+namespace {
+
+// "q4 tile edges and precisions"
+void isa_case_1(Isa isa) {
+  const Q4GemmConfig* cfg = q4_gemm_config_for(isa);
+  REQUIRE(cfg);
     for (Q4Act act : kActs) {
       const size_t mr = cfg->mr[int(act)];
       for (size_t m : {size_t{1}, size_t{2}, mr - 1, mr, mr + 1, size_t{33}})
@@ -307,8 +312,10 @@ TEST_CASE("q4: tile edges on every ISA and precision", "[q4]") {
     }
 }
 
-TEST_CASE("q4: int4 and uint4, per block and per channel, zero points, float16 scales", "[q4]") {
-  for (const Q4GemmConfig* cfg : q4_configs())
+// "q4 int4 and uint4, per block and per channel, zero points, float16 scales"
+void isa_case_2(Isa isa) {
+  const Q4GemmConfig* cfg = q4_gemm_config_for(isa);
+  REQUIRE(cfg);
     for (Q4Act act : kActs)
       for (bool sgn : {true, false})
         for (size_t bs : {0, 16, 32, 64, 128})
@@ -318,30 +325,55 @@ TEST_CASE("q4: int4 and uint4, per block and per channel, zero points, float16 s
                   .bias(zp).act(act).config(*cfg).test();
 }
 
-TEST_CASE("q4: MatMulNBits zero points packed, float and float16 match the [K,N] layout", "[q4]") {
+// "q4 MatMulNBits zero points packed, float and float16 match the [K,N] layout"
+void isa_case_3(Isa isa) {
   using Z = Q4MatMulNBitsWeight::ZeroPoints;
-  for (const Q4GemmConfig* cfg : q4_configs())
+  const Q4GemmConfig* cfg = q4_gemm_config_for(isa);
+  REQUIRE(cfg);
     for (Z zt : {Z::kPacked, Z::kF32, Z::kF16})
       for (size_t k : {size_t{96}, size_t{100}})  // odd and even block counts per column
         Q4Tester().m(3).n(21).k(k).is_signed(false).zero_points(true).nbits_zero_points(zt).config(*cfg).test();
 }
 
-TEST_CASE("q4: per-channel int8-block uses its own activation block", "[q4]") {
-  for (const Q4GemmConfig* cfg : q4_configs())
+// "q4 per-channel int8-block uses its own activation block"
+void isa_case_4(Isa isa) {
+  const Q4GemmConfig* cfg = q4_gemm_config_for(isa);
+  REQUIRE(cfg);
     for (size_t blk : {8, 24, 64})
       Q4Tester().m(5).n(20).k(150).block_size(0).zero_points(true).act(Q4Act::kInt8Block).int8_block(blk)
           .config(*cfg).test();
 }
 
-TEST_CASE("q4: strided activations and outputs, one and two threads", "[q4]") {
+// "q4 strided activations and outputs, one and two threads"
+void isa_case_5(Isa isa) {
   ThreadPool two(2);
-  for (const Q4GemmConfig* cfg : q4_configs())
+  const Q4GemmConfig* cfg = q4_gemm_config_for(isa);
+  REQUIRE(cfg);
     for (Q4Act act : kActs)
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
         Q4Tester().m(1).n(700).k(1024).act(act).bias(true).config(*cfg).pool(pool).test();
         Q4Tester().m(40).n(130).k(300).lda(333).ldy(150).zero_points(true).act(act).config(*cfg).pool(pool).test();
       }
 }
+
+}  // namespace
+
+// One case per distinct Q4GemmConfig family.
+#define Q4_ISA_CASES(name, tags, body) \
+  ONEBIT_ISA_CASE(name, tags, Scalar, body) \
+  ONEBIT_ISA_CASE(name, tags, Avx2, body) \
+  ONEBIT_ISA_CASE(name, tags, Avx512, body) \
+  ONEBIT_ISA_CASE(name, tags, Avx512Vnni, body)
+
+Q4_ISA_CASES("q4 tile edges and precisions", "[q4]", isa_case_1)
+
+Q4_ISA_CASES("q4 int4 and uint4, per block and per channel, zero points, float16 scales", "[q4]", isa_case_2)
+
+Q4_ISA_CASES("q4 MatMulNBits zero points packed, float and float16 match the [K,N] layout", "[q4]", isa_case_3)
+
+Q4_ISA_CASES("q4 per-channel int8-block uses its own activation block", "[q4]", isa_case_4)
+
+Q4_ISA_CASES("q4 strided activations and outputs, one and two threads", "[q4]", isa_case_5)
 
 TEST_CASE("q4: bad inputs are errors that name the value", "[q4]") {
   std::vector<uint8_t> data(64);

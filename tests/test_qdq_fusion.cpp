@@ -6,9 +6,10 @@
 
 #include <random>
 
-#include "graph/onnx_loader.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -93,7 +94,7 @@ Outcome run(const Case& c, bool fuse, const std::string& name) {
   build(c).save(path);
   SessionOptions opts;
   opts.qdq_fusion = fuse;
-  Session s(load_onnx(path), opts);
+  Session s(load_onnx(path), default_op_registry(), opts);
   auto out = s.run({{"x_q", input(c)}});
   return {out[0], s.graph().nodes.size(), s.pass_report().get("qdq_fused"), s.pass_report().get("qdq_refused")};
 }
@@ -157,7 +158,7 @@ TEST_CASE("qdq fusion must not fire: a float MatMul is not a group", "[fusion][q
   b.node("MatMul", {"x", "w"}, {"y"});
   const std::string path = scratch_dir("qdq_float") + "/model.onnx";
   b.save(path);
-  Session s(load_onnx(path));
+  Session s(load_onnx(path), default_op_registry());
   CHECK(s.pass_report().get("qdq_fused") == 0);
   CHECK(s.pass_report().get("qdq_refused") == 0);
 }

@@ -3,10 +3,11 @@
 // allocate no buffers, input checks, and the pass switch.
 #include <catch2/catch.hpp>
 
-#include "graph/error.h"
-#include "graph/onnx_loader.h"
+#include "base/error.h"
+#include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -31,7 +32,7 @@ Tensor int64s(std::vector<int64_t> v) {
 Session session_for(const ModelBuilder& b, const std::string& name, SessionOptions opts = {}) {
   const std::string path = scratch_dir(name) + "/model.onnx";
   b.save(path);
-  return Session(load_onnx(path), opts);
+  return Session(load_onnx(path), default_op_registry(), opts);
 }
 
 std::string run_error(Session& s, const std::vector<NamedTensor>& inputs) {

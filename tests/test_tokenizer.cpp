@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "graph/error.h"
-#include "models/added_tokens.h"
-#include "models/bpe.h"
-#include "models/byte_level.h"
-#include "models/normalizer.h"
-#include "models/pretokenizer.h"
-#include "models/regex.h"
-#include "models/tokenizer.h"
-#include "models/utf8.h"
+#include "base/error.h"
+#include "models/tokenizer/added_tokens.h"
+#include "models/tokenizer/bpe.h"
+#include "models/tokenizer/byte_level.h"
+#include "models/tokenizer/normalizer.h"
+#include "models/tokenizer/pretokenizer.h"
+#include "models/tokenizer/regex.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/tokenizer/utf8.h"
 
 using namespace onebit;
 

@@ -1,0 +1,109 @@
+#include "base/cpu_features.h"
+
+#include <cpuid.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace onebit {
+
+namespace {
+
+uint64_t xgetbv0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (uint64_t(edx) << 32) | eax;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & bit_OSXSAVE;
+  f.fma = c & bit_FMA;
+  f.f16c = c & bit_F16C;
+  const uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+  const bool ymm = (xcr0 & 0x6) == 0x6;
+  const bool zmm = (xcr0 & 0xe6) == 0xe6;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx2 = ymm && (b & bit_AVX2);
+    f.avx512f = zmm && (b & bit_AVX512F);
+    f.avx512bw = zmm && (b & bit_AVX512BW);
+    f.avx512dq = zmm && (b & bit_AVX512DQ);
+    f.avx512vl = zmm && (b & bit_AVX512VL);
+    f.avx512vnni = zmm && (c & bit_AVX512VNNI);
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = ymm && (a & (1u << 4));
+  f.fma = f.fma && ymm;
+  f.f16c = f.f16c && ymm;
+  return f;
+}
+
+std::atomic<int> g_cap{static_cast<int>(Isa::Avx512Vnni)};
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+std::string cpu_missing(Isa isa) {
+  const CpuFeatures& f = cpu_features();
+  std::string missing;
+  auto need = [&](bool have, const char* name) {
+    if (!have) missing += (missing.empty() ? "" : " ") + std::string(name);
+  };
+  if (isa >= Isa::Avx2) {
+    need(f.avx2, "avx2");
+    need(f.fma, "fma");
+    need(f.f16c, "f16c");
+  }
+  if (isa >= Isa::Avx512) {
+    need(f.avx512f, "avx512f");
+    need(f.avx512bw, "avx512bw");
+    need(f.avx512dq, "avx512dq");
+    need(f.avx512vl, "avx512vl");
+  }
+  if (isa >= Isa::Avx512Vnni) need(f.avx512vnni, "avx512vnni");
+  return missing;
+}
+
+bool cpu_supports(Isa isa) { return cpu_missing(isa).empty(); }
+
+Isa isa_limit() {
+  static const Isa best = [] {
+    Isa level = Isa::Scalar;
+    for (Isa isa : kIsas)
+      if (cpu_supports(isa)) level = isa;
+    return level;
+  }();
+  const Isa cap = static_cast<Isa>(g_cap.load(std::memory_order_relaxed));
+  return cap < best ? cap : best;
+}
+
+void set_isa_limit(Isa cap) { g_cap.store(static_cast<int>(cap), std::memory_order_relaxed); }
+
+std::string isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx512Vnni: return "avx512vnni";
+  }
+  return "?";
+}
+
+std::optional<Isa> parse_isa(std::string_view name) {
+  for (Isa isa : kIsas)
+    if (name == isa_name(isa)) return isa;
+  return std::nullopt;
+}
+
+std::string isa_names() {
+  std::string s;
+  for (Isa isa : kIsas) s += (s.empty() ? "" : ", ") + isa_name(isa);
+  return s;
+}
+
+}  // namespace onebit

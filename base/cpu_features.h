@@ -1,0 +1,51 @@
+// CPU features, read once, and the ISA levels the microkernels are built
+// for. cpu_supports() is the one definition of what a level needs; the kernel
+// config (quant/ukernels/kernel_config.cpp) picks families with it, and no op
+// ever asks. set_isa_limit() caps the level the configs pick (the CLI sets it
+// from ONEBIT_ISA), so tests and benchmarks can run every path on one machine.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace onebit {
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Avx512Vnni = 3 };
+inline constexpr Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni};
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512dq = false;
+  bool avx512vl = false;
+  bool avx512vnni = false;
+  bool avxvnni = false;
+};
+
+const CpuFeatures& cpu_features();
+
+// Whether this CPU runs code built for `isa`:
+//   avx2        AVX2 + FMA + F16C (x86-64-v3, the build's baseline)
+//   avx512      avx2 + AVX-512 F, BW, DQ, VL
+//   avx512vnni  avx512 + AVX-512 VNNI
+bool cpu_supports(Isa isa);
+// What `isa` needs that this CPU lacks, e.g. "avx512vnni"; empty if none.
+std::string cpu_missing(Isa isa);
+
+// The best level this CPU supports, capped by set_isa_limit.
+Isa isa_limit();
+// Caps isa_limit(). Call before the first kernel config is read (configs
+// are chosen once); a cap above what the CPU supports changes nothing.
+void set_isa_limit(Isa cap);
+
+std::string isa_name(Isa isa);
+// "scalar", "avx2", "avx512", "avx512vnni" -> the level; anything else: nothing.
+std::optional<Isa> parse_isa(std::string_view name);
+// "scalar, avx2, avx512, avx512vnni" for error messages.
+std::string isa_names();
+
+}  // namespace onebit

@@ -1,0 +1,57 @@
+#include "graph/kernel.h"
+
+namespace onebit {
+
+const Tensor* KernelInfo::constant(int i) const {
+  if (!has_input(i)) return nullptr;
+  const Value& v = graph_.values[static_cast<size_t>(node_.inputs[static_cast<size_t>(i)])];
+  return v.constant ? &*v.constant : nullptr;
+}
+
+DType KernelInfo::input_dtype(int i) const {
+  if (!has_input(i)) return DType::Undefined;
+  return graph_.values[static_cast<size_t>(node_.inputs[static_cast<size_t>(i)])].dtype;
+}
+
+const std::string& KernelInfo::input_name(int i) const {
+  static const std::string none;
+  if (!has_input(i)) return none;
+  return graph_.values[static_cast<size_t>(node_.inputs[static_cast<size_t>(i)])].name;
+}
+
+const InputInfo& ReshapeContext::input(int i) const {
+  if (!has_input(i)) fail("input {} is required but missing", i);
+  return inputs_[static_cast<size_t>(i)];
+}
+
+const Tensor& ReshapeContext::value(int i) const {
+  const InputInfo& in = input(i);
+  if (!in.value) throw NeedsValue{i};
+  return *in.value;
+}
+
+void ReshapeContext::set_output(int i, DType dtype, Shape shape) {
+  if (i >= num_outputs()) return;
+  OutputPlan& o = outputs_[static_cast<size_t>(i)];
+  o.dtype = dtype;
+  o.shape = std::move(shape);
+  o.alias_of = -1;
+  o.alias_offset = 0;
+  o.held = false;
+  o.set = true;
+}
+
+void ReshapeContext::hold_output(int i, DType dtype, Shape shape) {
+  set_output(i, dtype, std::move(shape));
+  if (i < num_outputs()) outputs_[static_cast<size_t>(i)].held = true;
+}
+
+void ReshapeContext::alias_output(int i, int in, Shape shape, int64_t byte_offset) {
+  set_output(i, dtype(in), std::move(shape));
+  if (i < num_outputs()) {
+    outputs_[static_cast<size_t>(i)].alias_of = in;
+    outputs_[static_cast<size_t>(i)].alias_offset = byte_offset;
+  }
+}
+
+}  // namespace onebit

@@ -1,0 +1,172 @@
+// The kernel lifecycle, after XNNPACK's operators:
+//   create  (the factory) — validate attributes, pack constant inputs once;
+//   reshape — given input dtypes and shapes (and the values of inputs known at
+//             plan time), state output dtypes and shapes and the workspace;
+//   run     — bind pointers and compute; allocates nothing.
+// Kernels see the IR's Node through KernelInfo, never protobuf.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "graph/graph.h"
+#include "graph/session_options.h"
+#include "graph/tensor.h"
+
+namespace onebit {
+
+class ThreadPool;
+
+// What a kernel factory sees of its node, and the session's options for
+// kernels (the one channel from the command line to a kernel).
+class KernelInfo {
+ public:
+  KernelInfo(const Graph& g, const Node& n, ThreadPool* pool, const KernelOptions& options)
+      : graph_(g), node_(n), pool_(pool), options_(options) {}
+
+  const Node& node() const { return node_; }
+  const std::string& op_type() const { return node_.op_type; }
+  int64_t opset() const { return node_.opset; }
+  const Attributes& attrs() const { return node_.attrs; }
+  int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
+  int num_outputs() const { return static_cast<int>(node_.outputs.size()); }
+  bool has_input(int i) const { return i < num_inputs() && node_.inputs[static_cast<size_t>(i)] >= 0; }
+  bool has_output(int i) const { return i < num_outputs() && node_.outputs[static_cast<size_t>(i)] >= 0; }
+  // The input's value when it is a constant (initializer or folded), else null.
+  const Tensor* constant(int i) const;
+  // Declared dtype of an input (Undefined when the file does not say).
+  DType input_dtype(int i) const;
+  const std::string& input_name(int i) const;
+  std::string label() const { return graph_.node_label(node_); }
+  // The session's pool, for packing large constants at create; may be null.
+  ThreadPool* pool() const { return pool_; }
+  const KernelOptions& options() const { return options_; }
+
+ private:
+  const Graph& graph_;
+  const Node& node_;
+  ThreadPool* pool_;
+  const KernelOptions& options_;
+};
+
+// Thrown by ReshapeContext::value() when an input's value is needed to plan
+// and is not known until run time; the session then plans the node at run
+// time. Not an error.
+struct NeedsValue {
+  int input;
+};
+
+struct InputInfo {
+  DType dtype = DType::Undefined;
+  Shape shape;
+  const Tensor* value = nullptr;  // known at plan time, else null
+  bool present = false;
+};
+
+struct OutputPlan {
+  DType dtype = DType::Undefined;
+  Shape shape;
+  int alias_of = -1;         // input index whose bytes this output may reuse
+  int64_t alias_offset = 0;  // byte offset of the output inside that input
+  bool held = false;         // storage the kernel keeps across runs (hold_output)
+  bool set = false;
+};
+
+class ReshapeContext {
+ public:
+  ReshapeContext(std::vector<InputInfo> inputs, int num_outputs, std::vector<bool> output_present)
+      : inputs_(std::move(inputs)), outputs_(static_cast<size_t>(num_outputs)), present_(std::move(output_present)) {}
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  bool has_input(int i) const { return i < num_inputs() && inputs_[static_cast<size_t>(i)].present; }
+  DType dtype(int i) const { return input(i).dtype; }
+  const Shape& shape(int i) const { return input(i).shape; }
+  int rank(int i) const { return static_cast<int>(input(i).shape.size()); }
+  // The input's value, needed to plan (Reshape's shape, Slice's starts, ...).
+  // Throws NeedsValue when it is only known at run time.
+  const Tensor& value(int i) const;
+  const Tensor* value_if_known(int i) const { return has_input(i) ? input(i).value : nullptr; }
+
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  bool has_output(int i) const { return i < num_outputs() && present_[static_cast<size_t>(i)]; }
+  void set_output(int i, DType dtype, Shape shape);
+  // Output i holds exactly input `in`'s bytes under a new shape (Reshape,
+  // Squeeze, ...); the session may hand it the same storage. run() must
+  // still copy when the two pointers differ.
+  void alias_output(int i, int in, Shape shape, int64_t byte_offset = 0);
+  // Output i is storage the kernel itself keeps across runs (a KV state):
+  // the session allocates nothing for it, and run() must point
+  // ctx.output(i) at a tensor of this dtype and shape.
+  void hold_output(int i, DType dtype, Shape shape);
+  void set_workspace(size_t bytes) { workspace_ = bytes; }
+
+  const std::vector<OutputPlan>& outputs() const { return outputs_; }
+  size_t workspace() const { return workspace_; }
+
+ private:
+  const InputInfo& input(int i) const;
+  std::vector<InputInfo> inputs_;
+  std::vector<OutputPlan> outputs_;
+  std::vector<bool> present_;
+  size_t workspace_ = 0;
+};
+
+class RunContext {
+ public:
+  RunContext(const Tensor* const* inputs, int num_inputs, Tensor* outputs, int num_outputs, void* workspace,
+             ThreadPool& pool)
+      : inputs_(inputs), num_inputs_(num_inputs), outputs_(outputs), num_outputs_(num_outputs),
+        workspace_(workspace), pool_(pool) {}
+
+  int num_inputs() const { return num_inputs_; }
+  bool has_input(int i) const { return i < num_inputs_ && inputs_[i] != nullptr; }
+  const Tensor& input(int i) const { return *inputs_[i]; }
+  int num_outputs() const { return num_outputs_; }
+  bool has_output(int i) const { return i < num_outputs_ && outputs_[i].dtype() != DType::Undefined; }
+  Tensor& output(int i) const { return outputs_[i]; }
+  void* workspace() const { return workspace_; }
+  ThreadPool& pool() const { return pool_; }
+
+ private:
+  const Tensor* const* inputs_;
+  int num_inputs_;
+  Tensor* outputs_;
+  int num_outputs_;
+  void* workspace_;
+  ThreadPool& pool_;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void reshape(ReshapeContext& ctx) = 0;
+  virtual void run(RunContext& ctx) = 0;
+  // Kernels whose output sizes depend on input values (NonZero, ...) return
+  // true: the session then plans them at run time, after their inputs exist.
+  virtual bool shape_depends_on_data() const { return false; }
+  // False for inputs whose shape is all the kernel reads (Shape, Size), so a
+  // plan can evaluate the node before that input's data exists.
+  virtual bool needs_input_data(int input) const {
+    (void)input;
+    return true;
+  }
+  // True when create() copied constant input `input` into a packed form and
+  // never reads the original again: the session may then release it.
+  virtual bool packs_constant(int input) const {
+    (void)input;
+    return false;
+  }
+  // A kernel whose output is its inputs laid end to end along one axis
+  // (Concat) returns that axis as the node states it (negative counts from
+  // the end): the planner may then have the inputs' producers write straight
+  // into the output and skip this kernel (graph/planner.cpp).
+  virtual std::optional<int64_t> concat_axis() const { return std::nullopt; }
+  // One line for traces and `inspect` (which microkernel, which layout).
+  virtual std::string describe() const { return {}; }
+};
+
+}  // namespace onebit

@@ -1,0 +1,245 @@
+// KV state: the generator's cache kept inside the session, appended in place.
+//
+// A cached export rebuilds every layer's cache each step,
+//
+//   past [2L,1,kvh,P,d] -Slice/Gather(j)-> [1,kvh,P,d] -Concat(·, new, axis 2)-> [1,kvh,P+S,d] -> attention
+//                                                                    \-Unsqueeze(0)-> Concat(axis 0) -> present
+//
+// which reads the whole cache and writes it again every step (each layer's
+// Concat, placed in `present`, which the caller feeds back as `past`): at a
+// 1024-token past that is 470 MB of traffic a token for Qwen3-0.6B, more than
+// its 4-bit weights. When the caller names the cache inputs
+// (SessionOptions::kv_state_inputs: `ort-run` and `bench` on a cached
+// binding), each such Concat becomes
+//
+//   com.onebit::KvAppend(new, past)  -> cache [1, kvh, P+S, d], head_stride
+//
+// whose kernel keeps the layer's cache with room to grow per head, writes the
+// S new positions and hands out the whole cache; attention's GqaMatMul reads
+// it with the heads head_stride floats apart (its fifth input). `past` is then
+// read for its shape only (the past length), and the `present` outputs are
+// dropped: the caller passes a shape-only `past` (models/generate.cpp).
+// Per-layer caches (`past_key_values.N.key` → `present.N.key`, as Optimum
+// exports) are matched the same way.
+//
+// Multi-head attention (no repeat_kv, so no GqaMatMul yet) reads the cache
+// through MatMul(Q, Transpose(cache)) and MatMul(P, cache); those products
+// become GqaMatMuls with one query head per KV head.
+//
+// All or nothing: the pass rewrites only when every present output is made
+// of matched Concats whose results only attention products read, and the
+// past inputs feed nothing but those Concats and Shape nodes. Otherwise the
+// graph is left alone and `kv_state_refused` logs why (ONEBIT_KV_STATE=0
+// forces the plain graph, for control runs).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "graph/passes/fusion.h"
+#include "graph/passes/match.h"
+
+namespace onebit {
+
+namespace {
+
+struct Append {
+  int concat = -1;     // node index
+  int past = -1;       // graph input the cache comes from
+  int past_axis = -1;  // its sequence axis
+  std::vector<int> slicers;  // Slice/Squeeze/Gather nodes between them
+};
+
+bool is_graph_input(const Graph& g, int v) { return v >= 0 && g.values[static_cast<size_t>(v)].is_input; }
+
+int64_t axis_attr(const Node& n, int64_t rank) {
+  int64_t axis = n.attrs.get_int("axis", 0);
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Whether Concat input `v` is a slice of a graph input's cache, filling in
+// which input, its sequence axis and the slicing nodes:
+//   per layer: the input itself (rank 4);
+//   stacked:   Squeeze(Slice(past, [j], [j+1], axes [0]), [0]) or Gather(past, j, axis 0) (rank 5).
+bool match_past(const Graph& g, int v, Append& a) {
+  if (is_graph_input(g, v)) {
+    a.past = v;
+    a.past_axis = 2;
+    return true;
+  }
+  const Node* n = producer_node(g, v);
+  if (!n || !n->domain.empty()) return false;
+  if (n->op_type == "Gather" && n->inputs.size() == 2 && is_graph_input(g, n->inputs[0]) &&
+      n->attrs.get_int("axis", 0) == 0 && constant_scalar(g, n->inputs[1]).has_value()) {
+    a.slicers = {producer_index(g, v)};
+    a.past = n->inputs[0];
+  } else if (n->op_type == "Squeeze" && n->inputs.size() == 2 && constant_ints_equal(g, n->inputs[1], {0})) {
+    const Node* s = producer_op(g, n->inputs[0], "Slice");
+    if (!s || s->inputs.size() < 4 || !is_graph_input(g, s->inputs[0]) || !constant_ints_equal(g, s->inputs[3], {0}))
+      return false;
+    a.slicers = {producer_index(g, v), producer_index(g, n->inputs[0])};
+    a.past = s->inputs[0];
+  } else {
+    return false;
+  }
+  a.past_axis = 3;
+  return true;
+}
+
+// Multi-head attention (as many query heads as KV heads) has no repeat_kv
+// for the GQA fusion to match: the cache reaches its products directly,
+//   MatMul(Q, Transpose(cache, perm 0,1,3,2))   or   MatMul(P, cache).
+// For reader `r` of `cache`, the MatMul node that is such a product, else -1.
+template <class Readers>
+int attention_product(const Graph& g, const Readers& readers, int cache, int r) {
+  const Node& c = g.nodes[static_cast<size_t>(r)];
+  if (c.op_type == "MatMul" && c.domain.empty() && c.inputs.size() == 2 && c.inputs[1] == cache && c.inputs[0] != cache)
+    return r;
+  if (c.op_type == "Transpose" && c.domain.empty() && c.attrs.get_ints("perm", {}) == std::vector<int64_t>{0, 1, 3, 2} &&
+      readers(c.outputs[0]).size() == 1) {
+    const int m = readers(c.outputs[0])[0];
+    const Node& mm = g.nodes[static_cast<size_t>(m)];
+    if (mm.op_type == "MatMul" && mm.domain.empty() && mm.inputs.size() == 2 && mm.inputs[1] == c.outputs[0] &&
+        mm.inputs[0] != c.outputs[0])
+      return m;
+  }
+  return -1;
+}
+
+// All or nothing: one refusal leaves every exported Concat in place. The
+// reason names the node, so it is logged whole (and under --trace printed).
+void refuse(const Graph& g, PassContext& ctx, const std::string& why) {
+  ctx.report.log.push_back("kv_state_refused why=" + why);
+  if (ctx.options.kernel.trace && !ctx.options.debug_refusals) fmt::print(stderr, "kv_state_refused why={}\n", why);
+  report_refusals(g, ctx, "kv_state", {{why, 1}});
+}
+
+}  // namespace
+
+void keep_kv_state(Graph& g, PassContext& ctx) {
+  const SessionOptions& options = ctx.options;
+  if (!options.kv_state || options.kv_state_inputs.empty()) return;
+  std::set<int> named;
+  for (const std::string& name : options.kv_state_inputs) {
+    const int v = g.find_value(name);
+    if (v < 0 || !is_graph_input(g, v)) return refuse(g, ctx, fmt::format("no graph input '{}'", name));
+    named.insert(v);
+  }
+  // Readers that reach a graph output (the fusions before this pass leave
+  // dead nodes behind, e.g. repeat_kv's Unsqueeze).
+  const std::vector<bool> live = live_nodes(g);
+  std::vector<std::vector<int>> consumers = g.consumers();
+  for (auto& list : consumers)
+    list.erase(std::remove_if(list.begin(), list.end(), [&](int n) { return !live[static_cast<size_t>(n)]; }),
+               list.end());
+  auto readers = [&](int v) -> const std::vector<int>& { return consumers[static_cast<size_t>(v)]; };
+
+  std::vector<Append> appends;
+  std::set<int> presents, pasts, matched_nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op_type != "Concat" || !n.domain.empty() || n.inputs.size() != 2 || n.outputs.size() != 1) continue;
+    Append a;
+    a.concat = static_cast<int>(i);
+    if (!match_past(g, n.inputs[0], a) || !named.count(a.past) || axis_attr(n, 4) != 2) continue;
+    // The slicing nodes feed only this Concat.
+    bool private_chain = true;
+    for (int s : a.slicers)
+      for (int o : g.nodes[static_cast<size_t>(s)].outputs)
+        if (o >= 0 && readers(o).size() != 1) private_chain = false;
+    if (!private_chain) return refuse(g, ctx, fmt::format("{} shares its past slice", g.node_ref(n)));
+    // Readers of the result: GqaMatMuls (as K or V) and the way to `present`.
+    const int out = n.outputs[0];
+    int present = g.values[static_cast<size_t>(out)].is_output ? out : -1;
+    for (int r : readers(out)) {
+      const Node& c = g.nodes[static_cast<size_t>(r)];
+      if (c.op_type == "GqaMatMul" && c.domain == "com.onebit" && c.inputs[1] == out && c.inputs[0] != out) continue;
+      if (attention_product(g, readers, out, r) >= 0) continue;
+      if (c.op_type == "Unsqueeze" && c.domain.empty() && c.inputs.size() == 2 && constant_ints_equal(g, c.inputs[1], {0}) &&
+          readers(c.outputs[0]).size() == 1 && a.past_axis == 3 && present < 0) {
+        const Node& stack = g.nodes[static_cast<size_t>(readers(c.outputs[0])[0])];
+        if (stack.op_type == "Concat" && stack.domain.empty() && axis_attr(stack, 5) == 0 &&
+            g.values[static_cast<size_t>(stack.outputs[0])].is_output) {
+          present = stack.outputs[0];
+          continue;
+        }
+      }
+      return refuse(g, ctx, fmt::format("{} is read by {}", g.node_ref(n), g.node_ref(c)));
+    }
+    if (present < 0) return refuse(g, ctx, fmt::format("{} does not reach a graph output", g.node_ref(n)));
+    presents.insert(present);
+    pasts.insert(a.past);
+    matched_nodes.insert(a.concat);
+    appends.push_back(a);
+  }
+  if (appends.empty()) return refuse(g, ctx, "no cache Concat found");
+  if (pasts != named) return refuse(g, ctx, "not every KV-cache input feeds a cache Concat");
+
+  // Every present output is made of matched Concats only.
+  for (int p : presents) {
+    const Node& pn = g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(p)].producer)];
+    if (matched_nodes.count(g.values[static_cast<size_t>(p)].producer)) continue;  // per layer: checked above
+    // A stack nothing in the graph reads: once it is no output, nothing
+    // will read the held caches as dense tensors.
+    if (!readers(p).empty())
+      return refuse(g, ctx, fmt::format("output '{}' is also read inside the graph",
+                                                 g.values[static_cast<size_t>(p)].name));
+    for (int in : pn.inputs) {
+      const Node* u = producer_node(g, in);
+      if (!u || u->inputs.empty() || !matched_nodes.count(producer_index(g, u->inputs[0])))
+        return refuse(g, ctx, fmt::format("output '{}' stacks more than the layer caches",
+                                                   g.values[static_cast<size_t>(p)].name));
+    }
+  }
+  // The past inputs feed the matched chains and shape reads only.
+  std::set<int> chain_nodes = matched_nodes;
+  for (const Append& a : appends) chain_nodes.insert(a.slicers.begin(), a.slicers.end());
+  for (int p : pasts)
+    for (int r : readers(p)) {
+      const Node& c = g.nodes[static_cast<size_t>(r)];
+      if (chain_nodes.count(r) || (c.op_type == "Shape" && c.domain.empty())) continue;
+      return refuse(g, ctx,
+                    fmt::format("input '{}' is read by {}", g.values[static_cast<size_t>(p)].name, g.node_ref(c)));
+    }
+
+  // Rewrite.
+  for (const Append& a : appends) {
+    const int out = g.nodes[static_cast<size_t>(a.concat)].outputs[0];
+    Value stride;
+    stride.name = g.unique_name(g.values[static_cast<size_t>(out)].name + "_head_stride");
+    stride.dtype = DType::I64;
+    const int stride_v = g.add_value(std::move(stride));
+    for (int r : readers(out)) {
+      const int mm = attention_product(g, readers, out, r);
+      if (mm >= 0) {  // multi-head: the product becomes a GqaMatMul with rep 1
+        Node& m = g.nodes[static_cast<size_t>(mm)];
+        const bool trans_b = mm != r;
+        make_onebit_node(m, "GqaMatMul", {m.inputs[0], out, -1, -1, stride_v});
+        set_int_attr(m, "transB", trans_b ? 1 : 0);
+        continue;
+      }
+      Node& c = g.nodes[static_cast<size_t>(r)];
+      if (c.op_type != "GqaMatMul") continue;  // the way to `present`
+      c.inputs.resize(5, -1);
+      c.inputs[4] = stride_v;
+    }
+    Node& append = g.nodes[static_cast<size_t>(a.concat)];
+    make_onebit_node(append, "KvAppend", {append.inputs[1], a.past});
+    append.attrs = Attributes();
+    set_int_attr(append, "past_axis", a.past_axis);
+    append.outputs.push_back(stride_v);
+    Value& v = g.values[static_cast<size_t>(out)];
+    v.has_shape = false;
+    v.dims.clear();
+  }
+  std::vector<int> outputs;
+  for (int o : g.outputs) {
+    if (presents.count(o)) g.values[static_cast<size_t>(o)].is_output = false;
+    else outputs.push_back(o);
+  }
+  g.outputs = outputs;
+  g.relink();
+  ctx.report.count("kv_state", static_cast<int64_t>(appends.size()));
+}
+
+}  // namespace onebit

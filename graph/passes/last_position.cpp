@@ -1,0 +1,120 @@
+// Last-position outputs: generation reads only the last row of the logits,
+//
+//   h [.., S, H] --> MatMul(h, W) --> logits [.., S, V]                 (graph output)
+//
+// becomes
+//
+//   h --Slice(starts [-1], ends [INT64_MAX], axes [-2])--> [.., 1, H] --> MatMul --> logits [.., 1, V]
+//
+// so a prefill computes one row of the LM head instead of S (Qwen3-0.6B at
+// S = 1024: 318 GFLOP and a 622 MB output less). Rows of a MatMul are
+// independent, so the row kept is the row the full product would have had.
+// It runs only for the outputs the caller names
+// (SessionOptions::last_position_outputs: the generator's logits; `1bit run`
+// names none). When the activation comes through a per-tensor
+// DequantizeLinear (and the QuantizeLinear before it), the Slice goes in
+// front of them, so a QDQ group stays a group; com.microsoft::MatMulNBits is
+// handled like MatMul.
+#include <algorithm>
+#include <fmt/format.h>
+#include <limits>
+
+#include "graph/passes/passes.h"
+#include "graph/passes/match.h"
+
+namespace onebit {
+
+namespace {
+
+bool is_row_product(const Node& n) {
+  return (n.op_type == "MatMul" && n.domain.empty()) || (n.op_type == "MatMulNBits" && n.domain == "com.microsoft");
+}
+
+int add_i64_constant(Graph& g, const std::string& base, int64_t v) {
+  Value c;
+  c.name = g.unique_name(base);
+  c.dtype = DType::I64;
+  c.has_shape = true;
+  c.dims = {Dim{1, ""}};
+  Tensor t = Tensor::allocate(DType::I64, {1});
+  *t.data<int64_t>() = v;
+  c.constant = std::move(t);
+  return g.add_value(std::move(c));
+}
+
+// Where to cut for output `out`: the node whose input `slot` gets the Slice.
+struct Cut {
+  int node = -1;
+  size_t slot = 0;
+};
+
+// A per-tensor Quantize/DequantizeLinear (constant scalar scale) whose output
+// only one node reads: rows pass through it unchanged.
+bool per_tensor_q(const Graph& g, const std::vector<std::vector<int>>& consumers, const Node* n, const char* op) {
+  if (!n || !is_q_op(*n, op)) return false;
+  if (n->inputs.size() < 2 || !constant_scalar(g, n->inputs[1]).has_value()) return false;
+  return consumers[static_cast<size_t>(n->outputs[0])].size() == 1;
+}
+
+Cut find_cut(const Graph& g, const std::vector<std::vector<int>>& consumers, int out) {
+  const int p = producer_index(g, out);
+  if (p < 0) return {};
+  const Node& mm = g.nodes[static_cast<size_t>(p)];
+  if (!is_row_product(mm) || mm.inputs.empty() || mm.inputs[0] < 0) return {};
+  // Walk back through a per-tensor DequantizeLinear and the QuantizeLinear
+  // feeding it, so the A8W8 group (Q -> DQ -> MatMul) stays whole.
+  Cut cut{p, 0};
+  const Node* dq = producer_node(g, mm.inputs[0]);
+  if (dq && dq->op_type == "DequantizeLinear") {
+    if (!per_tensor_q(g, consumers, dq, "DequantizeLinear")) return {};
+    cut = {producer_index(g, mm.inputs[0]), 0};
+    const Node* q = producer_node(g, dq->inputs[0]);
+    if (per_tensor_q(g, consumers, q, "QuantizeLinear")) cut = {producer_index(g, dq->inputs[0]), 0};
+  }
+  return cut;
+}
+
+}  // namespace
+
+void keep_last_position(Graph& g, PassContext& ctx) {
+  const SessionOptions& options = ctx.options;
+  if (options.last_position_outputs.empty()) return;
+  const auto consumers = g.consumers();
+  std::vector<std::pair<Cut, int>> cuts;  // (cut, output value)
+  for (const std::string& name : options.last_position_outputs) {
+    const int out = g.find_value(name);
+    if (out < 0) continue;
+    const Value& o = g.values[static_cast<size_t>(out)];
+    if (!o.is_output || !o.has_shape || o.dims.size() < 2) continue;
+    // Another node reading the full output would see a different shape.
+    if (!consumers[static_cast<size_t>(out)].empty()) continue;
+    const Cut cut = find_cut(g, consumers, out);
+    if (cut.node >= 0) cuts.push_back({cut, out});
+  }
+  // Insert from the last node back so earlier indices stay valid.
+  std::sort(cuts.begin(), cuts.end(), [](const auto& a, const auto& b) { return a.first.node > b.first.node; });
+  for (const auto& [cut, out] : cuts) {
+    const int src = g.nodes[static_cast<size_t>(cut.node)].inputs[cut.slot];
+    Value sliced;
+    sliced.name = g.unique_name(g.values[static_cast<size_t>(src)].name + "/last_position");
+    sliced.dtype = g.values[static_cast<size_t>(src)].dtype;
+    const int sliced_id = g.add_value(std::move(sliced));
+    Node slice;
+    slice.name = g.unique_name(g.nodes[static_cast<size_t>(cut.node)].name + "/last_position");
+    slice.op_type = "Slice";
+    slice.opset = g.opsets.count("") ? g.opsets.at("") : 21;
+    slice.inputs = {src, add_i64_constant(g, slice.name + "/starts", -1),
+                    add_i64_constant(g, slice.name + "/ends", std::numeric_limits<int64_t>::max()),
+                    add_i64_constant(g, slice.name + "/axes", -2)};
+    slice.outputs = {sliced_id};
+    g.nodes[static_cast<size_t>(cut.node)].inputs[cut.slot] = sliced_id;
+    g.nodes.insert(g.nodes.begin() + cut.node, std::move(slice));
+    Value& o = g.values[static_cast<size_t>(out)];
+    if (o.has_shape && o.dims.size() >= 2) o.dims[o.dims.size() - 2] = Dim{1, ""};
+    ctx.report.log.push_back(fmt::format("last-position: '{}' computes only its last row", o.name));
+  }
+  if (!cuts.empty()) g.relink();
+  ctx.report.count("last_position", static_cast<int64_t>(cuts.size()));
+}
+
+}  // namespace onebit

@@ -1,0 +1,42 @@
+#include "graph/passes/passes.h"
+
+#include "base/error.h"
+
+namespace onebit {
+
+// The order matters: the last-position cut first, while the LM head is
+// still a plain MatMul (or DequantizeLinear -> MatMul); a transposed constant
+// weight is handed to its MatMul before folding could copy it; folding next
+// so fusions see constants; dead nodes after folding; then the fusions,
+// which match on constant weights; the KV state after the GQA fusion, whose
+// nodes it re-points.
+const std::vector<Pass>& pass_list() {
+  static const std::vector<Pass> passes = {
+      {"last-position-outputs", true, keep_last_position},
+      {"matmul-transposed-weight", true, fuse_matmul_transpose},
+      {"fold-constants", true, fold_constants},
+      {"remove-dead-nodes", true, remove_dead_nodes},
+      {"fuse-qdq-matmul", true, fuse_qdq_matmul},
+      {"fuse-q4-matmul", false, fuse_q4_matmul},
+      {"qd8-matmul", false, qd8_matmul},
+      {"fuse-gqa-matmul", false, fuse_gqa_matmul},
+      {"fuse-rms-norm", false, fuse_rms_norm},
+      {"fuse-rotary", false, fuse_rotary},
+      {"kv-state", false, keep_kv_state},
+      {"remove-dead-nodes", true, remove_dead_nodes},
+  };
+  return passes;
+}
+
+void run_passes(Graph& g, PassContext& ctx) {
+  const auto& passes = pass_list();
+  for (size_t i = 0; i < passes.size(); ++i) {
+    if (ctx.options.stop_after_pass >= 0 && static_cast<int>(i) >= ctx.options.stop_after_pass) break;
+    if (ctx.options.basic && !passes[i].basic) continue;
+    const size_t before = g.nodes.size();
+    with_context(fmt::format("pass {} ({})", i + 1, passes[i].name), [&] { passes[i].run(g, ctx); });
+    ctx.report.log.push_back(fmt::format("pass {} {}: {} -> {} nodes", i + 1, passes[i].name, before, g.nodes.size()));
+  }
+}
+
+}  // namespace onebit

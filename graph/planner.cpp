@@ -1,0 +1,245 @@
+#include "graph/planner.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "graph/evaluate.h"
+#include "graph/kernel.h"
+#include "graph/memory_plan.h"
+
+namespace onebit {
+
+namespace {
+
+// Nodes whose outputs total at most this many bytes, with every input known,
+// are evaluated while planning (shape subgraphs, masks, position tables).
+constexpr size_t kPlanFoldBytes = size_t{16} << 20;
+
+}  // namespace
+
+size_t Plan::bytes(int v) const {
+  const ValuePlan& vp = value(v);
+  return dtype_bytes(vp.dtype, numel(vp.shape));
+}
+
+Planner::Planner(const Graph& g, const std::vector<std::unique_ptr<Kernel>>& kernels, ThreadPool& pool)
+    : g_(g), kernels_(kernels), pool_(pool), last_use_(g.values.size(), -1) {
+  for (size_t n = 0; n < g_.nodes.size(); ++n)
+    for (int v : g_.nodes[n].inputs)
+      if (v >= 0) last_use_[static_cast<size_t>(v)] = static_cast<int>(n);
+  for (int v : g_.outputs) last_use_[static_cast<size_t>(v)] = kNever;
+}
+
+std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) const {
+  const size_t nv = g_.values.size(), nn = g_.nodes.size();
+  auto plan = std::make_unique<Plan>();
+  Plan& p = *plan;
+  p.nodes.assign(nn, NodePlan{});
+  p.values.assign(nv, ValuePlan{});
+
+  for (size_t v = 0; v < nv; ++v) {
+    const Value& val = g_.values[v];
+    if (!val.constant) continue;
+    // A released constant (packed by its readers) keeps its dtype and
+    // shape for planning but is no longer a value anyone may read.
+    ValuePlan& vp = p.values[v];
+    if (val.constant->raw() || val.constant->bytes() == 0) vp.known = &*val.constant;
+    vp.dtype = val.constant->dtype();
+    vp.shape = val.constant->shape();
+  }
+  for (size_t i = 0; i < g_.inputs.size(); ++i) {
+    ValuePlan& vp = p.value(g_.inputs[i]);
+    vp.dtype = inputs[i]->dtype();
+    vp.shape = inputs[i]->shape();
+  }
+
+  MemoryPlanner arena;
+  std::vector<int> refs(nv, 0);  // live views of each arena root
+  auto root_of = [&](int v) {
+    while (p.value(v).alias_of >= 0) v = p.value(v).alias_of;
+    return v;
+  };
+  auto slot_bytes = [&](int v) { return std::max<size_t>(1, p.bytes(v)); };
+  auto release = [&](int v) {
+    const int r = root_of(v);
+    if (p.value(r).offset >= 0 && --refs[static_cast<size_t>(r)] == 0)
+      arena.release(static_cast<size_t>(p.value(r).offset), slot_bytes(r));
+  };
+
+  for (size_t n = 0; n < nn; ++n) {
+    const Node& node = g_.nodes[n];
+    Kernel& kernel = *kernels_[n];
+    NodePlan& np = p.nodes[n];
+    bool any_dynamic = kernel.shape_depends_on_data();
+    bool all_known = true;
+    std::vector<InputInfo> infos(node.inputs.size());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int v = node.inputs[i];
+      if (v < 0) continue;
+      const ValuePlan& vp = p.value(v);
+      if (vp.dynamic) any_dynamic = true;
+      infos[i].present = true;
+      infos[i].dtype = vp.dtype;
+      infos[i].shape = vp.shape;
+      infos[i].value = vp.known;
+      if (!vp.known && kernel.needs_input_data(static_cast<int>(i))) all_known = false;
+    }
+    auto mark_dynamic = [&] {
+      np.mode = NodePlan::Mode::Dynamic;
+      for (int o : node.outputs)
+        if (o >= 0) p.value(o).dynamic = true;
+    };
+    if (any_dynamic) {
+      mark_dynamic();
+      continue;
+    }
+    std::vector<bool> present(node.outputs.size());
+    for (size_t o = 0; o < node.outputs.size(); ++o) present[o] = node.outputs[o] >= 0;
+    ReshapeContext rc(std::move(infos), static_cast<int>(node.outputs.size()), present);
+    try {
+      with_context([&] { return g_.node_label(node); }, [&] { kernel.reshape(rc); });
+    } catch (const NeedsValue&) {
+      mark_dynamic();
+      continue;
+    }
+    size_t out_bytes = 0;
+    bool holds = false;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (!present[o]) continue;
+      const OutputPlan& op = rc.outputs()[o];
+      if (!op.set) fail("{}: kernel did not plan output {}", g_.node_label(node), o);
+      const int64_t count = checked_numel(op.shape);
+      if (count < 0) fail("{}: output {} has invalid shape {}", g_.node_label(node), o, shape_str(op.shape));
+      ValuePlan& vp = p.value(node.outputs[o]);
+      vp.dtype = op.dtype;
+      vp.shape = op.shape;
+      out_bytes += dtype_bytes(op.dtype, count);
+      holds = holds || op.held;
+    }
+
+    if (all_known && out_bytes <= kPlanFoldBytes && !holds) {
+      std::vector<const Tensor*> ins(node.inputs.size(), nullptr);
+      std::deque<Tensor> shells;  // shape-only stand-ins for inputs whose data is not read
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        const int v = node.inputs[i];
+        if (v < 0) continue;
+        const ValuePlan& vp = p.value(v);
+        if (vp.known) {
+          ins[i] = vp.known;
+        } else {
+          shells.emplace_back(vp.dtype, vp.shape, nullptr);
+          ins[i] = &shells.back();
+        }
+      }
+      std::vector<Tensor> outs = with_context([&] { return g_.node_label(node); },
+                                              [&] { return evaluate_node(g_, node, kernel, ins, pool_); });
+      for (size_t o = 0; o < outs.size(); ++o) {
+        if (node.outputs[o] < 0) continue;
+        p.folded.push_back(std::move(outs[o]));
+        p.value(node.outputs[o]).known = &p.folded.back();
+      }
+      np.mode = NodePlan::Mode::Folded;
+      continue;
+    }
+
+    // Static: outputs get arena slots (graph outputs are allocated per run).
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (!present[o]) continue;
+      const int v = node.outputs[o];
+      const Value& val = g_.values[static_cast<size_t>(v)];
+      ValuePlan& vp = p.value(v);
+      const OutputPlan& op = rc.outputs()[o];
+      const bool unused = last_use(v) < 0;
+      if (op.held) {
+        if (val.is_output)
+          fail("{}: output '{}' is kernel state and cannot be a graph output", g_.node_label(node), val.name);
+        vp.held = true;
+        continue;
+      }
+      if (val.is_output) continue;
+      if (op.alias_of >= 0) {
+        const int src = node.inputs[static_cast<size_t>(op.alias_of)];
+        const int r = root_of(src);
+        // Views of arena buffers only; a view of a constant or a graph input
+        // just points at it (read-only use by later nodes).
+        vp.alias_of = src;
+        vp.alias_offset = op.alias_offset;
+        if (p.value(r).offset >= 0) ++refs[static_cast<size_t>(r)];
+        if (unused) release(v);
+        continue;
+      }
+      vp.offset = static_cast<int64_t>(arena.allocate(slot_bytes(v)));
+      refs[static_cast<size_t>(v)] = 1;
+      if (unused) release(v);
+    }
+    if (rc.workspace() > 0) {
+      const size_t at = arena.allocate(rc.workspace());
+      np.workspace_at = static_cast<int64_t>(at);
+      arena.release(at, rc.workspace());
+    }
+    for (int v : node.inputs)
+      if (v >= 0 && last_use(v) == static_cast<int>(n) && !p.value(v).known) release(v);
+  }
+  place_concat_inputs(p);
+  p.arena_bytes = arena.high_water();
+  return plan;
+}
+
+// A Concat that writes a graph output, along an axis with only 1s before it
+// (each input is one contiguous block of the output: the stacked `present`
+// of a KV cache), whose inputs are each the whole of an arena value this
+// plan produces: those values are placed inside the output buffer, so their
+// producers write there directly and the Concat has nothing left to do. It
+// saves a copy of the whole cache per decode step. The arena slots planned
+// for them stay reserved but unused (never touched, so never resident).
+void Planner::place_concat_inputs(Plan& p) const {
+  auto root_of = [&](int v, int64_t& offset) {
+    offset = 0;
+    while (p.value(v).alias_of >= 0) {
+      offset += p.value(v).alias_offset;
+      v = p.value(v).alias_of;
+    }
+    return v;
+  };
+  for (size_t n = 0; n < g_.nodes.size(); ++n) {
+    const Node& node = g_.nodes[n];
+    const std::optional<int64_t> concat_axis = kernels_[n]->concat_axis();
+    if (!concat_axis || p.nodes[n].mode != NodePlan::Mode::Static) continue;
+    const int out = node.outputs.empty() ? -1 : node.outputs[0];
+    if (out < 0 || !g_.values[static_cast<size_t>(out)].is_output) continue;
+    const Shape& shape = p.value(out).shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const int64_t axis = *concat_axis < 0 ? *concat_axis + rank : *concat_axis;
+    if (axis < 0 || axis >= rank) continue;
+    bool ok = true;
+    for (int64_t d = 0; d < axis; ++d) ok = ok && shape[static_cast<size_t>(d)] == 1;
+    std::vector<int> roots;
+    size_t total = 0;
+    for (int v : node.inputs) {
+      if (!ok || v < 0) {
+        ok = false;
+        break;
+      }
+      int64_t offset = 0;
+      const int r = root_of(v, offset);
+      const ValuePlan& rp = p.value(r);
+      ok = offset == 0 && rp.offset >= 0 && rp.placed_in < 0 && p.bytes(r) == p.bytes(v) &&
+           rp.dtype == p.value(out).dtype && std::find(roots.begin(), roots.end(), r) == roots.end();
+      roots.push_back(r);
+      total += p.bytes(v);
+    }
+    if (!ok || total != p.bytes(out)) continue;
+    int64_t at = 0;
+    for (int r : roots) {
+      ValuePlan& rp = p.value(r);
+      rp.placed_in = out;
+      rp.placed_offset = at;
+      rp.offset = -1;
+      at += static_cast<int64_t>(p.bytes(r));
+    }
+    p.nodes[n].mode = NodePlan::Mode::Elided;
+    p.early_outputs.push_back(out);
+  }
+}
+
+}  // namespace onebit

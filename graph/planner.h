@@ -1,0 +1,81 @@
+// Planning one input-shape signature: the order is the graph's (topological
+// since validation); per node, whether it folds now, runs with shapes known
+// in advance, or must be planned when it runs; per value its dtype and shape,
+// its slot in one arena (reused by lifetime) or the storage it views; and the
+// in-place placements that let a Concat's inputs be written straight into
+// its output. The executor (graph/session.cpp) runs what this decides.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace onebit {
+
+class Kernel;
+class ThreadPool;
+
+struct NodePlan {
+  // Folded: run while planning (all inputs known, small outputs).
+  // Static: shapes known; outputs in the arena or graph-output buffers.
+  // Dynamic: planned when it runs (shapes depend on run-time data).
+  // Elided: a Concat whose inputs were written into its output in place.
+  enum class Mode : uint8_t { Folded, Static, Dynamic, Elided };
+  Mode mode = Mode::Static;
+  int64_t workspace_at = -1;  // arena offset of its workspace, -1 none
+};
+
+struct ValuePlan {
+  DType dtype = DType::Undefined;  // static and known values
+  Shape shape;
+  const Tensor* known = nullptr;  // constant or folded at plan time
+  int64_t offset = -1;            // arena offset, -1 none
+  int alias_of = -1;              // value whose storage it views, -1 none
+  int64_t alias_offset = 0;       // byte offset of the view in that storage
+  int placed_in = -1;             // graph output whose buffer holds it, -1 none
+  int64_t placed_offset = 0;      // byte offset inside that output
+  bool held = false;              // storage its kernel keeps (ReshapeContext::hold_output)
+  bool dynamic = false;           // shape known only at run time
+};
+
+struct Plan {
+  std::vector<NodePlan> nodes;    // per node
+  std::vector<ValuePlan> values;  // per value
+  std::deque<Tensor> folded;      // storage for values folded at plan time
+  std::vector<int> early_outputs;  // graph outputs allocated before the first node runs
+  size_t arena_bytes = 0;
+
+  NodePlan& node(int n) { return nodes[static_cast<size_t>(n)]; }
+  const NodePlan& node(int n) const { return nodes[static_cast<size_t>(n)]; }
+  ValuePlan& value(int v) { return values[static_cast<size_t>(v)]; }
+  const ValuePlan& value(int v) const { return values[static_cast<size_t>(v)]; }
+  size_t bytes(int v) const;  // dtype size × elements of value v
+};
+
+class Planner {
+ public:
+  // `kernels` has one kernel per node of `g`; both outlive the planner.
+  Planner(const Graph& g, const std::vector<std::unique_ptr<Kernel>>& kernels, ThreadPool& pool);
+
+  // The plan for graph inputs of these dtypes and shapes (in graph-input
+  // order; their data is not read). Errors name the node.
+  std::unique_ptr<Plan> build(const std::vector<const Tensor*>& inputs) const;
+
+  // Per value: the last node reading it (kNever for graph outputs, -1 unread).
+  static constexpr int kNever = 0x7fffffff;
+  int last_use(int v) const { return last_use_[static_cast<size_t>(v)]; }
+
+ private:
+  void place_concat_inputs(Plan& p) const;
+
+  const Graph& g_;
+  const std::vector<std::unique_ptr<Kernel>>& kernels_;
+  ThreadPool& pool_;
+  std::vector<int> last_use_;
+};
+
+}  // namespace onebit

@@ -1,0 +1,40 @@
+// Time per node while SessionOptions::profile is on, summed by op type into
+// one table (`ONEBIT_PROFILE=1`; `bench` reports the prefill and the decode
+// steps apart), with the time spent planning new shapes beside it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace onebit {
+
+class Kernel;
+
+class Profiler {
+ public:
+  explicit Profiler(size_t nodes = 0) : node_ms_(nodes, 0.0) {}
+
+  void add_node(size_t n, double ms) { node_ms_[n] += ms; }
+  void add_plan(double ms) {
+    plan_ms_ += ms;
+    ++plans_;
+  }
+  void add_run() { ++runs_; }
+  void reset();
+
+  // The table: total, then per op type its time, share, node count and the
+  // costliest node with its kernel's describe().
+  std::string report(const Graph& g, const std::vector<std::unique_ptr<Kernel>>& kernels) const;
+
+ private:
+  std::vector<double> node_ms_;  // per node
+  int64_t runs_ = 0;             // runs node_ms_ covers
+  int64_t plans_ = 0;            // plans built meanwhile
+  double plan_ms_ = 0;           // time building them
+};
+
+}  // namespace onebit

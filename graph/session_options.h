@@ -1,0 +1,58 @@
+// What a session is asked to do, typed and validated once. The CLI builds
+// these from its flags and the environment (cli/session_flags.h); nothing
+// below cli/ reads the environment. KernelOptions is the part kernels see,
+// through KernelInfo::options() at create.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace onebit {
+
+namespace npu {
+class Dispatcher;
+}
+
+// Activations of every 4-bit weight GEMM (Q4MatMul, MatMulNBits), in every
+// pass mode. Auto is what ops/q4_matmul.cpp judges best (int8-block today).
+enum class ActPrecision { kAuto, kInt8Row, kInt8Block, kFloat };
+inline constexpr ActPrecision kActPrecisions[] = {ActPrecision::kAuto, ActPrecision::kInt8Row,
+                                                  ActPrecision::kInt8Block, ActPrecision::kFloat};
+const char* act_precision_name(ActPrecision a);  // "auto", "int8-row", "int8-block", "float"
+std::optional<ActPrecision> parse_act_precision(std::string_view name);
+
+struct KernelOptions {
+  ActPrecision act_precision = ActPrecision::kAuto;
+  // Large packed weights faulted in on huge pages while packing: ~10 % faster
+  // decode, several times slower load (ops/sgemm.cpp). Off: the hint comes
+  // after packing and khugepaged may collapse the pages later.
+  bool huge_pages = false;
+  bool trace = false;  // kernels and passes log their choices on stderr
+  // The accelerator the session routes integer GEMMs to; null: host only.
+  // Owned by whoever made the session (models/, cli/), alive as long as it.
+  npu::Dispatcher* npu = nullptr;
+};
+
+struct SessionOptions {
+  int threads = 0;           // 0: the machine's cores
+  int stop_after_pass = -1;  // -1: every pass; N: passes before N only (bisecting a rewrite)
+  bool basic = false;        // constant folding and the QDQ fusion only (parity runs)
+  bool qdq_fusion = true;    // off: QDQ groups run node by node (the control run)
+  bool q4_fusion = true;     // off: DequantizeLinear(int4) -> MatMul runs node by node
+  bool qd8 = false;          // float MatMuls with constant weights as dynamic int8 (qd8)
+  bool kv_state = true;      // off: keep the exported cache Concats (control runs)
+  bool debug_refusals = false;  // every fusion logs each refused group and why
+  bool profile = false;      // time every kernel, by op type
+  KernelOptions kernel;
+  // Outputs whose last row along the sequence axis is all the caller reads
+  // (the generator's logits): their LM head computes only that row.
+  std::vector<std::string> last_position_outputs;
+  // KV-cache inputs (`past`) of a caller that decodes one sequence and does
+  // not feed `present` back: the session keeps the cache itself and appends
+  // in place (graph/passes/kv_state.cpp). `1bit run` names none.
+  std::vector<std::string> kv_state_inputs;
+};
+
+}  // namespace onebit

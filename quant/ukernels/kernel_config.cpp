@@ -1,0 +1,145 @@
+// The one place that picks microkernel families by CPU features; ops and
+// drivers ask here and never test the CPU themselves. What each level means
+// is base/cpu_features.h's cpu_supports(); the cap is set_isa_limit().
+//   scalar      the reference twins
+//   avx2        A8W8 widened to int16 + vpmaddwd; Q4 int8 by vpmaddubsw
+//               (exact for 4-bit weights), Q4 float by FMA
+//   avx512      as avx2 for the int8 paths, AVX-512 FMA for Q4 float
+//   avx512vnni  vpdpbusd for every int8 path, AVX-512 FMA for Q4 float
+// AVX-VNNI on 256-bit registers (this CPU has it too) is not used: every
+// CPU with it here also has the 512-bit form.
+#include "quant/ukernels/kernel_config.h"
+
+#include "quant/ukernels/f32_ukernels.h"
+
+namespace onebit {
+
+namespace {
+
+// KC: the deepest K block whose MR×KC micro-panel of A stays in L1 while B
+// streams from L2. Measured on Sapphire Rapids (M = 120, K = 1024, N = 2048,
+// one thread): KC 256 → 122 GFLOP/s, 512 → 131, 1024 → 134-148.
+const SgemmConfig kScalar{Isa::Scalar, kF32ScalarMR, kF32ScalarNR, 256,
+                          f32_gemm_ukernel_4x8__scalar, f32_gemv_ukernel_1x8__scalar, f32_dot_ukernel_4xn__scalar,
+                          "f32_gemm_ukernel_4x8__scalar", "f32_gemv_ukernel_1x8__scalar",
+                          "f32_dot_ukernel_4xn__scalar"};
+const SgemmConfig kAvx2{Isa::Avx2, kF32Avx2MR, kF32Avx2NR, 1024,
+                        f32_gemm_ukernel_6x16__avx2, f32_gemv_ukernel_1x16__avx2, f32_dot_ukernel_4xn__avx2,
+                        "f32_gemm_ukernel_6x16__avx2", "f32_gemv_ukernel_1x16__avx2",
+                          "f32_dot_ukernel_4xn__avx2"};
+const SgemmConfig kAvx512{Isa::Avx512, kF32Avx512MR, kF32Avx512NR, 1024,
+                          f32_gemm_ukernel_12x32__avx512, f32_gemv_ukernel_1x32__avx512, f32_dot_ukernel_4xn__avx512,
+                          "f32_gemm_ukernel_12x32__avx512", "f32_gemv_ukernel_1x32__avx512",
+                          "f32_dot_ukernel_4xn__avx512"};
+
+#define Q8_FAMILY(gemm, gemv) {gemm<false>, gemm<true>}, {gemv<false>, gemv<true>}, #gemm, #gemv
+
+const Q8GemmConfig kQ8Scalar{Isa::Scalar, kQ8ScalarMR, kQ8ScalarNR, kQ8ScalarKR, kQ8ScalarNR, kQ8ScalarNR, false,
+                            Q8_FAMILY(q8_gemm_ukernel_2x8c4__scalar, q8_gemv_ukernel_1x8c4__scalar)};
+const Q8GemmConfig kQ8Avx2{Isa::Avx2, kQ8Avx2MR, kQ8Avx2NR, kQ8Avx2KR, kQ8Avx2NR, kQ8Avx2GemvNC, true,
+                          Q8_FAMILY(q8_gemm_ukernel_4x16c2__avx2, q8_gemv_ukernel_1x32c2__avx2)};
+const Q8GemmConfig kQ8Vnni{Isa::Avx512Vnni, kQ8VnniMR, kQ8VnniNR, kQ8VnniKR, kQ8VnniGemmNC, kQ8VnniGemvNC, false,
+                          Q8_FAMILY(q8_gemm_ukernel_8x32c4__avx512vnni, q8_gemv_ukernel_1x64c4__avx512vnni)};
+#undef Q8_FAMILY
+
+// Rows of a Q4 family: {int8-row, int8-block, float} kernels, each {no zp, zp}.
+#define Q4_ROW(k, A) {k<A, false>, k<A, true>}
+
+const Q4GemmConfig kQ4Scalar{
+    Isa::Scalar,
+    {4, 4, 4},
+    {16, 16, 16},
+    {Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kInt8Row), Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kInt8Block),
+     Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kFloat)},
+    {Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kInt8Row), Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kInt8Block),
+     Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kFloat)},
+    {"q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar"},
+    {"q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar"}};
+
+const Q4GemmConfig kQ4Avx2{
+    Isa::Avx2,
+    {2, 2, 2},
+    {32, 32, 32},
+    {Q4_ROW(q4_gemm_ukernel_2x16c8__avx2, Q4Act::kInt8Row), Q4_ROW(q4_gemm_ukernel_2x16c8__avx2, Q4Act::kInt8Block),
+     Q4_ROW(q4_gemm_ukernel_2x16c8__avx2, Q4Act::kFloat)},
+    {Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kInt8Row), Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kInt8Block),
+     Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kFloat)},
+    {"q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2"},
+    {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2"}};
+
+const Q4GemmConfig kQ4Avx512{
+    Isa::Avx512,
+    {2, 2, 8},
+    {32, 32, 64},
+    {Q4_ROW(q4_gemm_ukernel_2x16c8__avx2, Q4Act::kInt8Row), Q4_ROW(q4_gemm_ukernel_2x16c8__avx2, Q4Act::kInt8Block),
+     Q4_ROW(q4_gemm_ukernel_8x16c8__avx512, Q4Act::kFloat)},
+    {Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kInt8Row), Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kInt8Block),
+     Q4_ROW(q4_gemv_ukernel_1x64c8__avx512, Q4Act::kFloat)},
+    {"q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_8x16c8__avx512"},
+    {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x64c8__avx512"}};
+
+const Q4GemmConfig kQ4Vnni{
+    Isa::Avx512Vnni,
+    {8, 8, 8},
+    {64, 64, 64},
+    {Q4_ROW(q4_gemm_ukernel_8x16c8__avx512vnni, Q4Act::kInt8Row),
+     Q4_ROW(q4_gemm_ukernel_8x16c8__avx512vnni, Q4Act::kInt8Block),
+     Q4_ROW(q4_gemm_ukernel_8x16c8__avx512, Q4Act::kFloat)},
+    {Q4_ROW(q4_gemv_ukernel_1x64c8__avx512vnni, Q4Act::kInt8Row),
+     Q4_ROW(q4_gemv_ukernel_1x64c8__avx512vnni, Q4Act::kInt8Block),
+     Q4_ROW(q4_gemv_ukernel_1x64c8__avx512, Q4Act::kFloat)},
+    {"q4_gemm_ukernel_8x16c8__avx512vnni", "q4_gemm_ukernel_8x16c8__avx512vnni", "q4_gemm_ukernel_8x16c8__avx512"},
+    {"q4_gemv_ukernel_1x64c8__avx512vnni", "q4_gemv_ukernel_1x64c8__avx512vnni", "q4_gemv_ukernel_1x64c8__avx512"}};
+#undef Q4_ROW
+
+}  // namespace
+
+const Q8GemmConfig* q8_gemm_config_for(Isa isa) {
+  if (!cpu_supports(isa)) return nullptr;
+  switch (isa) {
+    case Isa::Scalar: return &kQ8Scalar;
+    case Isa::Avx2:
+    case Isa::Avx512: return &kQ8Avx2;  // no 512-bit family without VNNI
+    case Isa::Avx512Vnni: return &kQ8Vnni;
+  }
+  return nullptr;
+}
+
+const Q8GemmConfig& q8_gemm_config() {
+  static const Q8GemmConfig& chosen = *q8_gemm_config_for(isa_limit());
+  return chosen;
+}
+
+const Q4GemmConfig* q4_gemm_config_for(Isa isa) {
+  if (!cpu_supports(isa)) return nullptr;
+  switch (isa) {
+    case Isa::Scalar: return &kQ4Scalar;
+    case Isa::Avx2: return &kQ4Avx2;
+    case Isa::Avx512: return &kQ4Avx512;
+    case Isa::Avx512Vnni: return &kQ4Vnni;
+  }
+  return nullptr;
+}
+
+const Q4GemmConfig& q4_gemm_config() {
+  static const Q4GemmConfig& chosen = *q4_gemm_config_for(isa_limit());
+  return chosen;
+}
+
+const SgemmConfig* sgemm_config_for(Isa isa) {
+  if (!cpu_supports(isa)) return nullptr;
+  switch (isa) {
+    case Isa::Scalar: return &kScalar;
+    case Isa::Avx2: return &kAvx2;
+    case Isa::Avx512:
+    case Isa::Avx512Vnni: return &kAvx512;
+  }
+  return nullptr;
+}
+
+const SgemmConfig& sgemm_config() {
+  static const SgemmConfig& chosen = *sgemm_config_for(isa_limit());
+  return chosen;
+}
+
+}  // namespace onebit

@@ -1,0 +1,67 @@
+// Microkernel families (XNNPACK's "gemm config"), picked in
+// quant/ukernels/kernel_config.cpp by isa_limit() (base/cpu_features.h).
+// The *_for(isa) forms return the family for exactly that level, or null
+// when this CPU cannot run it, so tests and benchmarks reach every path.
+#pragma once
+
+#include <cstddef>
+
+#include "base/cpu_features.h"
+#include "quant/ukernels/f32_ukernels.h"
+#include "quant/ukernels/q4_ukernels.h"
+#include "quant/ukernels/q8_ukernels.h"
+
+namespace onebit {
+
+// float32 (ops/sgemm.h).
+// One microkernel family (XNNPACK's "gemm config"); picked in kernel_config.cpp.
+struct SgemmConfig {
+  Isa isa;
+  size_t mr;  // rows per gemm tile
+  size_t nr;  // columns per tile = packed panel width
+  size_t kc;  // K block: KC×NR floats of B plus MR×KC of A fit in L1
+  F32GemmUkernel gemm;
+  F32GemvUkernel gemv;
+  F32DotUkernel dot;
+  const char* gemm_name;  // "f32_gemm_ukernel_12x32__avx512"
+  const char* gemv_name;
+  const char* dot_name;
+};
+
+// The best family this CPU runs (capped by set_isa_limit).
+const SgemmConfig& sgemm_config();
+// The family for exactly `isa` (Avx512Vnni means Avx512), or null when this
+// CPU cannot run it. Tests and benchmarks use it to run every path.
+const SgemmConfig* sgemm_config_for(Isa isa);
+
+// int8 x int8 -> int32 (quant/q8_gemm.h). Indexed [x signed].
+struct Q8GemmConfig {
+  Isa isa;
+  size_t mr, nr, kr;   // tile rows, panel width, k per packed group
+  size_t gemm_nc;      // columns one gemm call covers (whole panels)
+  size_t gemv_nc;      // columns one gemv call covers (whole panels)
+  bool int16_acts;     // activations widened to int16 pairs in the workspace
+  Q8GemmUkernel gemm[2];
+  Q8GemvUkernel gemv[2];
+  const char* gemm_name;
+  const char* gemv_name;
+};
+
+const Q8GemmConfig& q8_gemm_config();
+const Q8GemmConfig* q8_gemm_config_for(Isa isa);
+
+// Q4NX (quant/q4_gemm.h). Indexed [Q4Act][has zero points].
+struct Q4GemmConfig {
+  Isa isa;
+  size_t mr[kQ4ActCount];       // tile rows of gemm
+  size_t gemv_nc[kQ4ActCount];  // columns per gemv call (multiple of 16)
+  Q4GemmUkernel gemm[kQ4ActCount][2];
+  Q4GemmUkernel gemv[kQ4ActCount][2];
+  const char* gemm_name[kQ4ActCount];
+  const char* gemv_name[kQ4ActCount];
+};
+
+const Q4GemmConfig& q4_gemm_config();
+const Q4GemmConfig* q4_gemm_config_for(Isa isa);
+
+}  // namespace onebit

@@ -1,0 +1,239 @@
+// AVX-512 VNNI A8W8 family: vpdpbusd multiplies unsigned by signed bytes and
+// adds groups of four into int32 without saturation, so raw = Σ x·p is exact
+// (quant/q8_ukernels.h has the operand domain). Tile 8×32c4: two panels,
+// each one 64-byte weight group (a cache line) per 4 k, and sixteen zmm
+// accumulators fed by eight 4-byte activation broadcasts; each row count
+// below 8 has its own instantiation. The decode kernel walks four panels
+// (64 columns) at once: independent vpdpbusd chains over four sequential
+// streams.
+//
+// The epilogue evaluates quant/requantize.h's operations lane for lane in
+// double precision, so its results are those of q8_store_scalar bit for
+// bit; near-tie lanes (about 2⁻¹⁹ of them) go to the scalar resolver.
+//
+// Compiled with AVX-512 flags: no header templates (std::min and friends)
+// whose AVX-512 instantiation the linker could hand to baseline code.
+
+#include "quant/ukernels/q8_ukernels.h"
+#include "quant/ukernels/simd_avx512.h"
+
+namespace onebit {
+
+namespace {
+
+constexpr size_t kGroup = kQ8VnniNR * kQ8VnniKR;  // 64 bytes: 16 columns × 4 k
+constexpr size_t kPrefetchBytes = 1024;            // decode stream look-ahead per panel
+
+inline __m512i bcast_tail(const uint8_t* p, size_t n) {
+  uint8_t b[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < n; ++i) b[i] = p[i];
+  return bcast4(b);
+}
+
+template <bool XS>
+inline __m512i dot(__m512i acc, __m512i x, __m512i w) {
+  return XS ? dpbusd(acc, w, x) : dpbusd(acc, x, w);
+}
+
+// Column constants of a 16-column block (arrays are padded to whole panels).
+struct Cols {
+  __m512i c1, cz;
+  __m512d sw_lo, sw_hi;
+};
+
+inline Cols load_cols(const Q8Epilogue& ep, size_t n0) {
+  Cols c;
+  c.c1 = _mm512_loadu_si512(ep.c1 + n0);
+  c.cz = ep.cz ? _mm512_loadu_si512(ep.cz + n0) : _mm512_setzero_si512();
+  c.sw_lo = _mm512_loadu_pd(ep.sw + n0);
+  c.sw_hi = _mm512_loadu_pd(ep.sw + n0 + 8);
+  return c;
+}
+
+// RN32(x·s) via round-to-odd (quant/requantize.cpp, q8_to_f32).
+inline __m256 to_f32(__m512d x, __m512d s) {
+  const __m512d a = _mm512_mul_pd(x, s);
+  const __m512d r = _mm512_fmsub_pd(x, s, a);
+  __m512i bits = _mm512_castpd_si512(a);
+  const __mmask8 fix = _mm512_testn_epi64_mask(bits, _mm512_set1_epi64(1)) &
+                       _mm512_cmp_pd_mask(r, _mm512_setzero_pd(), _CMP_NEQ_OQ);
+  const __m512i differ = _mm512_srli_epi64(_mm512_xor_si512(bits, _mm512_castpd_si512(r)), 63);
+  const __m512i step = _mm512_sub_epi64(_mm512_set1_epi64(1), _mm512_slli_epi64(differ, 1));
+  bits = _mm512_mask_add_epi64(bits, fix, bits, step);
+  return _mm512_cvtpd_ps(_mm512_castsi512_pd(bits));
+}
+
+// RNE(clamp(x·s/s_y)) before zp_y (quant/requantize.cpp, q8_requantize).
+inline __m256i requant(__m512d x, __m512d s, const Q8Requant& q) {
+  __m512d v = _mm512_mul_pd(_mm512_mul_pd(x, s), _mm512_set1_pd(q.inv_s_y));
+  v = _mm512_min_pd(_mm512_max_pd(v, _mm512_set1_pd(q.lo)), _mm512_set1_pd(q.hi));
+  const __m512d frac = _mm512_sub_pd(_mm512_sub_pd(v, _mm512_roundscale_pd(v, _MM_FROUND_TO_NEG_INF)),
+                                     _mm512_set1_pd(0.5));
+  const __mmask8 near = _mm512_cmp_pd_mask(_mm512_abs_pd(frac), _mm512_set1_pd(kQ8TieWindow), _CMP_LE_OQ);
+  if (near) {
+    alignas(64) double vv[8], xx[8], ss[8];
+    _mm512_store_pd(vv, v);
+    _mm512_store_pd(xx, x);
+    _mm512_store_pd(ss, s);
+    for (int i = 0; i < 8; ++i)
+      if (near & (1u << i)) vv[i] = q8_resolve_tie(static_cast<int32_t>(xx[i]), ss[i], vv[i], q.s_y);
+    v = _mm512_load_pd(vv);
+  }
+  return _mm512_cvtpd_epi32(v);
+}
+
+// One row of 16 outputs from its raw sums; c points at element (m, n0).
+inline void store_row(__m512i raw, const Cols& cols, size_t m, size_t nc, const Q8Epilogue& ep, void* c) {
+  __m512i acc = _mm512_sub_epi32(raw, _mm512_mullo_epi32(cols.c1, _mm512_set1_epi32(ep.row_sum[m])));
+  if (ep.cz) acc = _mm512_sub_epi32(acc, _mm512_mullo_epi32(cols.cz, _mm512_set1_epi32(ep.zx[m * ep.zx_step])));
+  const __m512d sx = _mm512_set1_pd(double(ep.sx[m * ep.sx_step]));
+  const __m512d s_lo = _mm512_mul_pd(sx, cols.sw_lo), s_hi = _mm512_mul_pd(sx, cols.sw_hi);
+  const __m512d x_lo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(acc));
+  const __m512d x_hi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(acc, 1));
+  const __mmask16 mask = mask16(nc);
+  if (ep.out == Q8Out::kF32) {
+    const __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(to_f32(x_lo, s_lo)), to_f32(x_hi, s_hi), 1);
+    _mm512_mask_storeu_ps(c, mask, y);
+    return;
+  }
+  __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(requant(x_lo, s_lo, ep.rq)), requant(x_hi, s_hi, ep.rq), 1);
+  q = _mm512_add_epi32(q, _mm512_set1_epi32(ep.rq.zp_y));
+  _mm_mask_storeu_epi8(c, mask, _mm512_cvtepi32_epi8(q));  // in [qmin, qmax]: truncation is exact
+}
+
+inline size_t elem_bytes(const Q8Epilogue& ep) { return ep.out == Q8Out::kF32 ? 4 : 1; }
+
+// R rows × P panels of 16 columns; each activation broadcast feeds P
+// vpdpbusd (8×32: 16 accumulators, 10 loads per 16 vpdpbusd).
+template <bool XS, int R, int P>
+void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, size_t ps, size_t m0, size_t n0,
+          const Q8Epilogue& ep, void* c, size_t ldc) {
+  __m512i acc[R][P];
+  const uint8_t* ar[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    ar[r] = a + r * lda;
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_si512();
+  }
+  // The K tail first: after the main loop it makes GCC 12 copy every
+  // accumulator between registers on each iteration.
+  const size_t groups = k / 4;
+  if (k % 4) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512i x = bcast_tail(ar[r] + 4 * groups, k % 4);
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) acc[r][p] = dot<XS>(acc[r][p], x, _mm512_load_si512(w + p * ps + groups * kGroup));
+    }
+  }
+  for (size_t g = 0; g < groups; ++g) {
+    __m512i wv[P];
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) wv[p] = _mm512_load_si512(w + p * ps + g * kGroup);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512i x = bcast4(ar[r] + 4 * g);
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) acc[r][p] = dot<XS>(acc[r][p], x, wv[p]);
+    }
+  }
+  const size_t es = elem_bytes(ep);
+#pragma GCC unroll 4
+  for (int p = 0; p < P; ++p) {
+    const Cols cols = load_cols(ep, n0 + 16 * p);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+      store_row(acc[r][p], cols, m0 + r, nc - 16 * p, ep, static_cast<char*>(c) + (r * ldc + 16 * p) * es);
+  }
+}
+
+template <bool XS, int P>
+void gemv_tile(size_t nc, size_t k, const uint8_t* x, const uint8_t* w, size_t ps, size_t m0, size_t n0,
+               const Q8Epilogue& ep, void* c) {
+  __m512i acc[P], acc2[P];
+#pragma GCC unroll 16
+  for (int p = 0; p < P; ++p) acc[p] = acc2[p] = _mm512_setzero_si512();
+  const size_t groups = k / 4, pairs = groups / 2;
+  // Tails first (see tile).
+  if (k % 4) {
+    const __m512i xt = bcast_tail(x + 4 * groups, k % 4);
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], xt, _mm512_load_si512(w + p * ps + groups * kGroup));
+  }
+  if (groups % 2) {
+    const size_t g = groups - 1;
+    const __m512i x0 = bcast4(x + 4 * g);
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], x0, _mm512_load_si512(w + p * ps + g * kGroup));
+  }
+  for (size_t g = 0; g < 2 * pairs; g += 2) {
+    const __m512i x0 = bcast4(x + 4 * g), x1 = bcast4(x + 4 * g + 4);
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) {
+      const uint8_t* wp = w + p * ps + g * kGroup;
+      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes + 64), _MM_HINT_T0);
+      acc[p] = dot<XS>(acc[p], x0, _mm512_load_si512(wp));
+      acc2[p] = dot<XS>(acc2[p], x1, _mm512_load_si512(wp + kGroup));
+    }
+  }
+  const size_t es = elem_bytes(ep);
+#pragma GCC unroll 16
+  for (int p = 0; p < P; ++p) {
+    const size_t col = 16 * p;
+    store_row(_mm512_add_epi32(acc[p], acc2[p]), load_cols(ep, n0 + col), m0, nc - col, ep,
+              static_cast<char*>(c) + col * es);
+  }
+}
+
+}  // namespace
+
+template <bool XS, int P>
+void rows(size_t mr, size_t nc, size_t k, const uint8_t* x, size_t lda, const uint8_t* w, size_t ps, size_t m0,
+          size_t n0, const Q8Epilogue& ep, void* c, size_t ldc) {
+  switch (mr) {
+    case 1: return tile<XS, 1, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 2: return tile<XS, 2, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 3: return tile<XS, 3, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 4: return tile<XS, 4, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 5: return tile<XS, 5, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 6: return tile<XS, 6, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    case 7: return tile<XS, 7, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+    default: return tile<XS, 8, P>(nc, k, x, lda, w, ps, m0, n0, ep, c, ldc);
+  }
+}
+
+template <bool XS>
+void q8_gemm_ukernel_8x32c4__avx512vnni(size_t mr, size_t nc, size_t k, const void* a, size_t lda,
+                                        const uint8_t* w, size_t panel_stride, size_t m0, size_t n0,
+                                        const Q8Epilogue& ep, void* c, size_t ldc) {
+  const uint8_t* x = static_cast<const uint8_t*>(a);
+  if (nc > 16) return rows<XS, 2>(mr, nc, k, x, lda, w, panel_stride, m0, n0, ep, c, ldc);
+  rows<XS, 1>(mr, nc, k, x, lda, w, panel_stride, m0, n0, ep, c, ldc);
+}
+
+template <bool XS>
+void q8_gemv_ukernel_1x64c4__avx512vnni(size_t nc, size_t k, const void* a, const uint8_t* w, size_t panel_stride,
+                                        size_t m0, size_t n0, const Q8Epilogue& ep, void* c) {
+  const uint8_t* x = static_cast<const uint8_t*>(a);
+  switch ((nc + 15) / 16) {
+    case 1: return gemv_tile<XS, 1>(nc, k, x, w, panel_stride, m0, n0, ep, c);
+    case 2: return gemv_tile<XS, 2>(nc, k, x, w, panel_stride, m0, n0, ep, c);
+    case 3: return gemv_tile<XS, 3>(nc, k, x, w, panel_stride, m0, n0, ep, c);
+    default: return gemv_tile<XS, 4>(nc, k, x, w, panel_stride, m0, n0, ep, c);
+  }
+}
+
+template void q8_gemm_ukernel_8x32c4__avx512vnni<false>(size_t, size_t, size_t, const void*, size_t,
+                                                        const uint8_t*, size_t, size_t, size_t, const Q8Epilogue&,
+                                                        void*, size_t);
+template void q8_gemm_ukernel_8x32c4__avx512vnni<true>(size_t, size_t, size_t, const void*, size_t,
+                                                       const uint8_t*, size_t, size_t, size_t, const Q8Epilogue&,
+                                                       void*, size_t);
+template void q8_gemv_ukernel_1x64c4__avx512vnni<false>(size_t, size_t, const void*, const uint8_t*, size_t, size_t,
+                                                        size_t, const Q8Epilogue&, void*);
+template void q8_gemv_ukernel_1x64c4__avx512vnni<true>(size_t, size_t, const void*, const uint8_t*, size_t, size_t,
+                                                       size_t, const Q8Epilogue&, void*);
+
+}  // namespace onebit

@@ -1,0 +1,17 @@
+# cmake -DCMD="prog;arg;..." -DCODE=N [-DMATCH=regex] [-DENV="K=V;..."] -P expect_exit.cmake
+# Passes when the command exits with CODE and (if given) its output matches.
+foreach(kv ${ENV})
+  string(FIND "${kv}" "=" eq)
+  string(SUBSTRING "${kv}" 0 ${eq} k)
+  math(EXPR v0 "${eq} + 1")
+  string(SUBSTRING "${kv}" ${v0} -1 v)
+  set(ENV{${k}} "${v}")
+endforeach()
+execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT rc EQUAL CODE)
+  message(FATAL_ERROR "exit code ${rc}, expected ${CODE}")
+endif()
+if(DEFINED MATCH AND NOT "${out}${err}" MATCHES "${MATCH}")
+  message(FATAL_ERROR "output does not match '${MATCH}'")
+endif()

@@ -1,0 +1,143 @@
+// The float GEMM driver (ops/sgemm.h) on every f32 microkernel family
+// (quant/ukernels/f32_gemm__*.cpp), one ISA per test case, against the
+// double-precision SgemmTester (tests/sgemm_tester.h).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "ops/sgemm.h"
+#include "quant/ukernels/f32_ukernels.h"
+#include "quant/ukernels/kernel_config.h"
+#include "tests/isa_test_util.h"
+#include "tests/sgemm_tester.h"
+
+using namespace onebit;
+using test::SgemmTester;
+
+namespace {
+
+const SgemmConfig& config_of(Isa isa) {
+  const SgemmConfig* c = sgemm_config_for(isa);
+  REQUIRE(c);  // isa_or_skip said this CPU runs it
+  REQUIRE(c->isa == isa);
+  return *c;
+}
+
+// The tile-edge sweep for one family: M, N and K below, at and above the
+// tile and the K block, packed and in-place B, with and without bias.
+void tile_edges(Isa isa) {
+  const SgemmConfig& cfg = config_of(isa);
+  const size_t mr = cfg.mr, nr = cfg.nr, kc = cfg.kc;
+  for (size_t m : {size_t{1}, size_t{2}, mr - 1, mr, mr + 1, size_t{37}, size_t{200}})
+    for (size_t n : {size_t{1}, nr - 1, nr, nr + 1, 2 * nr + 3, 5 * nr - 1})
+      for (size_t k : {size_t{1}, size_t{3}, size_t{16}, kc - 1, kc, kc + 1, size_t{1000}}) {
+        if (m * n * k > 8'000'000) continue;  // keeps the sweep to seconds; big shapes are covered below
+        for (bool packed : {true, false})
+          SgemmTester().config(cfg).m(m).n(n).k(k).bias((m + n + k) % 2 == 0).packed(packed).test();
+      }
+}
+
+void two_threads(Isa isa) {
+  const SgemmConfig& cfg = config_of(isa);
+  ThreadPool pool(2);
+  // Large enough to cross the parallel thresholds in every path.
+  for (size_t m : {size_t{1}, size_t{3}, size_t{37}, size_t{300}})
+    for (bool packed : {true, false}) {
+      SgemmTester().config(cfg).pool(&pool).m(m).n(517).k(cfg.kc + 7).bias(true).packed(packed).test();
+      SgemmTester().config(cfg).pool(&pool).m(m).n(65).k(1000).packed(packed).test();
+    }
+  SgemmTester().config(cfg).pool(&pool).m(1).n(3000).k(700).bias(true).test();
+}
+
+void strided_and_transposed(Isa isa) {
+  const SgemmConfig& cfg = config_of(isa);
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
+    for (size_t m : {size_t{1}, cfg.mr + 1, size_t{37}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (bool packed : {true, false})
+            SgemmTester()
+                .config(cfg)
+                .pool(p)
+                .m(m)
+                .n(cfg.nr * 2 + 5)
+                .k(cfg.kc + 3)
+                .lda(cfg.kc + 40)
+                .ldb(cfg.kc + 77)
+                .ldc(cfg.nr * 3 + 1)
+                .trans_a(ta)
+                .trans_b(tb)
+                .bias(true)
+                .packed(packed)
+                .test();
+}
+
+// A few rows against a transposed B: the dot path (attention's Q·Kᵀ).
+void dot_path(Isa isa) {
+  const SgemmConfig& cfg = config_of(isa);
+  ThreadPool pool(2);
+  CHECK(std::string(cfg.dot_name).find(isa_name(cfg.isa)) != std::string::npos);
+  // Rows up to the dot kernel's limit and one past it (the packed path);
+  // K below, at and above a vector and a KV head's width.
+  for (size_t m : {size_t{1}, size_t{2}, size_t{3}, kF32DotMaxRows, kF32DotMaxRows + 1})
+    for (size_t n : {size_t{1}, size_t{7}, size_t{33}, size_t{1000}})
+      for (size_t k : {size_t{1}, size_t{7}, size_t{8}, size_t{15}, size_t{16}, size_t{17}, size_t{128}, size_t{131}})
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
+          SgemmTester().config(cfg).pool(p).m(m).n(n).k(k).lda(k + 3).ldb(k + 5).trans_b(true).bias(n % 2 == 1)
+              .packed(false).test();
+  CHECK(sgemm_workspace(cfg, kF32DotMaxRows, 100, 128, false, true) == 0);
+}
+
+void empty_dimensions(Isa isa) {
+  const SgemmConfig& cfg = config_of(isa);
+  SgemmTester().config(cfg).m(3).n(5).k(0).bias(true).test();
+  SgemmTester().config(cfg).m(3).n(5).k(0).bias(false).packed(false).test();
+  SgemmTester().config(cfg).m(0).n(5).k(4).test();
+  SgemmTester().config(cfg).m(3).n(0).k(4).packed(false).test();
+}
+
+void names(Isa isa) {
+  const SgemmConfig& c = config_of(isa);
+  CHECK(c.gemm);
+  CHECK(c.gemv);
+  CHECK(c.dot);
+  CHECK(c.mr * c.nr > 0);
+  CHECK(std::string(c.gemm_name).find(isa_name(c.isa)) != std::string::npos);
+  CHECK(std::string(c.gemv_name).find(isa_name(c.isa)) != std::string::npos);
+}
+
+}  // namespace
+
+// The f32 families: scalar (the reference), avx2, avx512 (VNNI adds nothing
+// to float).
+#define SGEMM_CASES(name, body)                   \
+  ONEBIT_ISA_CASE(name, "[sgemm]", Scalar, body)  \
+  ONEBIT_ISA_CASE(name, "[sgemm]", Avx2, body)    \
+  ONEBIT_ISA_CASE(name, "[sgemm]", Avx512, body)
+
+SGEMM_CASES("sgemm names its kernels", names)
+SGEMM_CASES("sgemm tile edges", tile_edges)
+SGEMM_CASES("sgemm two threads", two_threads)
+SGEMM_CASES("sgemm strided and transposed operands", strided_and_transposed)
+SGEMM_CASES("sgemm a few rows against a transposed B (the dot path)", dot_path)
+SGEMM_CASES("sgemm empty dimensions", empty_dimensions)
+
+TEST_CASE("sgemm: the chosen family is the best this CPU runs", "[sgemm]") {
+  const SgemmConfig& best = sgemm_config();
+  CHECK(cpu_supports(best.isa));
+  CHECK(best.isa <= isa_limit());
+  for (Isa isa : kIsas)
+    if (cpu_supports(isa) && isa <= isa_limit() && isa != Isa::Avx512Vnni) CHECK(best.isa >= isa);
+  CHECK(sgemm_config_for(Isa::Scalar) != nullptr);
+}
+
+TEST_CASE("sgemm: Qwen3 projection shapes", "[sgemm]") {
+  ThreadPool pool(2);
+  const SgemmConfig& cfg = sgemm_config();
+  SgemmTester().config(cfg).pool(&pool).m(1).n(2048).k(1024).test();
+  SgemmTester().config(cfg).pool(&pool).m(16).n(1024).k(3072).test();
+  SgemmTester().config(cfg).pool(&pool).m(128).n(1024).k(1024).bias(true).test();
+}
