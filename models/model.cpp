@@ -30,7 +30,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& 
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) fail("{}: no such file", path);
+  if (!fs::exists(st)) fail("{}: cannot open: no such file", path);
   if (fs::is_directory(st)) fail("{}: is a directory; give the .onnx file inside it", path);
 
   std::unique_ptr<Model> m(new Model());

@@ -9,8 +9,8 @@
 // [outer, n, inner]; inner = 1 (the last axis, every attention softmax) runs
 // along contiguous rows, otherwise `inner` columns are handled together in
 // chunks so the loops still run over contiguous memory. Both are threaded
-// over rows. float32 uses exp_f32 below, which vectorises; f16/bf16 compute
-// in float with it too, f64 uses std::exp.
+// over rows. float32 uses the vectorised exp of quant/ukernels; f16/bf16
+// compute in float with it too, f64 uses std::exp.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "ops/dispatch.h"
+#include "quant/ukernels/kernel_config.h"
 #include "ops/op_util.h"
 #include "graph/op_registry.h"
 
@@ -26,53 +27,17 @@ namespace onebit {
 
 namespace {
 
-// e^x for float, written so the compiler can vectorise it: x = n ln2 + r
-// with |r| <= ln2/2 (Cody-Waite, ln2 split in two), e^r by its degree-7
-// Taylor polynomial (truncation error < 6e-9 relative), times 2^n built in
-// the exponent bits. Within 1e-7 relative of exp for x in [-87.3, 88.7]
-// (FLT_MIN to FLT_MAX); below about -87.7 the result is 0 (the float32
-// denormals are flushed), above 88.72 it is +inf; NaN stays NaN.
-//
-// Every step is straight-line arithmetic or an integer select: a float
-// select with a constant arm (a clamp of x, say) lets GCC split the loop into
-// paths, which it will not merge back under -ftrapping-math, and the loop
-// then stays scalar (5x slower).
-inline float exp_f32(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;  // 10 significant bits: n * kLn2Hi is exact
-  constexpr float kLn2Lo = -2.12194440e-4f;
-  // |x| clamped to 104 on the bit pattern (keeps the sign; e^±104 is already
-  // 0 / inf in float32). NaN is remembered and restored at the end.
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  const uint32_t mag = bits & 0x7FFFFFFFu;
-  const uint32_t nan = mag > 0x7F800000u ? 0x7FC00000u : 0u;
-  const float xc = std::bit_cast<float>(std::min(mag, 0x42D00000u) | (bits & 0x80000000u));
-  const float n = std::nearbyint(xc * kLog2e);  // in [-150, 150]
-  float r = std::fma(-n, kLn2Hi, xc);
-  r = std::fma(-n, kLn2Lo, r);
-  float p = 1.0f / 5040;
-  p = std::fma(p, r, 1.0f / 720);
-  p = std::fma(p, r, 1.0f / 120);
-  p = std::fma(p, r, 1.0f / 24);
-  p = std::fma(p, r, 1.0f / 6);
-  p = std::fma(p, r, 0.5f);
-  p = std::fma(p, r, 1.0f);
-  p = std::fma(p, r, 1.0f);
-  // 2^n as 2^a * 2^b with a in [-126, 127] (always normal); 2^b is exactly 0
-  // when n < -126, so tiny results are 0 without passing through denormals,
-  // and overflows to inf when n > 128.
-  const int32_t ni = static_cast<int32_t>(n);
-  const int32_t a = std::min(std::max(ni, -126), 127);
-  const int32_t b = ni < -126 ? 0 : std::min(ni - a + 127, 255);
-  const float y = (p * std::bit_cast<float>(b << 23)) * std::bit_cast<float>((a + 127) << 23);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(y) | nan);
+// v[i] = e^v[i]: float through the one vectorised exp (quant/ukernels,
+// exactly 0 for -inf, so masked scores vanish), double through std::exp.
+template <class C>
+void exp_inplace(C* v, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) vec_math_config().exp(static_cast<size_t>(n), v, v);
+  else
+    for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i]);
 }
 
-template <class C>
-C exp_of(C v) {
-  if constexpr (std::is_same_v<C, float>) return exp_f32(v);
-  else return std::exp(v);
-}
+// Chunk of a row computed in C when T is narrower (float16, bfloat16).
+constexpr int64_t kChunk = 256;
 
 enum class Mode { Softmax, LogSoftmax, Hardmax };
 
@@ -129,14 +94,20 @@ void row_kernel(Mode mode, const T* x, T* y, int64_t n) {
   S sums[L] = {};
   S sum = 0;
   if constexpr (std::is_same_v<T, C>) {
-    // Stash exp(x - m) in y (a plain loop, so it vectorises), sum it, then
-    // normalise in place.
-    for (k = 0; k < n; ++k) y[k] = exp_of(x[k] - m);
+    // Stash exp(x - m) in y, sum it, then normalise in place.
+    for (k = 0; k < n; ++k) y[k] = x[k] - m;
+    exp_inplace(y, n);
     for (k = 0; k + L <= n; k += L)
       for (int j = 0; j < L; ++j) sums[j] += static_cast<S>(y[k + j]);
     for (; k < n; ++k) sum += static_cast<S>(y[k]);
   } else {
-    for (k = 0; k < n; ++k) sum += static_cast<S>(exp_of(A::load(x[k]) - m));
+    C e[kChunk];
+    for (int64_t k0 = 0; k0 < n; k0 += kChunk) {
+      const int64_t len = std::min(kChunk, n - k0);
+      for (int64_t j = 0; j < len; ++j) e[j] = A::load(x[k0 + j]) - m;
+      exp_inplace(e, len);
+      for (int64_t j = 0; j < len; ++j) sum += static_cast<S>(e[j]);
+    }
   }
   for (int j = 0; j < L; ++j) sum += sums[j];
 
@@ -150,7 +121,13 @@ void row_kernel(Mode mode, const T* x, T* y, int64_t n) {
     for (k = 0; k < n; ++k) y[k] = y[k] / total;
   } else {
     const C total = static_cast<C>(sum);
-    for (k = 0; k < n; ++k) y[k] = A::store(exp_of(A::load(x[k]) - m) / total);
+    C e[kChunk];
+    for (int64_t k0 = 0; k0 < n; k0 += kChunk) {
+      const int64_t len = std::min(kChunk, n - k0);
+      for (int64_t j = 0; j < len; ++j) e[j] = A::load(x[k0 + j]) - m;
+      exp_inplace(e, len);
+      for (int64_t j = 0; j < len; ++j) y[k0 + j] = A::store(e[j] / total);
+    }
   }
 }
 
@@ -182,8 +159,12 @@ void column_kernel(Mode mode, const T* x, T* y, int64_t n, int64_t inner, int64_
     return;
   }
   for (int64_t c = 0; c < len; ++c) s[c] = 0;
-  for (int64_t k = 0; k < n; ++k)
-    for (int64_t c = 0; c < len; ++c) s[c] += exp_of(A::load(x[k * inner + c]) - m[c]);
+  C e[kCols];
+  for (int64_t k = 0; k < n; ++k) {
+    for (int64_t c = 0; c < len; ++c) e[c] = A::load(x[k * inner + c]) - m[c];
+    exp_inplace(e, len);
+    for (int64_t c = 0; c < len; ++c) s[c] += e[c];
+  }
   if (mode == Mode::LogSoftmax) {
     C ls[kCols];
     for (int64_t c = 0; c < len; ++c) ls[c] = static_cast<C>(std::log(s[c]));
@@ -193,8 +174,11 @@ void column_kernel(Mode mode, const T* x, T* y, int64_t n, int64_t inner, int64_
   }
   C total[kCols];
   for (int64_t c = 0; c < len; ++c) total[c] = static_cast<C>(s[c]);
-  for (int64_t k = 0; k < n; ++k)
-    for (int64_t c = 0; c < len; ++c) y[k * inner + c] = A::store(exp_of(A::load(x[k * inner + c]) - m[c]) / total[c]);
+  for (int64_t k = 0; k < n; ++k) {
+    for (int64_t c = 0; c < len; ++c) e[c] = A::load(x[k * inner + c]) - m[c];
+    exp_inplace(e, len);
+    for (int64_t c = 0; c < len; ++c) y[k * inner + c] = A::store(e[c] / total[c]);
+  }
 }
 
 class SoftmaxKernel : public Kernel {

@@ -11,7 +11,7 @@
 
 #include "ops/dispatch.h"
 #include "ops/op_util.h"
-#include "quant/ukernels/f32_vexp.h"
+#include "quant/ukernels/kernel_config.h"
 #include "graph/op_registry.h"
 
 namespace onebit {
@@ -131,8 +131,10 @@ class UnaryKernel : public Kernel {
         if (ctx.input(0).dtype() == DType::F32) {
           const float* x = ctx.input(0).data<float>();
           float* y = ctx.output(0).data<float>();
-          ctx.pool().parallel_for(ctx.input(0).size(), kElementwiseGrain,
-                                  [&](int64_t b, int64_t e) { sigmoid_f32(x + b, y + b, e - b); });
+          const F32VUnaryUkernel sigmoid = vec_math_config().sigmoid;
+          ctx.pool().parallel_for(ctx.input(0).size(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+            sigmoid(static_cast<size_t>(e - b), x + b, y + b);
+          });
           return;
         }
         // Other types: 1 / (1 + e^-x), written per sign so the exponential

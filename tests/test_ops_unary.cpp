@@ -8,7 +8,6 @@
 #include "op_test_util.h"
 #include "graph/op_registry.h"
 #include "ops/register_ops.h"
-#include "quant/ukernels/f32_vexp.h"
 
 using namespace onebit;
 using namespace onebit::test;
@@ -124,55 +123,3 @@ TEST_CASE("Identity copies any dtype, 4-bit included", "[unary]") {
   CHECK(values<int64_t>(c) == std::vector<int64_t>{5, 6});
 }
 
-TEST_CASE("vectorized exp and sigmoid against double precision", "[unary][vec_math]") {
-  // Every 97th float32 bit pattern from -88 to 88 (~10^6 values, both signs).
-  double worst_exp_ulp = 0, worst_sigmoid_rel = 0;
-  std::vector<float> xs;
-  for (uint32_t bits = 0; bits < 0x42B00000u; bits += 97)
-    for (float sign : {1.0f, -1.0f}) {
-      float v;
-      std::memcpy(&v, &bits, sizeof v);
-      xs.push_back(sign * v);
-    }
-  std::vector<float> sig(xs.size());
-  sigmoid_f32(xs.data(), sig.data(), static_cast<int64_t>(xs.size()));
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const double ref = std::exp(double(xs[i]));
-    if (ref > 1.2e-38 && ref < 3.4e38) {  // normal float results
-      const double ulp = std::nextafter(float(ref), INFINITY) - float(ref);
-      worst_exp_ulp = std::max(worst_exp_ulp, std::fabs(double(exp_f32(xs[i])) - ref) / ulp);
-    }
-    const double s = 1.0 / (1.0 + std::exp(-double(xs[i])));
-    if (s > 1e-37) worst_sigmoid_rel = std::max(worst_sigmoid_rel, std::fabs(double(sig[i]) - s) / s);
-  }
-  INFO("worst exp error " << worst_exp_ulp << " ulp, worst sigmoid relative error " << worst_sigmoid_rel);
-  CHECK(worst_exp_ulp <= 1.0);
-  CHECK(worst_sigmoid_rel <= 3e-7);
-  // The vector lanes and the scalar tail agree bit for bit.
-  for (size_t i = 0; i + 8 <= xs.size(); i += 4099) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, exp_f32x8(_mm256_loadu_ps(&xs[i])));
-    for (int l = 0; l < 8; ++l) {
-      const float scalar = exp_f32(xs[i + size_t(l)]);
-      REQUIRE(std::memcmp(&lanes[l], &scalar, 4) == 0);
-    }
-  }
-  // Edges: NaN stays NaN, infinities saturate, overflow and underflow clamp.
-  CHECK(std::isnan(exp_f32(NAN)));
-  CHECK(exp_f32(-INFINITY) < 1.3e-38f);
-  CHECK(exp_f32(INFINITY) > 3.3e38f);
-  CHECK(std::isfinite(exp_f32(INFINITY)));
-  const float edge[] = {NAN, -INFINITY, INFINITY, -1000.f, 1000.f, 0.f};
-  float out[6];
-  sigmoid_f32(edge, out, 6);  // all six in the scalar tail
-  float edge16[16], out16[16];  // and in vector lanes
-  for (int i = 0; i < 16; ++i) edge16[i] = edge[i % 6];
-  sigmoid_f32(edge16, out16, 16);
-  for (int i = 0; i < 16; ++i) CHECK(std::memcmp(&out16[i], &out[i % 6], 4) == 0);
-  CHECK(std::isnan(out[0]));
-  CHECK(out[1] < 1e-37f);
-  CHECK(out[2] == 1.0f);
-  CHECK(out[3] < 1e-37f);
-  CHECK(out[4] == 1.0f);
-  CHECK(out[5] == 0.5f);
-}

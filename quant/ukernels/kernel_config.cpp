@@ -32,6 +32,11 @@ const SgemmConfig kAvx512{Isa::Avx512, kF32Avx512MR, kF32Avx512NR, 1024,
                           "f32_gemm_ukernel_12x32__avx512", "f32_gemv_ukernel_1x32__avx512",
                           "f32_dot_ukernel_4xn__avx512"};
 
+const VecMathConfig kVecScalar{Isa::Scalar, f32_vexp_ukernel__scalar, f32_vsigmoid_ukernel__scalar,
+                               "f32_vexp_ukernel__scalar", "f32_vsigmoid_ukernel__scalar"};
+const VecMathConfig kVecAvx2{Isa::Avx2, f32_vexp_ukernel__avx2, f32_vsigmoid_ukernel__avx2, "f32_vexp_ukernel__avx2",
+                             "f32_vsigmoid_ukernel__avx2"};
+
 #define Q8_FAMILY(gemm, gemv) {gemm<false>, gemm<true>}, {gemv<false>, gemv<true>}, #gemm, #gemv
 
 const Q8GemmConfig kQ8Scalar{Isa::Scalar, kQ8ScalarMR, kQ8ScalarNR, kQ8ScalarKR, kQ8ScalarNR, kQ8ScalarNR, false,
@@ -139,6 +144,16 @@ const SgemmConfig* sgemm_config_for(Isa isa) {
 
 const SgemmConfig& sgemm_config() {
   static const SgemmConfig& chosen = *sgemm_config_for(isa_limit());
+  return chosen;
+}
+
+const VecMathConfig* vec_math_config_for(Isa isa) {
+  if (!cpu_supports(isa)) return nullptr;
+  return isa == Isa::Scalar ? &kVecScalar : &kVecAvx2;  // no 512-bit family: the loop is bound by exp's latency
+}
+
+const VecMathConfig& vec_math_config() {
+  static const VecMathConfig& chosen = *vec_math_config_for(isa_limit());
   return chosen;
 }
 

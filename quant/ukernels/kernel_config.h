@@ -8,6 +8,7 @@
 
 #include "base/cpu_features.h"
 #include "quant/ukernels/f32_ukernels.h"
+#include "quant/ukernels/f32_vexp_ukernels.h"
 #include "quant/ukernels/q4_ukernels.h"
 #include "quant/ukernels/q8_ukernels.h"
 
@@ -63,5 +64,16 @@ struct Q4GemmConfig {
 
 const Q4GemmConfig& q4_gemm_config();
 const Q4GemmConfig* q4_gemm_config_for(Isa isa);
+
+// Elementwise float math (the vectorised exp and sigmoid).
+struct VecMathConfig {
+  Isa isa;
+  F32VUnaryUkernel exp, sigmoid;
+  const char* exp_name;
+  const char* sigmoid_name;
+};
+
+const VecMathConfig& vec_math_config();
+const VecMathConfig* vec_math_config_for(Isa isa);
 
 }  // namespace onebit

@@ -1,0 +1,64 @@
+// The one vectorised exponential, and the sigmoid built on it (SiLU's
+// Sigmoid runs on every MLP activation of every step; Softmax on every
+// attention row). Named after XNNPACK's f32_vexp / f32_vsigmoid; picked by
+// quant/ukernels/kernel_config.cpp (VecMathConfig), never by an op.
+//
+// e^x for float32, within 1 ulp of the correctly rounded value wherever the
+// result is a normal float: Cody–Waite reduction x = n·ln2 + r with
+// |r| <= ln2/2, the Cephes degree-6 polynomial for e^r, then 2^n from
+// exponent bits in two halves (n reaches 128). Outside the normal range the
+// result is what float32 exp rounds to with denormals flushed: 0 below
+// ln(FLT_MIN) ≈ -87.34 (so e^-inf, a masked attention score, is exactly 0),
+// +inf above ln(FLT_MAX) ≈ 88.72; NaN stays NaN.
+//
+// exp_f32 is the scalar element; the __scalar kernels loop over it and the
+// __avx2 kernels use it for their tails, doing the same float operations in
+// the same order as their vector body, so every element gets the same
+// result wherever it falls (tested bit for bit).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace onebit {
+
+namespace exp_detail {
+inline constexpr float kLo = -87.3365f, kHi = 88.7228f, kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+inline constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace exp_detail
+
+inline float exp_f32(float x) {
+  using namespace exp_detail;
+  float v = x > kLo ? x : kLo;  // as maxps/minps: a NaN becomes kLo
+  v = v < kHi ? v : kHi;
+  const float n = std::nearbyint(v * kLog2e);
+  float r = v - n * kLn2Hi;
+  r = r - n * kLn2Lo;
+  float p = kP[0];
+  for (int i = 1; i < 6; ++i) p = p * r + kP[i];
+  const float er = p * (r * r) + r + 1.0f;
+  const int32_t ni = static_cast<int32_t>(n), half = ni >> 1;
+  const int32_t bits_a = (half + 127) << 23, bits_b = (ni - half + 127) << 23;
+  float a, b;
+  std::memcpy(&a, &bits_a, sizeof a);
+  std::memcpy(&b, &bits_b, sizeof b);
+  float y = er * a * b;
+  y = x < kLo ? 0.0f : y;
+  y = x > kHi ? INFINITY : y;
+  return x == x ? y : x;
+}
+
+// y[i] = e^x[i] for i < n (y may be x).
+using F32VUnaryUkernel = void (*)(size_t n, const float* x, float* y);
+
+void f32_vexp_ukernel__scalar(size_t n, const float* x, float* y);
+void f32_vexp_ukernel__avx2(size_t n, const float* x, float* y);
+// y[i] = 1 / (1 + e^-x[i]).
+void f32_vsigmoid_ukernel__scalar(size_t n, const float* x, float* y);
+void f32_vsigmoid_ukernel__avx2(size_t n, const float* x, float* y);
+
+}  // namespace onebit
