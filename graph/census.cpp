@@ -27,10 +27,10 @@ std::string dims_str(const Value& v) {
 // or nothing if it is not such a constant.
 std::optional<Shape> constant_shape(const Graph& g, int v, int depth = 0) {
   if (v < 0 || depth > 8) return std::nullopt;
-  const Value& val = g.values[static_cast<size_t>(v)];
+  const Value& val = g.value(v);
   if (val.constant) return val.constant->shape();
   if (val.producer < 0) return std::nullopt;
-  const Node& n = g.nodes[static_cast<size_t>(val.producer)];
+  const Node& n = g.node(val.producer);
   if (n.op_type == "DequantizeLinear" || n.op_type == "Cast" || n.op_type == "Identity")
     return constant_shape(g, n.inputs.empty() ? -1 : n.inputs[0], depth + 1);
   if (n.op_type == "Transpose") {
@@ -75,11 +75,11 @@ Census take_census(const Graph& g) {
       c.initializer_bytes += static_cast<int64_t>(v.constant->bytes());
     }
   for (int v : g.inputs) {
-    const Value& val = g.values[static_cast<size_t>(v)];
+    const Value& val = g.value(v);
     c.inputs.push_back({val.name, std::string(dtype_name(val.dtype)), dims_str(val)});
   }
   for (int v : g.outputs) {
-    const Value& val = g.values[static_cast<size_t>(v)];
+    const Value& val = g.value(v);
     c.outputs.push_back({val.name, std::string(dtype_name(val.dtype)), dims_str(val)});
   }
   return c;

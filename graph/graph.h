@@ -93,6 +93,13 @@ class Graph {
   };
   std::vector<Region> mapped;  // read-only file mappings constants may view
 
+  // By the ids nodes and values carry (in range once loaded; -1 means none
+  // and must be checked by the caller).
+  Value& value(int v) { return values[static_cast<size_t>(v)]; }
+  const Value& value(int v) const { return values[static_cast<size_t>(v)]; }
+  Node& node(int n) { return nodes[static_cast<size_t>(n)]; }
+  const Node& node(int n) const { return nodes[static_cast<size_t>(n)]; }
+
   int find_value(const std::string& name) const;  // -1 if absent
   int add_value(Value v);
   // Fresh value name based on `base` that no value uses yet.

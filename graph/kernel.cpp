@@ -4,19 +4,19 @@ namespace onebit {
 
 const Tensor* KernelInfo::constant(int i) const {
   if (!has_input(i)) return nullptr;
-  const Value& v = graph_.values[static_cast<size_t>(node_.inputs[static_cast<size_t>(i)])];
+  const Value& v = graph_.value(node_.inputs[static_cast<size_t>(i)]);
   return v.constant ? &*v.constant : nullptr;
 }
 
 DType KernelInfo::input_dtype(int i) const {
   if (!has_input(i)) return DType::Undefined;
-  return graph_.values[static_cast<size_t>(node_.inputs[static_cast<size_t>(i)])].dtype;
+  return graph_.value(node_.inputs[static_cast<size_t>(i)]).dtype;
 }
 
 const std::string& KernelInfo::input_name(int i) const {
   static const std::string none;
   if (!has_input(i)) return none;
-  return graph_.values[static_cast<size_t>(node_.inputs[static_cast<size_t>(i)])].name;
+  return graph_.value(node_.inputs[static_cast<size_t>(i)]).name;
 }
 
 const InputInfo& ReshapeContext::input(int i) const {

@@ -146,7 +146,7 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       if (!present[o]) continue;
       const int v = node.outputs[o];
-      const Value& val = g_.values[static_cast<size_t>(v)];
+      const Value& val = g_.value(v);
       ValuePlan& vp = p.value(v);
       const OutputPlan& op = rc.outputs()[o];
       const bool unused = last_use(v) < 0;
@@ -206,7 +206,7 @@ void Planner::place_concat_inputs(Plan& p) const {
     const std::optional<int64_t> concat_axis = kernels_[n]->concat_axis();
     if (!concat_axis || p.nodes[n].mode != NodePlan::Mode::Static) continue;
     const int out = node.outputs.empty() ? -1 : node.outputs[0];
-    if (out < 0 || !g_.values[static_cast<size_t>(out)].is_output) continue;
+    if (out < 0 || !g_.value(out).is_output) continue;
     const Shape& shape = p.value(out).shape;
     const int64_t rank = static_cast<int64_t>(shape.size());
     const int64_t axis = *concat_axis < 0 ? *concat_axis + rank : *concat_axis;

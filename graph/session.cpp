@@ -64,7 +64,7 @@ void Session::create_kernels(const OpRegistry& registry) {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const int v = node.inputs[i];
       if (v < 0 || !kernels_[n]->packs_constant(static_cast<int>(i))) continue;
-      Value& val = graph_.values[static_cast<size_t>(v)];
+      Value& val = graph_.value(v);
       if (--unpacked_readers[static_cast<size_t>(v)] == 0 && val.constant && val.constant->raw() && !val.is_output)
         release_constant(val);
     }
@@ -107,7 +107,7 @@ void Session::reserve(const std::vector<NamedTensor>& inputs) {
   for (size_t i = 0; i < graph_.outputs.size(); ++i) {
     const int v = graph_.outputs[i];
     const ValuePlan& vp = plan->value(v);
-    const int producer = graph_.values[static_cast<size_t>(v)].producer;
+    const int producer = graph_.value(v).producer;
     // An output that is an input or a constant has no producer to plan.
     if (vp.dtype == DType::Undefined || producer < 0 || plan->node(producer).mode == NodePlan::Mode::Dynamic) continue;
     // Two buffers per output: the caller may hold one (a cache fed back) while the next run fills the other.
@@ -119,13 +119,13 @@ void Session::reserve(const std::vector<NamedTensor>& inputs) {
 
 std::vector<std::string> Session::input_names() const {
   std::vector<std::string> names;
-  for (int v : graph_.inputs) names.push_back(graph_.values[static_cast<size_t>(v)].name);
+  for (int v : graph_.inputs) names.push_back(graph_.value(v).name);
   return names;
 }
 
 std::vector<std::string> Session::output_names() const {
   std::vector<std::string> names;
-  for (int v : graph_.outputs) names.push_back(graph_.values[static_cast<size_t>(v)].name);
+  for (int v : graph_.outputs) names.push_back(graph_.value(v).name);
   return names;
 }
 
@@ -134,7 +134,7 @@ std::vector<const Tensor*> Session::bind_inputs(const std::vector<NamedTensor>& 
   for (const NamedTensor& in : inputs) {
     size_t slot = bound.size();
     for (size_t i = 0; i < graph_.inputs.size(); ++i)
-      if (graph_.values[static_cast<size_t>(graph_.inputs[i])].name == in.name) slot = i;
+      if (graph_.value(graph_.inputs[i]).name == in.name) slot = i;
     if (slot == bound.size()) {
       std::string names;
       for (const auto& n : input_names()) names += (names.empty() ? "" : ", ") + n;
@@ -144,7 +144,7 @@ std::vector<const Tensor*> Session::bind_inputs(const std::vector<NamedTensor>& 
   }
   std::map<std::string, int64_t> symbols;  // dim_param -> value seen
   for (size_t i = 0; i < bound.size(); ++i) {
-    const Value& v = graph_.values[static_cast<size_t>(graph_.inputs[i])];
+    const Value& v = graph_.value(graph_.inputs[i]);
     if (!bound[i]) fail("{}: input '{}' was not given", graph_.path, v.name);
     const Tensor& t = *bound[i];
     if (v.dtype != DType::Undefined && t.dtype() != v.dtype)
@@ -289,7 +289,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
     const ValuePlan& vp = p.value(v);
     // Views into the arena, the inputs or constants are copied so the caller owns what it gets.
     const bool owned = t.owner() && vp.offset < 0 && vp.alias_of < 0 && !vp.known &&
-                       !graph_.values[static_cast<size_t>(v)].is_input;
+                       !graph_.value(v).is_input;
     result.push_back(owned ? std::move(t) : Tensor::clone(t));
   }
   return result;

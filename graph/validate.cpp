@@ -26,9 +26,9 @@ std::string describe_cycle(const Graph& g, const std::vector<int>& indegree) {
     seen_at[static_cast<size_t>(n)] = static_cast<int>(path.size());
     path.push_back(n);
     int next = -1;
-    for (int v : g.nodes[static_cast<size_t>(n)].inputs) {
+    for (int v : g.node(n).inputs) {
       if (v < 0) continue;
-      const int p = g.values[static_cast<size_t>(v)].producer;
+      const int p = g.value(v).producer;
       if (p >= 0 && indegree[static_cast<size_t>(p)] > 0) {
         next = p;
         break;
@@ -39,10 +39,10 @@ std::string describe_cycle(const Graph& g, const std::vector<int>& indegree) {
   std::string s;
   if (n < 0) return s;
   for (size_t i = static_cast<size_t>(seen_at[static_cast<size_t>(n)]); i < path.size(); ++i) {
-    const Node& node = g.nodes[static_cast<size_t>(path[i])];
+    const Node& node = g.node(path[i]);
     s += fmt::format("'{}' ({}) <- ", node.name, node.op_type);
   }
-  return s + fmt::format("'{}'", g.nodes[static_cast<size_t>(n)].name);
+  return s + fmt::format("'{}'", g.node(n).name);
 }
 
 }  // namespace
@@ -52,13 +52,13 @@ void validate(Graph& g) {
   for (const Node& node : g.nodes)
     for (int v : node.inputs) {
       if (v < 0) continue;
-      const Value& val = g.values[static_cast<size_t>(v)];
+      const Value& val = g.value(v);
       if (!defined(val))
         fail("{}: reads '{}', which no node, graph input or initializer defines", g.node_label(node), val.name);
     }
   for (int v : g.outputs)
-    if (!defined(g.values[static_cast<size_t>(v)]))
-      fail("{}: graph output '{}' is not defined", g.path, g.values[static_cast<size_t>(v)].name);
+    if (!defined(g.value(v)))
+      fail("{}: graph output '{}' is not defined", g.path, g.value(v).name);
 
   // Kahn's algorithm; a min-heap on the file index keeps the order stable.
   const size_t n = g.nodes.size();
@@ -67,10 +67,10 @@ void validate(Graph& g) {
   for (size_t i = 0; i < n; ++i)
     for (int v : g.nodes[i].inputs) {
       if (v < 0) continue;
-      const int p = g.values[static_cast<size_t>(v)].producer;
+      const int p = g.value(v).producer;
       if (p < 0) continue;
       if (static_cast<size_t>(p) == i)
-        fail("{}: reads its own output '{}' (a cycle)", g.node_label(g.nodes[i]), g.values[static_cast<size_t>(v)].name);
+        fail("{}: reads its own output '{}' (a cycle)", g.node_label(g.nodes[i]), g.value(v).name);
       ++indegree[i];
       users[static_cast<size_t>(p)].push_back(static_cast<int>(i));
     }
@@ -93,7 +93,7 @@ void validate(Graph& g) {
   if (sorted) return;
   std::vector<Node> nodes;
   nodes.reserve(n);
-  for (int i : order) nodes.push_back(std::move(g.nodes[static_cast<size_t>(i)]));
+  for (int i : order) nodes.push_back(std::move(g.node(i)));
   g.nodes = std::move(nodes);
   g.relink();
 }

@@ -22,8 +22,8 @@ uint64_t weight_bytes_per_pass(const Graph& g) {
   for (const Node& n : g.nodes) {
     if (n.domain.empty() && kNotCompute.count(n.op_type)) continue;
     for (int v : n.inputs) {
-      if (v < 0 || !g.values[static_cast<size_t>(v)].constant || !seen.insert(v).second) continue;
-      bytes += g.values[static_cast<size_t>(v)].constant->bytes();
+      if (v < 0 || !g.value(v).constant || !seen.insert(v).second) continue;
+      bytes += g.value(v).constant->bytes();
     }
   }
   return bytes;

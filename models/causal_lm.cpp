@@ -14,7 +14,7 @@ namespace {
 std::string io_list(const Graph& g, const std::vector<int>& ids) {
   std::string s;
   for (int v : ids) {
-    const Value& val = g.values[static_cast<size_t>(v)];
+    const Value& val = g.value(v);
     std::string dims = "?";
     if (val.has_shape) {
       dims = "[";
@@ -30,7 +30,7 @@ std::string io_list(const Graph& g, const std::vector<int>& ids) {
 
 const Value* find_io(const Graph& g, const std::vector<int>& ids, const std::string& name) {
   for (int v : ids)
-    if (g.values[static_cast<size_t>(v)].name == name) return &g.values[static_cast<size_t>(v)];
+    if (g.value(v).name == name) return &g.value(v);
   return nullptr;
 }
 
@@ -89,7 +89,7 @@ CausalLmBinding bind_causal_lm(const Graph& g) {
   static const std::regex kPast(R"(past_key_values\.(\d+)\.(key|value))");
   std::map<int64_t, std::pair<const Value*, const Value*>> layers;
   for (int v : g.inputs) {
-    const Value& val = g.values[static_cast<size_t>(v)];
+    const Value& val = g.value(v);
     std::smatch m;
     if (!std::regex_match(val.name, m, kPast)) continue;
     auto& slot = layers[std::stoll(m[1])];

@@ -13,7 +13,7 @@ namespace onebit {
 namespace {
 
 int64_t vocab_of(const Graph& g, const CausalLmBinding& b) {
-  const Value& v = g.values[static_cast<size_t>(g.find_value(b.logits))];
+  const Value& v = g.value(g.find_value(b.logits));
   if (v.has_shape && v.dims.size() == 3 && v.dims[2].value > 0) return v.dims[2].value;
   auto it = g.metadata.find("onebit.vocab_size");
   if (it == g.metadata.end()) return 0;

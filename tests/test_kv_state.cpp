@@ -1,4 +1,4 @@
-// The KV state (graph/kv_state.cpp, ops/kv_append.cpp): one attention layer
+// The KV state (graph/passes/kv_state.cpp, ops/kv_append.cpp): one attention layer
 // in the form transformers exports it (cache Concat, repeat_kv, Q·Kᵀ,
 // Softmax, P·V), run step by step twice: as exported, feeding `present` back
 // as `past`, and with the session keeping the cache (shape-only `past`). The

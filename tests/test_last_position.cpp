@@ -1,4 +1,4 @@
-// The last-position cut (graph/last_position.cpp): an LM head named in
+// The last-position cut (graph/passes/last_position.cpp): an LM head named in
 // SessionOptions::last_position_outputs computes only its last row, equal
 // to the last row of the full product; a QDQ group stays fused; must-not-fire
 // cases keep the full output.

@@ -204,7 +204,7 @@ TEST_CASE("loader: a model over 2 GB loads through external data", "[loader][ext
   ModelBuilder::external(w, "big.bin", "0", std::to_string(n * 4));
   b.node("Gather", {"w", "i"}, {"y"});
   Graph g = load_onnx(save(b, dir));
-  CHECK(g.values[static_cast<size_t>(g.find_value("w"))].constant->bytes() == static_cast<size_t>(n) * 4);
+  CHECK(g.value(g.find_value("w")).constant->bytes() == static_cast<size_t>(n) * 4);
   Session s(std::move(g), default_op_registry());
   Tensor i = Tensor::allocate(DType::I64, {1});
   i.data<int64_t>()[0] = n - 1;
@@ -286,8 +286,8 @@ TEST_CASE("loader: initializers are views, not copies", "[loader]") {
   for (float f : {1.f, 2.f, 3.f}) fd.add_float_data(f);
   b.node("Add", {"x", "x"}, {"y"});
   const Graph g = load_onnx(save(b, dir));
-  const Tensor& tw = *g.values[static_cast<size_t>(g.find_value("w"))].constant;
-  const Tensor& tv = *g.values[static_cast<size_t>(g.find_value("v"))].constant;
+  const Tensor& tw = *g.value(g.find_value("w")).constant;
+  const Tensor& tv = *g.value(g.find_value("v")).constant;
   CHECK(tw.data<float>()[100] == 1.5f);
   CHECK(tv.data<float>()[2] == 3.f);
   // The large raw_data is viewed in the mapped file itself (protobuf's copy

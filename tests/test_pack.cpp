@@ -1,4 +1,4 @@
-// `1bit pack` (graph/onnx_pack.h, graph/q4_quantize.h): a small float graph
+// `1bit pack` (graph/onnx/onnx_pack.h, quant/q4_quantize.h): a small float graph
 // with a plain weight, a tied "lm_head" (Transpose of a table a Gather also
 // reads) and a weight to exclude is packed, loaded back and checked:
 //   - structure: DequantizeLinear → MatMul per packed weight, int4/uint4
@@ -123,8 +123,8 @@ int64_t opset_of(const onnx::ModelProto& m) {
 const Tensor& constant(const Graph& g, const std::string& name) {
   const int v = g.find_value(name);
   REQUIRE(v >= 0);
-  REQUIRE(g.values[static_cast<size_t>(v)].constant);
-  return *g.values[static_cast<size_t>(v)].constant;
+  REQUIRE(g.value(v).constant);
+  return *g.value(v).constant;
 }
 
 float scale_at(const Tensor& s, size_t i) {

@@ -1,4 +1,4 @@
-// The q4 fusion (graph/q4_fusion.cpp) and its ops (ops/q4_matmul.cpp):
+// The q4 fusion (graph/passes/q4_fusion.cpp) and its ops (ops/q4_matmul.cpp):
 // graphs built in code, run with and without the pass.
 //   - act=float: the fused node against the unfused DequantizeLinear +
 //     MatMul, both against a float64 reference, within float summation

@@ -5,7 +5,7 @@
 // layouts from them (opset-21 [K,N] nibbles and MatMulNBits), and checks:
 //   1. the two packers produce the same packed codes and the same outputs;
 //   2. every kernel family equals a naive reference that follows the
-//      operation sequence of quant/q4_ukernels.h from the unpacked weights
+//      operation sequence of quant/ukernels/q4_ukernels.h from the unpacked weights
 //      and the public row quantizers — bit for bit (compared with ==, so
 //      only the sign of an exact zero may differ): the integer dot products
 //      are exact and every float step happens in the same order;
@@ -113,7 +113,7 @@ class Q4Tester {
     opt.bias = bias_ ? bias.data() : nullptr;
     const Q4Gemm gemm(*config_, ow, opt, pool_);
 
-    // Shifted codes and zero points, c − z' = w − z (quant/q4_ukernels.h).
+    // Shifted codes and zero points, c − z' = w − z (quant/ukernels/q4_ukernels.h).
     auto C = [&](size_t kk, size_t j) { return signed_ ? w[kk * n_ + j] + 8 : w[kk * n_ + j]; };
     auto Zs = [&](size_t r, size_t j) { return signed_ ? z[r * n_ + j] + 8 : z[r * n_ + j]; };
     auto row_of = [&](size_t kk) { return bs_ ? kk / bs_ : 0; };

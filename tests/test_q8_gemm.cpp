@@ -1,4 +1,4 @@
-// A8W8 exact GEMM (quant/qgemm_a8w8.h).
+// A8W8 exact GEMM (quant/q8_gemm.h).
 //
 // Q8GemmTester (after XNNPACK's GemmMicrokernelTester) runs one problem on one
 // kernel family and thread count and compares every output, bit for bit,

@@ -1,4 +1,4 @@
-// Dynamic int8 for float MatMuls (quant/dynamic_int8.h).
+// Dynamic int8 for float MatMuls (quant/qd8_gemm.h).
 //
 // The reference quantizes with the same public row quantizer (per column of
 // W, per row of X), accumulates in int64 and rounds RN32(acc·a_s·w_s)

@@ -1,4 +1,4 @@
-// The tokenizer (models/tokenizer.h) piece by piece, on malformed files, on
+// The tokenizer (models/tokenizer/tokenizer.h) piece by piece, on malformed files, on
 // 1 MB inputs, in streaming decode, and — in the hidden [parity] case that
 // tests/python_tests.cmake runs — against HF tokenizers' ids on a corpus.
 #include <catch2/catch.hpp>

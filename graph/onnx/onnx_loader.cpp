@@ -287,7 +287,7 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
   for (int i = 0; i < gp.initializer_size(); ++i) {
     const onnx::TensorProto& init = gp.initializer(i);
     const int id = define(init.name(), "initializer");
-    Value& v = g.values[static_cast<size_t>(id)];
+    Value& v = g.value(id);
     const RawDataRef* ref = static_cast<size_t>(i) < st.raw_refs.size() ? &st.raw_refs[static_cast<size_t>(i)] : nullptr;
     v.constant = read_tensor(st, init, st.name + ": initializer '" + init.name() + "'", ref);
     v.dtype = v.constant->dtype();
@@ -299,9 +299,9 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
 
   for (const auto& in : gp.input()) {
     int id = g.find_value(in.name());
-    if (id >= 0 && g.values[static_cast<size_t>(id)].constant) continue;  // IR < 4 lists initializers as inputs
+    if (id >= 0 && g.value(id).constant) continue;  // IR < 4 lists initializers as inputs
     id = define(in.name(), "graph input");
-    Value& v = g.values[static_cast<size_t>(id)];
+    Value& v = g.value(id);
     with_context(st.name, [&] { read_type(in, v); });
     v.is_input = true;
     g.inputs.push_back(id);
@@ -355,10 +355,10 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
         v.name = name;
         id = g.add_value(std::move(v));
       }
-      Value& v = g.values[static_cast<size_t>(id)];
+      Value& v = g.value(id);
       if (v.constant || v.is_input) fail("{}: writes '{}', which is already a graph input or initializer", label, name);
       if (v.producer >= 0)
-        fail("{}: writes '{}', which {} also writes", label, name, g.node_ref(g.nodes[static_cast<size_t>(v.producer)]));
+        fail("{}: writes '{}', which {} also writes", label, name, g.node_ref(g.node(v.producer)));
       v.producer = static_cast<int>(g.nodes.size());
       auto d = declared.find(name);
       if (d != declared.end()) with_context(st.name, [&] { read_type(*d->second, v); });
@@ -370,7 +370,7 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
   for (const auto& out : gp.output()) {
     const int id = g.find_value(out.name());
     if (id < 0) fail("{}: graph output '{}' is not produced by any node, input or initializer", st.name, out.name());
-    Value& v = g.values[static_cast<size_t>(id)];
+    Value& v = g.value(id);
     if (v.dtype == DType::Undefined) with_context(st.name, [&] { read_type(out, v); });
     v.is_output = true;
     g.outputs.push_back(id);

@@ -237,10 +237,10 @@ PackResult pack_onnx(const std::string& in, const std::string& out, const PackOp
     }
   PackProgress prog;
   prog.weights_total = packed.size();
-  for (const Packed& p : packed) prog.bytes_total += g.values[static_cast<size_t>(g.find_value(p.src))].constant->bytes();
+  for (const Packed& p : packed) prog.bytes_total += g.value(g.find_value(p.src)).constant->bytes();
   if (opt.progress) opt.progress(prog);
   for (Packed& p : packed) {
-    const Tensor& t = *g.values[static_cast<size_t>(g.find_value(p.src))].constant;
+    const Tensor& t = *g.value(g.find_value(p.src)).constant;
     Q4Source s;
     s.data = t.data<float>();
     s.transposed = p.transposed;
@@ -356,7 +356,7 @@ PackResult pack_onnx(const std::string& in, const std::string& out, const PackOp
     if (from == packed_from.end() || readers[tp.name()] > 0) {
       OutTensor ot;
       if (external || (static_cast<size_t>(i) < refs.size() && refs[static_cast<size_t>(i)].present)) {
-        const Tensor& t = *g.values[static_cast<size_t>(g.find_value(tp.name()))].constant;
+        const Tensor& t = *g.value(g.find_value(tp.name())).constant;
         ot.data = t.raw();
         ot.bytes = t.bytes();
         tp.clear_raw_data();

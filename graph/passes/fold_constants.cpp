@@ -39,14 +39,14 @@ void fold_constants(Graph& g, PassContext& ctx) {
     size_t in_bytes = 0;
     for (int v : node.inputs) {
       if (v < 0) continue;
-      const Value& val = g.values[static_cast<size_t>(v)];
+      const Value& val = g.value(v);
       if (!val.constant) all_constant = false;
       else in_bytes += val.constant->bytes();
     }
     const OpEntry* entry = all_constant ? registry.find(node.domain, node.op_type, node.opset) : nullptr;
     // Graph outputs stay produced by a node so the graph keeps its interface.
     for (int o : node.outputs)
-      if (o >= 0 && g.values[static_cast<size_t>(o)].is_output) entry = nullptr;
+      if (o >= 0 && g.value(o).is_output) entry = nullptr;
     if (!entry) {
       kept.push_back(std::move(node));
       continue;
@@ -56,7 +56,7 @@ void fold_constants(Graph& g, PassContext& ctx) {
       auto kernel = entry->create(info);
       std::vector<const Tensor*> ins(node.inputs.size(), nullptr);
       for (size_t i = 0; i < node.inputs.size(); ++i)
-        if (node.inputs[i] >= 0) ins[i] = &*g.values[static_cast<size_t>(node.inputs[i])].constant;
+        if (node.inputs[i] >= 0) ins[i] = &*g.value(node.inputs[i]).constant;
       return evaluate_node(g, node, *kernel, ins, ctx.pool);
     });
     size_t out_bytes = 0;
@@ -67,7 +67,7 @@ void fold_constants(Graph& g, PassContext& ctx) {
     }
     for (size_t o = 0; o < outs.size(); ++o) {
       if (node.outputs[o] < 0) continue;
-      Value& v = g.values[static_cast<size_t>(node.outputs[o])];
+      Value& v = g.value(node.outputs[o]);
       v.dtype = outs[o].dtype();
       v.constant = std::move(outs[o]);
       v.producer = -1;

@@ -47,7 +47,7 @@ struct GqaGroup {
 // Q·Kᵀ). A chain behind a Transpose of another permutation is refused.
 Match<GqaGroup> match(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
-  const Node& n = g.nodes[static_cast<size_t>(node)];
+  const Node& n = g.node(node);
   if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2) return {};
   GqaGroup grp{node, {}, 0};
   if (const Node* t = producer_op(g, n.inputs[1], "Transpose")) {
@@ -67,7 +67,7 @@ void fuse_gqa_matmul(Graph& g, PassContext& ctx) {
   f.name = "gqa";
   f.match = match;
   f.apply = [](Graph& g, const GqaGroup& m, std::vector<bool>&, std::map<std::string, int64_t>&) {
-    Node& n = g.nodes[static_cast<size_t>(m.node)];
+    Node& n = g.node(m.node);
     make_onebit_node(n, "GqaMatMul", {n.inputs[0], m.rep.kv, m.rep.expand_shape, m.rep.reshape_shape});
     set_int_attr(n, "transB", m.trans_b);
     set_int_attr(n, "allowzero", m.rep.allowzero);

@@ -50,7 +50,7 @@ struct Append {
   std::vector<int> slicers;  // Slice/Squeeze/Gather nodes between them
 };
 
-bool is_graph_input(const Graph& g, int v) { return v >= 0 && g.values[static_cast<size_t>(v)].is_input; }
+bool is_graph_input(const Graph& g, int v) { return v >= 0 && g.value(v).is_input; }
 
 int64_t axis_attr(const Node& n, int64_t rank) {
   int64_t axis = n.attrs.get_int("axis", 0);
@@ -92,13 +92,13 @@ bool match_past(const Graph& g, int v, Append& a) {
 // For reader `r` of `cache`, the MatMul node that is such a product, else -1.
 template <class Readers>
 int attention_product(const Graph& g, const Readers& readers, int cache, int r) {
-  const Node& c = g.nodes[static_cast<size_t>(r)];
+  const Node& c = g.node(r);
   if (c.op_type == "MatMul" && c.domain.empty() && c.inputs.size() == 2 && c.inputs[1] == cache && c.inputs[0] != cache)
     return r;
   if (c.op_type == "Transpose" && c.domain.empty() && c.attrs.get_ints("perm", {}) == std::vector<int64_t>{0, 1, 3, 2} &&
       readers(c.outputs[0]).size() == 1) {
     const int m = readers(c.outputs[0])[0];
-    const Node& mm = g.nodes[static_cast<size_t>(m)];
+    const Node& mm = g.node(m);
     if (mm.op_type == "MatMul" && mm.domain.empty() && mm.inputs.size() == 2 && mm.inputs[1] == c.outputs[0] &&
         mm.inputs[0] != c.outputs[0])
       return m;
@@ -145,21 +145,21 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
     // The slicing nodes feed only this Concat.
     bool private_chain = true;
     for (int s : a.slicers)
-      for (int o : g.nodes[static_cast<size_t>(s)].outputs)
+      for (int o : g.node(s).outputs)
         if (o >= 0 && readers(o).size() != 1) private_chain = false;
     if (!private_chain) return refuse(g, ctx, fmt::format("{} shares its past slice", g.node_ref(n)));
     // Readers of the result: GqaMatMuls (as K or V) and the way to `present`.
     const int out = n.outputs[0];
-    int present = g.values[static_cast<size_t>(out)].is_output ? out : -1;
+    int present = g.value(out).is_output ? out : -1;
     for (int r : readers(out)) {
-      const Node& c = g.nodes[static_cast<size_t>(r)];
+      const Node& c = g.node(r);
       if (c.op_type == "GqaMatMul" && c.domain == "com.onebit" && c.inputs[1] == out && c.inputs[0] != out) continue;
       if (attention_product(g, readers, out, r) >= 0) continue;
       if (c.op_type == "Unsqueeze" && c.domain.empty() && c.inputs.size() == 2 && constant_ints_equal(g, c.inputs[1], {0}) &&
           readers(c.outputs[0]).size() == 1 && a.past_axis == 3 && present < 0) {
-        const Node& stack = g.nodes[static_cast<size_t>(readers(c.outputs[0])[0])];
+        const Node& stack = g.node(readers(c.outputs[0])[0]);
         if (stack.op_type == "Concat" && stack.domain.empty() && axis_attr(stack, 5) == 0 &&
-            g.values[static_cast<size_t>(stack.outputs[0])].is_output) {
+            g.value(stack.outputs[0]).is_output) {
           present = stack.outputs[0];
           continue;
         }
@@ -177,18 +177,18 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
 
   // Every present output is made of matched Concats only.
   for (int p : presents) {
-    const Node& pn = g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(p)].producer)];
-    if (matched_nodes.count(g.values[static_cast<size_t>(p)].producer)) continue;  // per layer: checked above
+    const Node& pn = g.node(g.values[static_cast<size_t>(p)].producer);
+    if (matched_nodes.count(g.value(p).producer)) continue;  // per layer: checked above
     // A stack nothing in the graph reads: once it is no output, nothing
     // will read the held caches as dense tensors.
     if (!readers(p).empty())
       return refuse(g, ctx, fmt::format("output '{}' is also read inside the graph",
-                                                 g.values[static_cast<size_t>(p)].name));
+                                                 g.value(p).name));
     for (int in : pn.inputs) {
       const Node* u = producer_node(g, in);
       if (!u || u->inputs.empty() || !matched_nodes.count(producer_index(g, u->inputs[0])))
         return refuse(g, ctx, fmt::format("output '{}' stacks more than the layer caches",
-                                                   g.values[static_cast<size_t>(p)].name));
+                                                   g.value(p).name));
     }
   }
   // The past inputs feed the matched chains and shape reads only.
@@ -196,45 +196,45 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
   for (const Append& a : appends) chain_nodes.insert(a.slicers.begin(), a.slicers.end());
   for (int p : pasts)
     for (int r : readers(p)) {
-      const Node& c = g.nodes[static_cast<size_t>(r)];
+      const Node& c = g.node(r);
       if (chain_nodes.count(r) || (c.op_type == "Shape" && c.domain.empty())) continue;
       return refuse(g, ctx,
-                    fmt::format("input '{}' is read by {}", g.values[static_cast<size_t>(p)].name, g.node_ref(c)));
+                    fmt::format("input '{}' is read by {}", g.value(p).name, g.node_ref(c)));
     }
 
   // Rewrite.
   for (const Append& a : appends) {
-    const int out = g.nodes[static_cast<size_t>(a.concat)].outputs[0];
+    const int out = g.node(a.concat).outputs[0];
     Value stride;
-    stride.name = g.unique_name(g.values[static_cast<size_t>(out)].name + "_head_stride");
+    stride.name = g.unique_name(g.value(out).name + "_head_stride");
     stride.dtype = DType::I64;
     const int stride_v = g.add_value(std::move(stride));
     for (int r : readers(out)) {
       const int mm = attention_product(g, readers, out, r);
       if (mm >= 0) {  // multi-head: the product becomes a GqaMatMul with rep 1
-        Node& m = g.nodes[static_cast<size_t>(mm)];
+        Node& m = g.node(mm);
         const bool trans_b = mm != r;
         make_onebit_node(m, "GqaMatMul", {m.inputs[0], out, -1, -1, stride_v});
         set_int_attr(m, "transB", trans_b ? 1 : 0);
         continue;
       }
-      Node& c = g.nodes[static_cast<size_t>(r)];
+      Node& c = g.node(r);
       if (c.op_type != "GqaMatMul") continue;  // the way to `present`
       c.inputs.resize(5, -1);
       c.inputs[4] = stride_v;
     }
-    Node& append = g.nodes[static_cast<size_t>(a.concat)];
+    Node& append = g.node(a.concat);
     make_onebit_node(append, "KvAppend", {append.inputs[1], a.past});
     append.attrs = Attributes();
     set_int_attr(append, "past_axis", a.past_axis);
     append.outputs.push_back(stride_v);
-    Value& v = g.values[static_cast<size_t>(out)];
+    Value& v = g.value(out);
     v.has_shape = false;
     v.dims.clear();
   }
   std::vector<int> outputs;
   for (int o : g.outputs) {
-    if (presents.count(o)) g.values[static_cast<size_t>(o)].is_output = false;
+    if (presents.count(o)) g.value(o).is_output = false;
     else outputs.push_back(o);
   }
   g.outputs = outputs;

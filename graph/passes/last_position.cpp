@@ -59,7 +59,7 @@ bool per_tensor_q(const Graph& g, const std::vector<std::vector<int>>& consumers
 Cut find_cut(const Graph& g, const std::vector<std::vector<int>>& consumers, int out) {
   const int p = producer_index(g, out);
   if (p < 0) return {};
-  const Node& mm = g.nodes[static_cast<size_t>(p)];
+  const Node& mm = g.node(p);
   if (!is_row_product(mm) || mm.inputs.empty() || mm.inputs[0] < 0) return {};
   // Walk back through a per-tensor DequantizeLinear and the QuantizeLinear
   // feeding it, so the A8W8 group (Q -> DQ -> MatMul) stays whole.
@@ -84,7 +84,7 @@ void keep_last_position(Graph& g, PassContext& ctx) {
   for (const std::string& name : options.last_position_outputs) {
     const int out = g.find_value(name);
     if (out < 0) continue;
-    const Value& o = g.values[static_cast<size_t>(out)];
+    const Value& o = g.value(out);
     if (!o.is_output || !o.has_shape || o.dims.size() < 2) continue;
     // Another node reading the full output would see a different shape.
     if (!consumers[static_cast<size_t>(out)].empty()) continue;
@@ -94,22 +94,22 @@ void keep_last_position(Graph& g, PassContext& ctx) {
   // Insert from the last node back so earlier indices stay valid.
   std::sort(cuts.begin(), cuts.end(), [](const auto& a, const auto& b) { return a.first.node > b.first.node; });
   for (const auto& [cut, out] : cuts) {
-    const int src = g.nodes[static_cast<size_t>(cut.node)].inputs[cut.slot];
+    const int src = g.node(cut.node).inputs[cut.slot];
     Value sliced;
-    sliced.name = g.unique_name(g.values[static_cast<size_t>(src)].name + "/last_position");
-    sliced.dtype = g.values[static_cast<size_t>(src)].dtype;
+    sliced.name = g.unique_name(g.value(src).name + "/last_position");
+    sliced.dtype = g.value(src).dtype;
     const int sliced_id = g.add_value(std::move(sliced));
     Node slice;
-    slice.name = g.unique_name(g.nodes[static_cast<size_t>(cut.node)].name + "/last_position");
+    slice.name = g.unique_name(g.node(cut.node).name + "/last_position");
     slice.op_type = "Slice";
     slice.opset = g.opsets.count("") ? g.opsets.at("") : 21;
     slice.inputs = {src, add_i64_constant(g, slice.name + "/starts", -1),
                     add_i64_constant(g, slice.name + "/ends", std::numeric_limits<int64_t>::max()),
                     add_i64_constant(g, slice.name + "/axes", -2)};
     slice.outputs = {sliced_id};
-    g.nodes[static_cast<size_t>(cut.node)].inputs[cut.slot] = sliced_id;
+    g.node(cut.node).inputs[cut.slot] = sliced_id;
     g.nodes.insert(g.nodes.begin() + cut.node, std::move(slice));
-    Value& o = g.values[static_cast<size_t>(out)];
+    Value& o = g.value(out);
     if (o.has_shape && o.dims.size() >= 2) o.dims[o.dims.size() - 2] = Dim{1, ""};
     ctx.report.log.push_back(fmt::format("last-position: '{}' computes only its last row", o.name));
   }

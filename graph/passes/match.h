@@ -14,20 +14,20 @@ namespace onebit {
 // The node producing `value` if it is an ai.onnx `op`, else null.
 inline const Node* producer_op(const Graph& g, int value, const char* op) {
   if (value < 0) return nullptr;
-  const int p = g.values[static_cast<size_t>(value)].producer;
+  const int p = g.value(value).producer;
   if (p < 0) return nullptr;
-  const Node& n = g.nodes[static_cast<size_t>(p)];
+  const Node& n = g.node(p);
   return n.op_type == op && n.domain.empty() ? &n : nullptr;
 }
 
 inline int producer_index(const Graph& g, int value) {
-  return value < 0 ? -1 : g.values[static_cast<size_t>(value)].producer;
+  return value < 0 ? -1 : g.value(value).producer;
 }
 
 // The node producing `value`, whatever its op; null for inputs and constants.
 inline const Node* producer_node(const Graph& g, int value) {
   const int p = producer_index(g, value);
-  return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
+  return p < 0 ? nullptr : &g.node(p);
 }
 
 // `op` in ai.onnx or com.microsoft (Quark and onnxruntime write Q/DQ in either).
@@ -38,21 +38,21 @@ inline bool is_q_op(const Node& n, const char* op) {
 // Input `i` of `n` if it is a constant, else null.
 inline const Tensor* input_constant(const Graph& g, const Node& n, size_t i) {
   if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
-  const Value& v = g.values[static_cast<size_t>(n.inputs[i])];
+  const Value& v = g.value(n.inputs[i]);
   return v.constant ? &*v.constant : nullptr;
 }
 
 // The value of a constant holding exactly one number, as double.
 inline std::optional<double> constant_scalar(const Graph& g, int value) {
   if (value < 0) return std::nullopt;
-  const Value& v = g.values[static_cast<size_t>(value)];
+  const Value& v = g.value(value);
   if (!v.constant || v.constant->size() != 1 || !v.constant->raw()) return std::nullopt;
   return tensor_double_at(*v.constant, 0);
 }
 
 inline bool constant_ints_equal(const Graph& g, int value, const std::vector<int64_t>& want) {
   if (value < 0) return false;
-  const Value& v = g.values[static_cast<size_t>(value)];
+  const Value& v = g.value(value);
   return v.constant && v.constant->raw() && dtype_is_integer(v.constant->dtype()) &&
          tensor_to_ints(*v.constant) == want;
 }

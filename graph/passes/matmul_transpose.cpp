@@ -21,11 +21,11 @@ struct TransposedWeight {
 // swaps the two axes of a constant 2-D float32 weight.
 Match<TransposedWeight> match(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
-  const Node& n = g.nodes[static_cast<size_t>(node)];
+  const Node& n = g.node(node);
   if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[1] < 0) return {};
   const Node* t = producer_op(g, n.inputs[1], "Transpose");
   if (!t || t->inputs.empty() || t->inputs[0] < 0) return {};
-  const Value& w = g.values[static_cast<size_t>(t->inputs[0])];
+  const Value& w = g.value(t->inputs[0]);
   if (!w.constant) return {};  // an activation transposed (attention's Kᵀ): not this pass's
   if (w.constant->rank() != 2) return Refusal{"weight_rank"};
   if (w.constant->dtype() != DType::F32) return Refusal{"weight_dtype_" + std::string(dtype_name(w.constant->dtype()))};
@@ -40,7 +40,7 @@ void fuse_matmul_transpose(Graph& g, PassContext& ctx) {
   f.name = "matmul_transpose";
   f.match = match;
   f.apply = [](Graph& g, const TransposedWeight& m, std::vector<bool>&, std::map<std::string, int64_t>&) {
-    Node& n = g.nodes[static_cast<size_t>(m.matmul)];
+    Node& n = g.node(m.matmul);
     n.inputs[1] = m.weight;
     n.domain = kOneBitDomain;
     n.opset = 1;

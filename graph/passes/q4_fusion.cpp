@@ -46,7 +46,7 @@ struct Q4Group {
 bool is_4bit(DType t) { return t == DType::I4 || t == DType::U4; }
 
 DType value_type(const Graph& g, int v) {
-  const Value& val = g.values[static_cast<size_t>(v)];
+  const Value& val = g.value(v);
   return val.constant ? val.constant->dtype() : val.dtype;
 }
 
@@ -54,7 +54,7 @@ DType value_type(const Graph& g, int v) {
 // a candidate; an 8-bit one is refused here too (the QDQ pass refused it).
 Match<Q4Group> match(const FusionScan& scan, int mm) {
   const Graph& g = scan.g;
-  const Node& matmul = g.nodes[static_cast<size_t>(mm)];
+  const Node& matmul = g.node(mm);
   if (matmul.op_type != "MatMul" || !matmul.domain.empty() || matmul.inputs.size() != 2 || matmul.inputs[1] < 0)
     return {};
   Q4Group grp;
@@ -63,12 +63,12 @@ Match<Q4Group> match(const FusionScan& scan, int mm) {
   const Node* dq = producer_node(g, w_value);
   if (dq && dq->op_type == "Cast" && dq->domain.empty()) {
     if (dq->attrs.get_int("to", 0) != static_cast<int64_t>(DType::F32) || dq->inputs.empty()) return {};
-    grp.cast = g.values[static_cast<size_t>(w_value)].producer;
+    grp.cast = g.value(w_value).producer;
     w_value = dq->inputs[0];
     dq = producer_node(g, w_value);
   }
   if (!dq || !is_q_op(*dq, "DequantizeLinear")) return {};  // not a DequantizeLinear weight
-  grp.dq = g.values[static_cast<size_t>(w_value)].producer;
+  grp.dq = g.value(w_value).producer;
 
   const DType wt = value_type(g, dq->inputs[0]);
   const Tensor* w = input_constant(g, *dq, 0);
@@ -110,11 +110,11 @@ Match<Q4Group> match(const FusionScan& scan, int mm) {
   // An Add of a constant [N] that is y's only reader becomes the bias.
   const int y = matmul.outputs[0];
   const auto& y_readers = scan.readers[static_cast<size_t>(y)];
-  if (y_readers.size() == 1 && !g.values[static_cast<size_t>(y)].is_output) {
-    const Node& add = g.nodes[static_cast<size_t>(y_readers[0])];
+  if (y_readers.size() == 1 && !g.value(y).is_output) {
+    const Node& add = g.node(y_readers[0]);
     if (add.op_type == "Add" && add.domain.empty() && add.inputs.size() == 2) {
       const int other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-      const Value& b = g.values[static_cast<size_t>(other)];
+      const Value& b = g.value(other);
       if (other >= 0 && other != y && b.constant && b.constant->dtype() == DType::F32 && b.constant->rank() == 1 &&
           b.constant->dim(0) == n) {
         grp.add = y_readers[0];
@@ -136,15 +136,15 @@ void fuse_q4_matmul(Graph& g, PassContext& ctx) {
   // The MatMul becomes the fused node; a folded Add is dropped and its
   // output becomes the fused node's.
   f.apply = [](Graph& g, const Q4Group& grp, std::vector<bool>& drop, std::map<std::string, int64_t>& counts) {
-    const Node& dq = g.nodes[static_cast<size_t>(grp.dq)];
-    Node& mm = g.nodes[static_cast<size_t>(grp.matmul)];
+    const Node& dq = g.node(grp.dq);
+    Node& mm = g.node(grp.matmul);
     auto in = [](const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
     mm.name += "/q4";
     mm.attrs = Attributes();
     make_onebit_node(mm, "Q4MatMul", {mm.inputs[0], in(dq, 0), in(dq, 1), in(dq, 2), grp.bias});
     set_int_attr(mm, "block_size", grp.block_size);
     if (grp.add >= 0) {
-      mm.outputs = g.nodes[static_cast<size_t>(grp.add)].outputs;
+      mm.outputs = g.node(grp.add).outputs;
       drop[static_cast<size_t>(grp.add)] = true;
       ++counts["with_bias"];
     }

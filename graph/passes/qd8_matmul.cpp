@@ -20,10 +20,10 @@ struct Qd8Group {
 // Every MatMul with a constant weight is a candidate.
 Match<Qd8Group> match(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
-  const Node& n = g.nodes[static_cast<size_t>(node)];
+  const Node& n = g.node(node);
   if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[1] < 0) return {};
-  const Value& w = g.values[static_cast<size_t>(n.inputs[1])];
-  const Value& x = g.values[static_cast<size_t>(n.inputs[0])];
+  const Value& w = g.value(n.inputs[1]);
+  const Value& x = g.value(n.inputs[0]);
   if (!w.constant) return {};
   if (w.constant->rank() != 2) return Refusal{"weight_rank"};
   if (w.constant->dtype() != DType::F32) return Refusal{"weight_dtype_" + std::string(dtype_name(w.constant->dtype()))};
@@ -40,7 +40,7 @@ void qd8_matmul(Graph& g, PassContext& ctx) {
   f.name = "qd8";
   f.match = match;
   f.apply = [](Graph& g, const Qd8Group& m, std::vector<bool>&, std::map<std::string, int64_t>&) {
-    Node& n = g.nodes[static_cast<size_t>(m.matmul)];
+    Node& n = g.node(m.matmul);
     n.op_type = "Qd8MatMul";
     n.domain = kOneBitDomain;
     n.opset = 1;

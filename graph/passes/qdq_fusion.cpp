@@ -66,7 +66,7 @@ std::optional<std::string> scale_layout(const Graph& g, const Node& q, int64_t d
 // A MatMul with a DequantizeLinear on either input is a candidate.
 Match<QdqGroup> match(const FusionScan& scan, int mm) {
   const Graph& g = scan.g;
-  const Node& matmul = g.nodes[static_cast<size_t>(mm)];
+  const Node& matmul = g.node(mm);
   if (matmul.op_type != "MatMul" || !matmul.domain.empty() || matmul.inputs.size() != 2) return {};
   const Node* dq_x = producer_node(g, matmul.inputs[0]);
   const Node* dq_w = producer_node(g, matmul.inputs.size() > 1 ? matmul.inputs[1] : -1);
@@ -74,20 +74,20 @@ Match<QdqGroup> match(const FusionScan& scan, int mm) {
   const bool w_dq = dq_w && is_q_op(*dq_w, "DequantizeLinear");
   if (!x_dq && !w_dq) return {};  // a float MatMul: not a group
   // 4-bit weights are the W4 pass's (graph/q4_fusion.cpp), not a refused A8W8 group.
-  if (w_dq && dq_w->inputs[0] >= 0 && dtype_bits(g.values[static_cast<size_t>(dq_w->inputs[0])].dtype) == 4)
+  if (w_dq && dq_w->inputs[0] >= 0 && dtype_bits(g.value(dq_w->inputs[0]).dtype) == 4)
     return {};
   if (!x_dq) return Refusal{"activation_not_dequantized"};
   if (!w_dq) return Refusal{"weight_not_dequantized"};
 
   QdqGroup grp;
   grp.matmul = mm;
-  grp.dq_x = g.values[static_cast<size_t>(matmul.inputs[0])].producer;
-  grp.dq_w = g.values[static_cast<size_t>(matmul.inputs[1])].producer;
+  grp.dq_x = g.value(matmul.inputs[0]).producer;
+  grp.dq_w = g.value(matmul.inputs[1]).producer;
   const Tensor* w = input_constant(g, *dq_w, 0);
   if (!w) return Refusal{"weight_not_constant"};
   if (w->rank() != 2) return Refusal{"weight_rank"};
   if (!is_int8(w->dtype())) return Refusal{"weight_dtype_" + std::string(dtype_name(w->dtype()))};
-  const Value& xq = g.values[static_cast<size_t>(dq_x->inputs[0])];
+  const Value& xq = g.value(dq_x->inputs[0]);
   DType x_type = xq.dtype;
   if (x_type == DType::Undefined && xq.constant) x_type = xq.constant->dtype();
   if (x_type == DType::Undefined) {
@@ -115,8 +115,8 @@ Match<QdqGroup> match(const FusionScan& scan, int mm) {
   // An optional QuantizeLinear that is y's only reader.
   const int y = matmul.outputs[0];
   const auto& y_readers = scan.readers[static_cast<size_t>(y)];
-  if (y_readers.size() == 1 && !g.values[static_cast<size_t>(y)].is_output) {
-    const Node& q = g.nodes[static_cast<size_t>(y_readers[0])];
+  if (y_readers.size() == 1 && !g.value(y).is_output) {
+    const Node& q = g.node(y_readers[0]);
     ScaleLayout ys;
     const Tensor* zp = input_constant(g, q, 2);
     const DType out_type = zp ? zp->dtype() : static_cast<DType>(q.attrs.get_int("output_dtype", 2));
@@ -138,9 +138,9 @@ void fuse_qdq_matmul(Graph& g, PassContext& ctx) {
   // The MatMul becomes the fused node; a folded Q is dropped and its output
   // becomes the fused node's output.
   f.apply = [](Graph& g, const QdqGroup& grp, std::vector<bool>& drop, std::map<std::string, int64_t>& counts) {
-    const Node& dq_x = g.nodes[static_cast<size_t>(grp.dq_x)];
-    const Node& dq_w = g.nodes[static_cast<size_t>(grp.dq_w)];
-    Node& mm = g.nodes[static_cast<size_t>(grp.matmul)];
+    const Node& dq_x = g.node(grp.dq_x);
+    const Node& dq_w = g.node(grp.dq_w);
+    Node& mm = g.node(grp.matmul);
     auto in = [](const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
     Node fused;
     fused.name = mm.name + "/qdq";
@@ -151,7 +151,7 @@ void fuse_qdq_matmul(Graph& g, PassContext& ctx) {
     set_int_attr(fused, "w_per_column", grp.w_per_column);
     set_int_attr(fused, "x_type", static_cast<int64_t>(grp.x_type));
     if (grp.q_y >= 0) {
-      const Node& q = g.nodes[static_cast<size_t>(grp.q_y)];
+      const Node& q = g.node(grp.q_y);
       fused.inputs[6] = in(q, 1);
       fused.inputs[7] = in(q, 2);
       fused.outputs = q.outputs;

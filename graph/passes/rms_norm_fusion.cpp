@@ -23,11 +23,11 @@ struct RmsNorm {
 // candidate, so this fusion has no refusals (a near miss is just two Muls).
 Match<RmsNorm> match(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
-  const Node& mul_w = g.nodes[static_cast<size_t>(node)];
+  const Node& mul_w = g.node(node);
   if (mul_w.op_type != "Mul" || !mul_w.domain.empty() || mul_w.inputs.size() != 2) return {};
   for (int side = 0; side < 2; ++side) {
     const int w = mul_w.inputs[static_cast<size_t>(side)], y = mul_w.inputs[static_cast<size_t>(1 - side)];
-    const Value& wv = g.values[static_cast<size_t>(w)];
+    const Value& wv = g.value(w);
     if (!wv.constant || wv.constant->rank() != 1 || wv.constant->dtype() != DType::F32) continue;
     const Node* mul_x = producer_op(g, y, "Mul");
     if (!mul_x || mul_x->inputs.size() != 2) continue;
@@ -61,7 +61,7 @@ void fuse_rms_norm(Graph& g, PassContext& ctx) {
   f.name = "rms_norm";
   f.match = match;
   f.apply = [](Graph& g, const RmsNorm& m, std::vector<bool>&, std::map<std::string, int64_t>&) {
-    Node& n = g.nodes[static_cast<size_t>(m.node)];
+    Node& n = g.node(m.node);
     make_onebit_node(n, "RmsNorm", {m.x, m.weight});
     n.attrs = Attributes();
     set_float_attr(n, "epsilon", static_cast<float>(m.epsilon));

@@ -54,7 +54,7 @@ bool match_rotate_half(const Graph& g, int r, int& x, int64_t& half) {
 // candidate (an Add of two products is common), so there are no refusals.
 Match<Rotary> match(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
-  const Node& add = g.nodes[static_cast<size_t>(node)];
+  const Node& add = g.node(node);
   if (add.op_type != "Add" || !add.domain.empty() || add.inputs.size() != 2) return {};
   for (int side = 0; side < 2; ++side) {
     const Node* mul_cos = producer_op(g, add.inputs[static_cast<size_t>(side)], "Mul");
@@ -79,7 +79,7 @@ void fuse_rotary(Graph& g, PassContext& ctx) {
   f.name = "rotary";
   f.match = match;
   f.apply = [](Graph& g, const Rotary& m, std::vector<bool>&, std::map<std::string, int64_t>&) {
-    Node& n = g.nodes[static_cast<size_t>(m.node)];
+    Node& n = g.node(m.node);
     make_onebit_node(n, "RotaryHalf", {m.x, m.cos, m.sin});
     n.attrs = Attributes();
     set_int_attr(n, "half", m.half);
