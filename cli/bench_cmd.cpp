@@ -14,6 +14,7 @@
 #include "cli/session_flags.h"
 #include "models/bench.h"
 #include "models/model.h"
+#include "npu/dispatcher.h"
 
 namespace onebit::cli {
 
@@ -41,6 +42,7 @@ void add_bench_command(CLI::App& app, Action& action) {
         if (p < 1) fail("--prompt-lengths: {} is not a positive length", p);
       ModelOptions mo;
       mo.session = a->session.options();
+      mo.npu = a->session.dispatcher();
       std::unique_ptr<Model> model = Model::open(a->model, mo);  // as ort-run: last logits row, KV kept
       Session& session = model->session();
       const CausalLmBinding& binding = model->binding();
@@ -88,6 +90,7 @@ void add_bench_command(CLI::App& app, Action& action) {
                                 {"weight_gbs", gbs}});
       }
       fmt::print("  peak RSS {:.0f} MiB\n", peak_rss_mib());
+      if (model->npu()) fmt::print("  {}\n", model->npu()->summary());
       json["peak_rss_mib"] = peak_rss_mib();
       if (!a->json.empty()) {
         std::ofstream out(a->json);

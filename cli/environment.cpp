@@ -1,6 +1,7 @@
 // The environment, read in one place (cli/session_flags.h).
 #include <cstdlib>
 #include <map>
+#include <vector>
 #include <string_view>
 
 #include "base/cpu_features.h"
@@ -30,6 +31,7 @@ Environment read_environment() {
   e.profile = env_flag("ONEBIT_PROFILE", false);
   e.huge_pages = env_flag("ONEBIT_HUGE_PAGES", false);
   if (const char* isa = std::getenv("ONEBIT_ISA")) e.isa = isa;
+  if (const char* d = std::getenv("ONEBIT_NPU_DESIGNS")) e.npu_designs = d;
   return e;
 }
 
@@ -48,15 +50,53 @@ void apply_isa_cap() {
   set_isa_limit(*isa);
 }
 
+CLI::Validator one_of(std::vector<std::string> names) {
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  return CLI::Validator(
+      [names, list](std::string& v) -> std::string {
+        for (const std::string& n : names)
+          if (v == n) return {};
+        return "'" + v + "' is not one of " + list;
+      },
+      "{" + list + "}");
+}
+
 void SessionFlags::add_to(CLI::App* cmd) {
   cmd->add_option("--threads", threads, "Threads (default: the machine's cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--basic", basic, "Basic rewrites only: constant folding and the QDQ fusion (for parity runs)");
   cmd->add_flag("--int8", int8, "Run float MatMuls with constant weights as dynamic int8 (qd8)");
-  std::map<std::string, ActPrecision> acts;
-  for (ActPrecision a : kActPrecisions) acts.emplace(act_precision_name(a), a);
+  std::vector<std::string> acts;
+  for (ActPrecision a : kActPrecisions) acts.push_back(act_precision_name(a));
   cmd->add_option("--act-precision", act_precision, "Activations of every 4-bit weight GEMM")
-      ->transform(CLI::CheckedTransformer(acts, CLI::ignore_case))
-      ->default_str("auto");
+      ->check(one_of(acts))
+      ->capture_default_str();
+  std::vector<std::string> modes;
+  for (npu::Mode m : {npu::Mode::kOff, npu::Mode::kAuto, npu::Mode::kXrt, npu::Mode::kReference})
+    modes.push_back(npu::mode_name(m));
+  cmd->add_option("--npu", npu,
+                  "Integer GEMMs on an AMD NPU: off, auto (XRT when a device and designs are present), xrt, or "
+                  "reference (a software model of the device, for tests)")
+      ->check(one_of(modes))
+      ->capture_default_str();
+  cmd->add_option("--npu-designs", npu_designs,
+                  "NPU design manifest (JSON: {\"designs\": [{\"m\", \"k\", \"n\", \"xclbin\", \"insts\", ...}]}); "
+                  "default: ONEBIT_NPU_DESIGNS (MxKxN=XCLBIN:INSTS,...)");
+  cmd->add_flag("--npu-trace", npu_trace, "Log every GEMM's device routing on stderr");
+  cmd->add_option("--npu-max-contexts", npu_max_contexts, "NPU hardware contexts to open at most")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+}
+
+std::unique_ptr<npu::Dispatcher> SessionFlags::dispatcher() const {
+  npu::SelectOptions o;
+  o.mode = npu::parse_mode(npu).value();  // validated by one_of
+  if (o.mode == npu::Mode::kOff) return nullptr;
+  if (!npu_designs.empty()) o.designs = npu::read_manifest(npu_designs);
+  else if (!environment().npu_designs.empty()) o.designs = npu::parse_short_form(environment().npu_designs);
+  o.dispatch.trace = npu_trace;
+  o.dispatch.max_contexts = npu_max_contexts;
+  return npu::select_dispatcher(o);
 }
 
 SessionOptions SessionFlags::options() const {
@@ -70,7 +110,7 @@ SessionOptions SessionFlags::options() const {
   o.kv_state = env.kv_state;
   o.debug_refusals = env.qdq_debug;
   o.profile = env.profile;
-  o.kernel.act_precision = act_precision;
+  o.kernel.act_precision = parse_act_precision(act_precision).value();  // validated by one_of
   o.kernel.huge_pages = env.huge_pages;
   o.kernel.trace = env.trace;
   return o;

@@ -13,6 +13,7 @@
 #include "graph/npy.h"
 #include "models/chat.h"
 #include "models/model.h"
+#include "npu/dispatcher.h"
 #include "models/tokenizer/token_ids.h"
 
 namespace onebit::cli {
@@ -71,6 +72,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
 
       ModelOptions mo;
       mo.session = a->session.options();
+      mo.npu = a->session.dispatcher();
       mo.tokenizer_path = a->tokenizer;
       mo.need_tokenizer = !a->prompt.empty();
       std::unique_ptr<Model> model = Model::open(a->model, mo);
@@ -138,6 +140,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
                    peak_rss_mib());
       }
       if (session.options().profile) fmt::print(stderr, "{}", session.profile_report());
+      if (model->npu() && !a->quiet) fmt::print(stderr, "{}\n", model->npu()->summary());
       return 0;
     };
   });

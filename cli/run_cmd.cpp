@@ -11,6 +11,7 @@
 #include "graph/npy.h"
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
+#include "npu/dispatcher.h"
 #include "ops/register_ops.h"
 
 namespace onebit::cli {
@@ -44,6 +45,8 @@ void add_run_command(CLI::App& app, Action& action) {
           fail("--input '{}' is not NAME=FILE.npy", spec);
         inputs.push_back({spec.substr(0, eq), read_npy(spec.substr(eq + 1))});
       }
+      const std::unique_ptr<npu::Dispatcher> npu = args->session.dispatcher();
+      opts.kernel.npu = npu.get();
       Session session(load_onnx(args->model), default_op_registry(), opts);
       if (args->verbose)
         for (const auto& line : session.pass_report().log) fmt::print(stderr, "{}\n", line);
@@ -63,6 +66,7 @@ void add_run_command(CLI::App& app, Action& action) {
                      shape_str(outputs[i].shape()), path);
       }
       if (args->verbose) fmt::print(stderr, "run: {:.2f} ms\n", ms);
+      if (npu && args->verbose) fmt::print(stderr, "{}\n", npu->summary());
       return 0;
     };
   });

@@ -6,9 +6,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <string>
 
 #include "graph/session_options.h"
+#include "npu/select.h"
 
 namespace onebit::cli {
 
@@ -23,6 +25,7 @@ struct Environment {
   bool profile = false;     // ONEBIT_PROFILE=1: time per op type
   bool huge_pages = false;  // ONEBIT_HUGE_PAGES=1: pack weights onto huge pages
   std::string isa;          // ONEBIT_ISA: cap on the microkernel families ("" none)
+  std::string npu_designs;  // ONEBIT_NPU_DESIGNS: the design table's short form ("" none)
 };
 const Environment& environment();
 
@@ -30,15 +33,27 @@ const Environment& environment();
 // before any command runs.
 void apply_isa_cap();
 
+// A validator for a flag that takes one of `names`: anything else is an
+// error listing them ("--npu: 'gpu' is not one of off, auto, xrt, reference").
+CLI::Validator one_of(std::vector<std::string> names);
+
 struct SessionFlags {
   int threads = 0;
   bool basic = false;
   bool int8 = false;
-  ActPrecision act_precision = ActPrecision::kAuto;
+  std::string act_precision = "auto";
+  std::string npu = "auto";
+  std::string npu_designs;
+  bool npu_trace = false;
+  int npu_max_contexts = 4;
 
   void add_to(CLI::App* cmd);
-  // Flags over the environment's defaults.
+  // Flags over the environment's defaults (without the NPU: see below).
   SessionOptions options() const;
+  // The NPU dispatcher --npu asks for (null: host only). The design table
+  // comes from --npu-designs, else ONEBIT_NPU_DESIGNS; a malformed one is
+  // an error naming the entry.
+  std::unique_ptr<npu::Dispatcher> dispatcher() const;
 };
 
 }  // namespace onebit::cli

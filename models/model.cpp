@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "graph/onnx/onnx_loader.h"
+#include "npu/dispatcher.h"
 #include "ops/register_ops.h"
 
 namespace onebit {
@@ -47,6 +48,8 @@ std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& 
   m->binding_ = bind_causal_lm(graph);
 
   SessionOptions so = options.session;
+  m->npu_ = options.npu;
+  so.kernel.npu = m->npu_.get();
   so.last_position_outputs = {m->binding_.logits};  // the generator reads only the last row
   so.kv_state_inputs = m->binding_.past_inputs;     // the cache stays in the session
   if (auto it = graph.metadata.find("onebit.source"); it != graph.metadata.end() &&

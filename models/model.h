@@ -20,8 +20,15 @@
 
 namespace onebit {
 
+namespace npu {
+class Dispatcher;
+}
+
 struct ModelOptions {
   SessionOptions session;      // threads, passes, kernel options
+  // The NPU dispatcher the session routes integer GEMMs to (null: host
+  // only); the model keeps it alive.
+  std::shared_ptr<npu::Dispatcher> npu;
   std::string tokenizer_path;  // default: tokenizer.json beside the model
   bool need_tokenizer = false;  // no tokenizer found is an error (text prompts)
 };
@@ -40,6 +47,7 @@ class Model {
   const Session& session() const { return *session_; }
   Generator& generator() { return *generator_; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  npu::Dispatcher* npu() const { return npu_.get(); }
 
   // generation_config / config eos_token_id, and tokenizer_config's
   // eos_token resolved through the tokenizer.
@@ -59,6 +67,7 @@ class Model {
   ModelFiles files_;
   CausalLmBinding binding_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::shared_ptr<npu::Dispatcher> npu_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Generator> generator_;
   std::vector<int64_t> eos_ids_;

@@ -20,11 +20,14 @@
 // Activation precision: the session's KernelOptions::act_precision
 // (--act-precision: int8-row (QD8), int8-block, float, or auto = kAutoAct
 // below), in every pass mode, for both ops.
+#include <algorithm>
 #include <cstring>
 
 #include "graph/op_registry.h"
 #include "base/thread_pool.h"
+#include "ops/device_leg.h"
 #include "quant/q4_gemm.h"
+#include "quant/qd8_gemm.h"
 
 namespace onebit {
 
@@ -80,7 +83,11 @@ class Q4KernelBase : public Kernel {
     Shape y = x;
     y.back() = static_cast<int64_t>(gemm_->n());
     ctx.set_output(0, DType::F32, y);
-    ctx.set_workspace(gemm_->workspace_bytes(static_cast<size_t>(numel(x)) / gemm_->k()));
+    const size_t m = static_cast<size_t>(numel(x)) / gemm_->k();
+    size_t bytes = gemm_->workspace_bytes(m);
+    if (device_.bound())
+      bytes = std::max(bytes, device_host_bytes(m)) + device_.workspace_bytes(m);
+    ctx.set_workspace(bytes);
   }
 
   void run(RunContext& ctx) override {
@@ -88,7 +95,9 @@ class Q4KernelBase : public Kernel {
     const size_t k = gemm_->k(), n = gemm_->n();
     const size_t m = static_cast<size_t>(x.size()) / k;
     if (m == 0) return;
-    gemm_->run(m, x.data<float>(), k, ctx.output(0).data<float>(), n, ctx.workspace(), &ctx.pool());
+    float* y = ctx.output(0).data<float>();
+    if (device_.bound() && m >= npu::kDeviceMinRows) return run_qd8(m, x.data<float>(), y, ctx);
+    gemm_->run(m, x.data<float>(), k, y, n, ctx.workspace(), &ctx.pool());
   }
 
   std::string describe() const override {
@@ -99,8 +108,50 @@ class Q4KernelBase : public Kernel {
   }
 
  protected:
+  // The q4 route: `w` is the dequantized weight [K][N]; bias [N] or null.
+  void bind_device(const KernelInfo& info, const std::vector<float>& w, const float* bias) {
+    if (!info.options().npu) return;
+    const size_t k = gemm_->k(), n = gemm_->n();
+    const std::vector<int8_t> q = Qd8Gemm::quantize_weight(k, n, w.data(), n, w_scale_);
+    device_.bind(info, npu::Route::kQ4, k, n, q.data());
+    if (!device_.bound()) return;
+    kernel_scale_.resize(n);
+    for (size_t j = 0; j < n; ++j) kernel_scale_[j] = Qd8Gemm::kernel_scale(w_scale_[j]);
+    if (bias) bias_.assign(bias, bias + n);
+  }
+
   std::string layout_;
   std::unique_ptr<Q4Gemm> gemm_;
+
+ private:
+  size_t device_host_bytes(size_t m) const {
+    return (Qd8Gemm::workspace_bytes_for(q8_gemm_config(), m, gemm_->k()) + 63) / 64 * 64;
+  }
+
+  // Rows quantized per row, the int8 product on the device (or, once its
+  // design is dead, on the host twin), the qd8 epilogue, then the bias.
+  void run_qd8(size_t m, const float* x, float* y, RunContext& ctx) {
+    const size_t k = gemm_->k(), n = gemm_->n();
+    const Qd8Gemm::Rows rows = Qd8Gemm::quantize_rows(m, k, x, k, ctx.workspace(), &ctx.pool());
+    auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(ctx.workspace()) + device_host_bytes(m));
+    if (device_.run(m, rows.q, k, 0, acc)) {
+      q8_epilogue(m, n, acc, n, rows.scale, 1, kernel_scale_.data(), Q8Out::kF32, Q8Requant{}, y, n);
+    } else {
+      if (!twin_)
+        twin_ = std::make_unique<Qd8Gemm>(q8_gemm_config(), k, n, device_.dispatcher().weight_of(device_.slot()).data(),
+                                          w_scale_);
+      twin_->run_rows(m, rows, y, n, ctx.workspace(), &ctx.pool());
+    }
+    if (!bias_.empty())
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) y[i * n + j] += bias_[j];
+  }
+
+  DeviceLeg device_;
+  std::vector<float> w_scale_;       // [N] per-column int8 scales of the device weight
+  std::vector<double> kernel_scale_;  // [N] as the qd8 epilogue multiplies (0 -> 1)
+  std::vector<float> bias_;
+  std::unique_ptr<Qd8Gemm> twin_;    // the device's host twin, built if its design dies
 };
 
 class Q4MatMulKernel : public Q4KernelBase {
@@ -162,6 +213,7 @@ class Q4MatMulKernel : public Q4KernelBase {
     }
     layout_ += q.is_signed ? " int4" : " uint4";
     gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool());
+    if (info.options().npu) bind_device(info, q4_dequantize(q), opt.bias);
   }
   bool packs_constant(int input) const override { return input >= 1; }
 
@@ -229,6 +281,7 @@ class MatMulNBitsKernel : public Q4KernelBase {
     }
     layout_ = fmt::format("MatMulNBits block {}", bs);
     gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool());
+    if (info.options().npu) bind_device(info, q4_dequantize(q), opt.bias);
   }
   bool packs_constant(int input) const override { return input >= 1; }
 };

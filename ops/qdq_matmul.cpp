@@ -1,5 +1,8 @@
-// com.onebit::QDQMatMul — the fused A8W8 group (graph/qdq_fusion.cpp writes
-// it) run by the exact integer GEMM of quant/qgemm_a8w8.h.
+// com.onebit::QDQMatMul — the fused QDQ group (graph/passes/qdq_fusion.cpp
+// writes it) run by the exact integer GEMM of quant/q8_gemm.h, or, when the
+// session has an NPU dispatcher with a design for its (K, N), on the device:
+// the device's int32 accumulators (quant/q8_device.h) come back into the
+// same epilogue, so both give the same bits.
 //
 // Inputs: 0 x_q [..., K] int8/uint8, 1 x_scale, 2 x_zero_point (optional),
 //         3 w_q [K, N] int8/uint8 (constant), 4 w_scale, 5 w_zero_point,
@@ -11,6 +14,8 @@
 
 #include "graph/op_registry.h"
 #include "base/thread_pool.h"
+#include "ops/device_leg.h"
+#include "quant/q8_device.h"
 #include "quant/q8_gemm.h"
 
 namespace onebit {
@@ -75,6 +80,11 @@ class QdqMatMulKernel : public Kernel {
     aw.zero_point_count = w_zp_.empty() ? 1 : w_zp_.size();
     aw.x_type = q8_type(x_type_, "the activation");
     gemm_ = std::make_unique<Q8Gemm>(aw);
+    if (info.options().npu) {
+      device_w_ = q8_device_weight(aw);
+      device_.bind(info, npu::Route::kQdq, aw.k, aw.n, device_w_.w.data());
+      device_w_.w = {};  // the device holds it now
+    }
 
     if (info.has_input(6)) {
       const std::vector<float> ys = floats_of(require_constant(info, 6, "the output scale"), "the output scale");
@@ -107,7 +117,7 @@ class QdqMatMulKernel : public Kernel {
     Shape y = x;
     y.back() = static_cast<int64_t>(gemm_->n());
     ctx.set_output(0, quantized_ ? out_type_ : DType::F32, y);
-    ctx.set_workspace(gemm_->workspace_bytes(static_cast<size_t>(m)));
+    ctx.set_workspace(host_bytes(static_cast<size_t>(m)) + device_.workspace_bytes(static_cast<size_t>(m)));
   }
 
   void run(RunContext& ctx) override {
@@ -121,6 +131,13 @@ class QdqMatMulKernel : public Kernel {
     xp.scale_count = x_scale_.size();
     xp.zero_point = x_zp_.empty() ? nullptr : x_zp_.data();
     xp.zero_point_count = x_zp_.empty() ? 1 : x_zp_.size();
+    auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(ctx.workspace()) + host_bytes(m));
+    if (device_.run(m, x.raw(), k, q8_device_flip(gemm_->x_type()), acc)) {
+      q8_device_to_exact(m, x.raw(), k, gemm_->x_type(), xp, device_w_, acc, n);
+      if (quantized_) gemm_->epilogue(m, acc, n, xp, rq_, y.raw(), n);
+      else gemm_->epilogue(m, acc, n, xp, y.data<float>(), n);
+      return;
+    }
     if (quantized_)
       gemm_->run(m, x.raw(), k, xp, rq_, y.raw(), n, ctx.workspace(), &ctx.pool());
     else
@@ -128,17 +145,22 @@ class QdqMatMulKernel : public Kernel {
   }
 
   std::string describe() const override {
-    return fmt::format("A8W8 {}x{} {} x_zp={} w_zp={} {}", gemm_->k(), gemm_->n(), gemm_->config().gemm_name,
-                       x_zp_.size(), w_zp_.size(), quantized_ ? "int8 out" : "float out");
+    return fmt::format("qdq {}x{} {} x_zp={} w_zp={} {}{}", gemm_->k(), gemm_->n(), gemm_->config().gemm_name,
+                       x_zp_.size(), w_zp_.size(), quantized_ ? "int8 out" : "float out",
+                       device_.bound() ? " + npu" : "");
   }
 
  private:
+  size_t host_bytes(size_t m) const { return (gemm_->workspace_bytes(m) + 63) / 64 * 64; }
+
   bool x_per_row_ = false, quantized_ = false;
   DType x_type_ = DType::U8, out_type_ = DType::F32;
   std::vector<float> x_scale_, w_scale_;
   std::vector<int32_t> x_zp_, w_zp_;
   Q8OutputQuant rq_;
   std::unique_ptr<Q8Gemm> gemm_;
+  Q8DeviceWeight device_w_;  // column sums and weight offsets for the device's accumulators
+  DeviceLeg device_;
 };
 
 }  // namespace

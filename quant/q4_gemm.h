@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "base/aligned_buffer.h"
 #include "quant/ukernels/kernel_config.h"
@@ -64,6 +65,12 @@ struct Q4MatMulNBitsWeight {
   ZeroPoints zero_point_type = ZeroPoints::kNone;
   const void* zero_points = nullptr;
 };
+
+// The weight as DequantizeLinear would make it: [K][N] float32,
+// (code − zero point) · scale. For a device that takes int8 weights
+// (re-quantized per column from this).
+std::vector<float> q4_dequantize(const Q4OnnxWeight& w);
+std::vector<float> q4_dequantize(const Q4MatMulNBitsWeight& w);
 
 struct Q4GemmOptions {
   Q4Act act = Q4Act::kInt8Row;  // default precision of run()

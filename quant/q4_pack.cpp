@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "base/dtype.h"
 #include "base/error.h"
@@ -67,12 +68,31 @@ struct NBitsSource {
   float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, n * blocks + r); }
 };
 
+template <class Source>
+std::vector<float> dequantize(const Source& src, size_t k, size_t n, size_t bs) {
+  std::vector<float> w(k * n);
+  for (size_t kk = 0; kk < k; ++kk) {
+    const size_t r = bs ? kk / bs : 0;
+    for (size_t j = 0; j < n; ++j)
+      w[kk * n + j] = static_cast<float>(src.code(kk, j) - src.zero(r, j)) * src.scale(r, j);
+  }
+  return w;
+}
+
 void check_block_size(size_t bs, const char* layout) {
   if (bs < 16 || bs % 8 != 0)
     fail("Q4 ({}): block_size = {}, expected a multiple of 8 that is at least 16", layout, bs);
 }
 
 }  // namespace
+
+std::vector<float> q4_dequantize(const Q4OnnxWeight& w) {
+  return dequantize(OnnxSource{w}, w.k, w.n, w.block_size);
+}
+
+std::vector<float> q4_dequantize(const Q4MatMulNBitsWeight& w) {
+  return dequantize(NBitsSource{w, div_up(w.k, w.block_size)}, w.k, w.n, w.block_size);
+}
 
 void Q4Gemm::init(size_t k, size_t n, size_t block_size, const Q4GemmOptions& options) {
   if (k == 0 || n == 0) fail("Q4: K = {}, N = {}, expected both positive", k, n);

@@ -142,9 +142,9 @@ const int32_t* Q8Gemm::colsums() const {
   return cz_.as<int32_t>();
 }
 
-size_t Q8Gemm::workspace_bytes(size_t m) const {
+size_t Q8Gemm::workspace_bytes_for(const Q8GemmConfig& config, size_t m, size_t k) {
   size_t bytes = round_up(m * sizeof(int32_t), kRowSumAlign);
-  if (config_->int16_acts) bytes += m * round_up(k_, 2) * sizeof(int16_t);
+  if (config.int16_acts) bytes += m * round_up(k, 2) * sizeof(int16_t);
   return bytes;
 }
 
@@ -160,6 +160,47 @@ void Q8Gemm::run(size_t m, const void* x, size_t lda, const Q8Activation& xp, co
   check_zero_points("output zero point", &rq.zero_point, 1, rq.type);
   const Q8Out out = rq.type == Q8Type::kS8 ? Q8Out::kS8 : Q8Out::kU8;
   run_impl(m, x, lda, xp, out, make_q8_requant(rq.scale, rq.zero_point, out), y, ldy, workspace, pool);
+}
+
+void Q8Gemm::epilogue(size_t m, const int32_t* acc, size_t ldacc, const Q8Activation& xp, float* y,
+                      size_t ldy) const {
+  epilogue_impl(m, acc, ldacc, xp, Q8Out::kF32, Q8Requant{}, y, ldy);
+}
+
+void Q8Gemm::epilogue(size_t m, const int32_t* acc, size_t ldacc, const Q8Activation& xp, const Q8OutputQuant& rq,
+                      void* y, size_t ldy) const {
+  if (!(std::isnormal(rq.scale) && rq.scale > 0))
+    fail("A8W8: output scale = {}, expected a positive normal float32", rq.scale);
+  check_zero_points("output zero point", &rq.zero_point, 1, rq.type);
+  const Q8Out out = rq.type == Q8Type::kS8 ? Q8Out::kS8 : Q8Out::kU8;
+  epilogue_impl(m, acc, ldacc, xp, out, make_q8_requant(rq.scale, rq.zero_point, out), y, ldy);
+}
+
+void Q8Gemm::epilogue_impl(size_t m, const int32_t* acc, size_t ldacc, const Q8Activation& xp, Q8Out out,
+                           const Q8Requant& rq, void* y, size_t ldy) const {
+  check_count("activation scale", xp.scale_count, m, "row");
+  check_scales("activation scale", xp.scale, xp.scale_count);
+  q8_epilogue(m, n_, acc, ldacc, xp.scale, xp.scale_count > 1 ? 1 : 0, sw_.as<double>(), out, rq, y, ldy);
+}
+
+// q8_store_scalar's arithmetic (quant/ukernels/q8_gemm__scalar.cpp) on an
+// accumulator that is already exact.
+void q8_epilogue(size_t m, size_t n, const int32_t* acc, size_t ldacc, const float* sx, size_t sx_step,
+                 const double* sw, Q8Out out, const Q8Requant& rq, void* y, size_t ldy) {
+  for (size_t i = 0; i < m; ++i) {
+    const double sxi = double(sx[i * sx_step]);
+    const int32_t* a = acc + i * ldacc;
+    for (size_t j = 0; j < n; ++j) {
+      const double s = sxi * sw[j];
+      switch (out) {
+        case Q8Out::kF32: static_cast<float*>(y)[i * ldy + j] = q8_to_f32(a[j], s); break;
+        case Q8Out::kS8: static_cast<int8_t*>(y)[i * ldy + j] = static_cast<int8_t>(q8_requantize(a[j], s, rq)); break;
+        case Q8Out::kU8:
+          static_cast<uint8_t*>(y)[i * ldy + j] = static_cast<uint8_t>(q8_requantize(a[j], s, rq));
+          break;
+      }
+    }
+  }
 }
 
 void Q8Gemm::run_impl(size_t m, const void* x, size_t lda, const Q8Activation& xp, Q8Out out,

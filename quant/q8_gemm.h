@@ -28,6 +28,7 @@
 #include <mutex>
 
 #include "base/aligned_buffer.h"
+#include "quant/requantize.h"
 #include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
@@ -64,6 +65,12 @@ struct Q8OutputQuant {
   Q8Type type = Q8Type::kS8;
 };
 
+// The kernels' epilogue (q8_store_scalar) on accumulators that are already
+// exact: y[i][j] = RN32(acc·S) or saturate(RNE(acc·S/s_y) + zp_y) with
+// S = sx[i·sx_step]·sw[j] in double, as the kernels compute it.
+void q8_epilogue(size_t m, size_t n, const int32_t* acc, size_t ldacc, const float* sx, size_t sx_step,
+                 const double* sw, Q8Out out, const Q8Requant& rq, void* y, size_t ldy);
+
 class Q8Gemm {
  public:
   Q8Gemm(const Q8GemmConfig& config, const Q8Weight& w, ThreadPool* pool = nullptr);
@@ -77,7 +84,8 @@ class Q8Gemm {
   size_t packed_bytes() const { return packed_bytes_; }
   const AlignedBuffer& packed() const { return packed_; }
 
-  size_t workspace_bytes(size_t m) const;
+  size_t workspace_bytes(size_t m) const { return workspace_bytes_for(*config_, m, k_); }
+  static size_t workspace_bytes_for(const Q8GemmConfig& config, size_t m, size_t k);
 
   // y = acc · s_x · s_w as float32, row stride ldy.
   void run(size_t m, const void* x, size_t lda, const Q8Activation& xp, float* y, size_t ldy, void* workspace,
@@ -85,6 +93,14 @@ class Q8Gemm {
   // y_q = saturate(RNE(acc · s_x · s_w / s_y) + zp_y), int8 or uint8 per rq.type.
   void run(size_t m, const void* x, size_t lda, const Q8Activation& xp, const Q8OutputQuant& rq, void* y,
            size_t ldy, void* workspace, ThreadPool* pool) const;
+
+  // The outputs of run() from exact accumulators computed elsewhere (a
+  // device: quant/q8_device.h): acc[m×N] with row stride ldacc, through the
+  // same epilogue arithmetic as the kernels, so the outputs are
+  // bit-identical to run()'s for the same accumulators.
+  void epilogue(size_t m, const int32_t* acc, size_t ldacc, const Q8Activation& xp, float* y, size_t ldy) const;
+  void epilogue(size_t m, const int32_t* acc, size_t ldacc, const Q8Activation& xp, const Q8OutputQuant& rq,
+                void* y, size_t ldy) const;
 
   // How many times the weight column sums were computed (0 or 1).
   int colsum_computations() const { return lazy_->computed.load() ? 1 : 0; }
@@ -98,6 +114,8 @@ class Q8Gemm {
   void run_impl(size_t m, const void* x, size_t lda, const Q8Activation& xp, Q8Out out, const Q8Requant& rq,
                 void* y, size_t ldy, void* workspace, ThreadPool* pool) const;
   const int32_t* colsums() const;
+  void epilogue_impl(size_t m, const int32_t* acc, size_t ldacc, const Q8Activation& xp, Q8Out out,
+                     const Q8Requant& rq, void* y, size_t ldy) const;
 
   const Q8GemmConfig* config_ = nullptr;
   size_t k_ = 0, n_ = 0, kr_ = 0, panels_ = 0, packed_bytes_ = 0;

@@ -14,57 +14,79 @@ using namespace qgemm_detail;
 
 namespace {
 
-inline float kernel_scale(float s) { return s > 0 ? s : 1.0f; }
-
 size_t quantized_bytes(size_t m, size_t k) { return round_up(m * k, 64) + round_up(m * sizeof(float), 64); }
 
 }  // namespace
 
-Q8Gemm Qd8Gemm::pack(const Q8GemmConfig& config, size_t k, size_t n, const float* w, size_t ldw,
-                                std::vector<float>& scales, ThreadPool* pool) {
+std::vector<int8_t> Qd8Gemm::quantize_weight(size_t k, size_t n, const float* w, size_t ldw,
+                                             std::vector<float>& scales) {
   if (ldw == 0) ldw = n;
   std::vector<int8_t> q(k * n);
-  std::vector<float> column(k), kernel(n);
+  std::vector<float> column(k);
   std::vector<int8_t> qcol(k);
   scales.assign(n, 0.0f);
   for (size_t j = 0; j < n; ++j) {
     for (size_t kk = 0; kk < k; ++kk) column[kk] = w[kk * ldw + j];
     scales[j] = quantize_symmetric(column.data(), k, qcol.data());
     for (size_t kk = 0; kk < k; ++kk) q[kk * n + j] = qcol[kk];
-    kernel[j] = kernel_scale(scales[j]);
   }
+  return q;
+}
+
+Q8Gemm Qd8Gemm::pack(const Q8GemmConfig& config, size_t k, size_t n, const int8_t* q,
+                     const std::vector<float>& scales, ThreadPool* pool) {
+  std::vector<float> kernel(n);
+  for (size_t j = 0; j < n; ++j) kernel[j] = kernel_scale(scales[j]);
   Q8Weight aw;
   aw.k = k;
   aw.n = n;
   aw.type = Q8Type::kS8;
-  aw.data = q.data();
+  aw.data = q;
   aw.scale = kernel.data();
   aw.scale_count = n;
   aw.x_type = Q8Type::kS8;
   return Q8Gemm(config, aw, pool);
 }
 
-Qd8Gemm::Qd8Gemm(const Q8GemmConfig& config, size_t k, size_t n, const float* w, size_t ldw,
-                                 ThreadPool* pool)
-    : gemm_(pack(config, k, n, w, ldw, w_scale_, pool)) {}
+Qd8Gemm::Qd8Gemm(const Q8GemmConfig& config, size_t k, size_t n, const float* w, size_t ldw, ThreadPool* pool)
+    : gemm_(pack(config, k, n, quantize_weight(k, n, w, ldw, w_scale_).data(), w_scale_, pool)) {}
 
-size_t Qd8Gemm::workspace_bytes(size_t m) const {
-  return quantized_bytes(m, k()) + gemm_.workspace_bytes(m);
+Qd8Gemm::Qd8Gemm(const Q8GemmConfig& config, size_t k, size_t n, const int8_t* q, const std::vector<float>& scales,
+                 ThreadPool* pool)
+    : w_scale_(scales), gemm_(pack(config, k, n, q, scales, pool)) {}
+
+size_t Qd8Gemm::workspace_bytes_for(const Q8GemmConfig& config, size_t m, size_t k) {
+  return quantized_bytes(m, k) + Q8Gemm::workspace_bytes_for(config, m, k);
 }
 
-void Qd8Gemm::run(size_t m, const float* x, size_t lda, float* y, size_t ldy, void* workspace,
-                          ThreadPool* pool) const {
-  if (m == 0) return;
-  const size_t k = this->k();
+Qd8Gemm::Rows Qd8Gemm::quantize_rows(size_t m, size_t k, const float* x, size_t lda, void* workspace,
+                                     ThreadPool* pool) {
   int8_t* q = static_cast<int8_t*>(workspace);
   float* scale = reinterpret_cast<float*>(static_cast<char*>(workspace) + round_up(m * k, 64));
   split_ranges(pool, m, double(m) * double(k) >= kMinParallelMacs, [&](size_t m0, size_t m1) {
     for (size_t i = m0; i < m1; ++i) scale[i] = kernel_scale(quantize_symmetric(x + i * lda, k, q + i * k));
   });
+  return Rows{q, scale};
+}
+
+void Qd8Gemm::run(size_t m, const float* x, size_t lda, float* y, size_t ldy, void* workspace,
+                  ThreadPool* pool) const {
+  if (m == 0) return;
+  run_rows(m, quantize_rows(m, x, lda, workspace, pool), y, ldy, workspace, pool);
+}
+
+void Qd8Gemm::run_rows(size_t m, const Rows& rows, float* y, size_t ldy, void* workspace, ThreadPool* pool) const {
   Q8Activation a;
-  a.scale = scale;
+  a.scale = rows.scale;
   a.scale_count = m;
-  gemm_.run(m, q, k, a, y, ldy, static_cast<char*>(workspace) + quantized_bytes(m, k), pool);
+  gemm_.run(m, rows.q, k(), a, y, ldy, static_cast<char*>(workspace) + quantized_bytes(m, k()), pool);
+}
+
+void Qd8Gemm::epilogue(size_t m, const Rows& rows, const int32_t* acc, size_t ldacc, float* y, size_t ldy) const {
+  Q8Activation a;
+  a.scale = rows.scale;
+  a.scale_count = m;
+  gemm_.epilogue(m, acc, ldacc, a, y, ldy);
 }
 
 }  // namespace onebit
