@@ -22,8 +22,8 @@ step: it reads the weights once per step too, but is bound by compute.
   # float32, cached and uncached (issue: ort-run)
   bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached.onnx \\
                    --prompt-lengths 16,64,256,1024 --gen 128 --reps 1 --out bench-f32.json
-  # A8W8 QDQ: onnxruntime as is and with int8 activations allowed in its QDQ fusions
-  bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-a8w8-quark-pt.onnx \\
+  # qdq (A8W8 QDQ): onnxruntime as is and with int8 activations allowed in its QDQ fusions
+  bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-qdq-quark-pt.onnx \\
                    --ort "onnxruntime int8=--session-config session.qdqisint8allowed=1"
   # Q4NX beside llama.cpp's Q4_0 of the same weights
   bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-q4.onnx \\

@@ -55,11 +55,13 @@ class RunResult:
 
 
 def run(onebit: str, model: str | Path, inputs: dict[str, np.ndarray], extra: list[str] = (),
-        env: dict[str, str] | None = None, out_dir: str | Path | None = None, check: bool = True) -> RunResult:
+        env: dict[str, str] | None = None, out_dir: str | Path | None = None, check: bool = True,
+        echo: bool = False) -> RunResult:
     """`1bit run MODEL --input NAME=NAME.npy ... -o DIR [extra]`: every .npy it writes.
 
     env: variables set on top of this process's environment. out_dir: where
-    1bit writes (default: a temporary directory, removed afterwards).
+    1bit writes (default: a temporary directory, removed afterwards). echo
+    prints the command first.
     """
     with tempfile.TemporaryDirectory(prefix="onebit-run-") as tmp:
         out = Path(out_dir) if out_dir is not None else Path(tmp) / "out"
@@ -70,6 +72,8 @@ def run(onebit: str, model: str | Path, inputs: dict[str, np.ndarray], extra: li
             np.save(path, arr)
             cmd += ["--input", f"{name}={path}"]
         cmd += list(extra)
+        if echo:
+            print("+", " ".join(cmd), flush=True)
         p = subprocess.run(cmd, env=_env(env), capture_output=True, text=True)
         if p.returncode != 0:
             if check:
