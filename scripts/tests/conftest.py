@@ -43,6 +43,13 @@ def pytest_addoption(parser):
     g.addoption("--no-refusals", action="store_true", help="no QDQ group of the --model may be refused")
 
 
+def pytest_configure(config):
+    # pytest makes --basetemp itself, but not its parents (tests/pytest.cmake
+    # points it into the build directory's test-scratch/).
+    if config.option.basetemp:
+        Path(config.option.basetemp).resolve().parent.mkdir(parents=True, exist_ok=True)
+
+
 def models(config, default: list[Path]) -> list[Path]:
     """The --model paths, or the module's default."""
     return [Path(m) for m in config.getoption("model")] or default
