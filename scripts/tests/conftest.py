@@ -3,9 +3,11 @@
 Paths come in as options, which tests/*.cmake set: the 1bit binary
 (--onebit, default $ONEBIT_CLI or build/1bit), the tiny Qwen3 export (--tiny,
 default $ONEBIT_TINY or build/models/qwen3-tiny) and the graph a module checks
-(--model, repeatable). A check that has what it needs never skips; a run in
-which no test passed (nothing collected, all deselected or all skipped) exits
-5, which ctest counts as a failure.
+(--model, repeatable). A case skips only when it has nothing to check
+(test_qdq_coverage without --expect-groups) or, without --require-fused, when
+1bit lacks the fused QDQ kernel; a run in which no test passed (nothing
+collected, all deselected or all skipped) exits 5, which ctest counts as a
+failure.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def pytest_addoption(parser):
     g.addoption("--model", action="append", default=[], help="graph to check (repeatable; each module has a default)")
     g.addoption("--onebit-arg", action="append", default=[], help="extra argument for 1bit (repeatable)")
     g.addoption("--work", help="directory for files a check writes and keeps (default: a pytest temporary directory)")
-    # test_run_parity
+    # test_run_parity, test_q4_ort
     g.addoption("--tol", type=float, default=1e-4, help="relative tolerance: max|1bit - ref| / max|ref|")
     g.addoption("--ort-opt", choices=["all", "basic", "disable"], default="all",
                 help="onnxruntime graph optimizations of the reference (disable: node by node, for QDQ graphs)")
