@@ -59,7 +59,7 @@ def run_json(cmd: list[str], env: dict | None = None) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def run_onebit(args, threads: int, extra: list[str]) -> dict:
+def onebit_bench(args, threads: int, extra: list[str]) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [args.onebit, "bench", args.onnx, "--prompt-lengths", args.prompt_lengths, "--gen", str(args.gen),
                "--threads", str(threads), "--json", f.name] + extra
@@ -72,7 +72,7 @@ def engines(args) -> dict:
     """name -> run(threads) for every engine of this run, in order."""
     py = str(Path(args.python))
     common = ["--prompt-lengths", args.prompt_lengths, "--gen", str(args.gen)]
-    run = {"1bit": lambda t: run_onebit(args, t, args.onebit_arg)}
+    run = {"1bit": lambda t: onebit_bench(args, t, args.onebit_arg)}
     for variant in args.ort or ["onnxruntime"]:
         name, _, extra = variant.partition("=")
         run[name] = lambda t, extra=extra.split(): run_json(
