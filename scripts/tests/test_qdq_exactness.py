@@ -67,7 +67,7 @@ ctest test):
   test_proj[CASE-...]              the five Qwen3-0.6B projection shapes at 5 and 32 rows
   test_memory[...]                 peak RSS growth, fused vs ONEBIT_QDQ=0
 
-  pytest scripts/tests/test_qdq_exactness.py --collect-only -q            # the cases
+  pytest scripts/tests/test_qdq_exactness.py --collect-only -qq           # the cases
   pytest scripts/tests/test_qdq_exactness.py::test_small --onebit build/1bit --require-fused
   pytest scripts/tests/test_qdq_exactness.py -k "proof or asym" --onebit build/1bit
   pytest scripts/tests/test_qdq_exactness.py::test_memory --onebit build/1bit --memory-repeats 5
