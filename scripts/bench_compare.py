@@ -22,8 +22,8 @@ step: it reads the weights once per step too, but is bound by compute.
   # float32, cached and uncached (issue: ort-run)
   bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached.onnx \\
                    --prompt-lengths 16,64,256,1024 --gen 128 --reps 1 --out bench-f32.json
-  # A8W8 QDQ: onnxruntime as is and with int8 activations allowed in its QDQ fusions
-  bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-a8w8-quark-pt.onnx \\
+  # qdq (A8W8 QDQ): onnxruntime as is and with int8 activations allowed in its QDQ fusions
+  bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-qdq-quark-pt.onnx \\
                    --ort "onnxruntime int8=--session-config session.qdqisint8allowed=1"
   # Q4NX beside llama.cpp's Q4_0 of the same weights
   bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-q4.onnx \\
@@ -59,7 +59,7 @@ def run_json(cmd: list[str], env: dict | None = None) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def run_onebit(args, threads: int, extra: list[str]) -> dict:
+def onebit_bench(args, threads: int, extra: list[str]) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [args.onebit, "bench", args.onnx, "--prompt-lengths", args.prompt_lengths, "--gen", str(args.gen),
                "--threads", str(threads), "--json", f.name] + extra
@@ -72,7 +72,7 @@ def engines(args) -> dict:
     """name -> run(threads) for every engine of this run, in order."""
     py = str(Path(args.python))
     common = ["--prompt-lengths", args.prompt_lengths, "--gen", str(args.gen)]
-    run = {"1bit": lambda t: run_onebit(args, t, args.onebit_arg)}
+    run = {"1bit": lambda t: onebit_bench(args, t, args.onebit_arg)}
     for variant in args.ort or ["onnxruntime"]:
         name, _, extra = variant.partition("=")
         run[name] = lambda t, extra=extra.split(): run_json(

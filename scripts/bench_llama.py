@@ -32,9 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bench_ort import synthetic_prompt  # noqa: E402
+from bench_ort import synthetic_prompt
 
 
 def onnx_weights(path: str) -> dict[str, np.ndarray]:
@@ -164,12 +162,12 @@ def clear_cache(llm):
 
 
 def check(args):
-    import onnxruntime as ort
+    from onebit_tools.ort import session
 
     ids = synthetic_prompt(args.n, 151936)
     llm = load(args.gguf, 2, 512, logits_all=True)
     got = decode(llm, ids, 0, all_logits=True)
-    sess = ort.InferenceSession(args.onnx, providers=["CPUExecutionProvider"])
+    sess = session(args.onnx)
     feed = {"input_ids": np.array([ids], dtype=np.int64)}
     names = [i.name for i in sess.get_inputs()]
     if "past" in names:

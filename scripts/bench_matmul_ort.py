@@ -24,6 +24,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from onebit_tools.ort import session
+
 SHAPES = [(1024, 2048), (1024, 1024), (2048, 1024), (1024, 3072), (3072, 1024), (1024, 151936)]
 
 
@@ -36,12 +38,7 @@ def ort_session(k, n, m, threads):
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])],
         [numpy_helper.from_array(w, "W")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = session(model.SerializeToString(), opt="all", threads=threads, inter_threads=1, sequential=True)
     a = rng.uniform(-1, 1, size=(m, k)).astype(np.float32)
     y = np.empty((m, n), np.float32)
     # Bound input and output: no per-call allocation or copy on the Python side.

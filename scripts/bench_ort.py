@@ -15,7 +15,8 @@ import sys
 import time
 
 import numpy as np
-import onnxruntime as ort
+
+from onebit_tools.ort import session
 
 
 def synthetic_prompt(n: int, vocab: int) -> list[int]:
@@ -42,21 +43,10 @@ def main():
     ap.add_argument("--session-config", action="append", default=[], help="session config entry key=value")
     args = ap.parse_args()
 
-    so = ort.SessionOptions()
-    so.graph_optimization_level = {
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    }[args.opt]
-    if args.threads:
-        so.intra_op_num_threads = args.threads
-        so.inter_op_num_threads = 1
-    for kv in args.session_config:
-        k, _, v = kv.partition("=")
-        so.add_session_config_entry(k, v)
+    config = dict(kv.partition("=")[::2] for kv in args.session_config)
     t0 = time.perf_counter()
-    sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
+    sess = session(args.model, opt=args.opt, threads=args.threads or None, inter_threads=1 if args.threads else None,
+                   config=config)
     load_s = time.perf_counter() - t0
     inputs = {i.name: i for i in sess.get_inputs()}
     outputs = [o.name for o in sess.get_outputs()]

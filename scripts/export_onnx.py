@@ -58,8 +58,9 @@ import onnxruntime as ort
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import onnx_census  # noqa: E402
+import onnx_census
+from onebit_tools.log import logger
+from onebit_tools.ort import session
 
 # "torchvision is not installed. Skipping torchvision::nms" and friends
 logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
@@ -72,8 +73,7 @@ EXTERNAL_DATA_THRESHOLD = int(1.8e9)
 TOLERANCE = 1e-4
 
 
-def log(msg: str) -> None:
-    print(f"[export] {msg}", flush=True)
+log = logger("export")
 
 
 # --------------------------------------------------------------------------
@@ -349,9 +349,7 @@ def weight_bytes(model: ir.Model) -> int:
 
 
 def _session(path: Path) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    return session(path, quiet=True)
 
 
 def _diff(name: str, got: np.ndarray, ref: np.ndarray) -> float:

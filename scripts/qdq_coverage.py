@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""How much of an A8W8 QDQ export 1bit fuses: groups fused, refusals by reason.
+"""How much of a QDQ export 1bit fuses: groups fused, refusals by reason.
+
+The format is A8W8 QDQ: int8 activations and int8 weights in
+QuantizeLinear/DequantizeLinear pairs (scripts/quantize_qdq.py writes it).
 
 Runs `ONEBIT_QDQ_DEBUG=1 1bit run MODEL` on one short input (a few token ids;
 for a --cached export an empty `past`) and reads the fusion report the
@@ -20,28 +23,28 @@ refusal; the 56 attention MatMuls have no DQ and are not groups.
 
 Exit 1 when the report disagrees with the graph, a refusal has no reason,
 --expect-groups is not met, or --no-refusals is given and something was
-refused, or the run fails.
+refused, or the run fails. ctest runs the same checks as pytest tests
+(scripts/tests/test_qdq_coverage.py), one per check.
 
 Examples:
-  scripts/run_python.sh scripts/qdq_coverage.py build-models/qwen3-0.6b/model-a8w8-quark-pc.onnx \\
+  scripts/run_python.sh scripts/qdq_coverage.py build-models/qwen3-0.6b/model-qdq-quark-pc.onnx \\
       --expect-groups 197 --no-refusals
-  scripts/run_python.sh scripts/qdq_coverage.py build-models/smollm2-135m/model-cached-a8w8-quark-pt.onnx --json
+  scripts/run_python.sh scripts/qdq_coverage.py build-models/smollm2-135m/model-cached-qdq-quark-pt.onnx --json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import onnx
+
+from onebit_tools import cli
 
 REFUSED = re.compile(r"qdq_refused why=(\S*) count=(\d+)")
 FUSED = re.compile(r"qdq_fused groups=(\d+) with_q=(\d+) refused=(\d+)")
@@ -85,26 +88,46 @@ def feeds(path: Path, tokens: int) -> dict[str, np.ndarray]:
 
 
 def run_report(onebit: str, model: Path, tokens: int) -> tuple[dict, str, int]:
-    with tempfile.TemporaryDirectory(prefix="qdq-cov-") as tmp:
-        args = [onebit, "run", str(model), "-o", tmp]
-        for name, arr in feeds(model, tokens).items():
-            np.save(Path(tmp) / f"{name}.npy", arr)
-            args += ["--input", f"{name}={Path(tmp) / f'{name}.npy'}"]
-        p = subprocess.run(args, env=dict(os.environ, ONEBIT_QDQ_DEBUG="1"), capture_output=True, text=True)
+    """`ONEBIT_QDQ_DEBUG=1 1bit run MODEL`: its fusion report, stderr and exit code."""
+    r = cli.run(onebit, model, feeds(model, tokens), env={"ONEBIT_QDQ_DEBUG": "1"}, check=False)
     refused = Counter()
     fused = None
-    for line in p.stderr.splitlines():
+    for line in r.stderr.splitlines():
         if m := REFUSED.search(line):
             refused[m.group(1)] += int(m.group(2))
         elif m := FUSED.search(line):
             fused = {"groups": int(m.group(1)), "with_q": int(m.group(2)), "refused": int(m.group(3))}
-    return {"fused": fused, "refused_by_reason": dict(refused)}, p.stderr, p.returncode
+    return {"fused": fused, "refused_by_reason": dict(refused)}, r.stderr, r.returncode
+
+
+def problems(census: dict, report: dict, stderr: str, rc: int, expect_groups: int | None = None,
+             no_refusals: bool = False) -> dict[str, str]:
+    """check name -> what is wrong, for every check that fails (empty: all pass)."""
+    out = {}
+    fused = report["fused"]
+    if rc != 0:
+        out["run"] = f"1bit run failed ({rc}): {stderr.strip()[-500:]}"
+    if fused is None:
+        out["report"] = "no `qdq_fused` line in the ONEBIT_QDQ_DEBUG output"
+        return out
+    candidates = census.get("both_dq", 0) + census.get("one_dq", 0)
+    if fused["groups"] + fused["refused"] != candidates:
+        out["candidates"] = f"fused {fused['groups']} + refused {fused['refused']} != {candidates} MatMuls with a DQ input"
+    if sum(report["refused_by_reason"].values()) != fused["refused"]:
+        out["refusal_lines"] = "refusal lines do not add up to the refused count"
+    if "" in report["refused_by_reason"]:
+        out["refusal_reasons"] = "a refusal without a reason"
+    if expect_groups is not None and fused["groups"] != expect_groups:
+        out["expect_groups"] = f"expected {expect_groups} fused groups, got {fused['groups']}"
+    if no_refusals and fused["refused"]:
+        out["no_refusals"] = f"refused: {report['refused_by_reason']}"
+    return out
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", type=Path, help="an A8W8 QDQ export (scripts/quantize_a8w8.py)")
-    p.add_argument("--onebit", default=str(Path(__file__).resolve().parents[1] / "build/1bit"))
+    p.add_argument("model", type=Path, help="a QDQ export (scripts/quantize_qdq.py)")
+    p.add_argument("--onebit", default=cli.default_onebit(), help="the 1bit binary (default $ONEBIT_CLI, else build/1bit)")
     p.add_argument("--tokens", type=int, default=4, help="input length (default 4)")
     p.add_argument("--expect-groups", type=int, help="fail unless exactly this many groups are fused")
     p.add_argument("--no-refusals", action="store_true", help="fail if any group is refused")
@@ -113,30 +136,14 @@ def main(argv=None) -> int:
 
     census = graph_matmuls(args.model)
     report, stderr, rc = run_report(args.onebit, args.model, args.tokens)
-    problems = []
+    problems_found = list(problems(census, report, stderr, rc, args.expect_groups, args.no_refusals).values())
     fused = report["fused"]
-    if fused is None:
-        problems.append("no `qdq_fused` line in the ONEBIT_QDQ_DEBUG output")
-    else:
-        candidates = census.get("both_dq", 0) + census.get("one_dq", 0)
-        if fused["groups"] + fused["refused"] != candidates:
-            problems.append(f"fused {fused['groups']} + refused {fused['refused']} != {candidates} MatMuls with a DQ input")
-        if sum(report["refused_by_reason"].values()) != fused["refused"]:
-            problems.append("refusal lines do not add up to the refused count")
-        if "" in report["refused_by_reason"]:
-            problems.append("a refusal without a reason")
-        if args.expect_groups is not None and fused["groups"] != args.expect_groups:
-            problems.append(f"expected {args.expect_groups} fused groups, got {fused['groups']}")
-        if args.no_refusals and fused["refused"]:
-            problems.append(f"refused: {report['refused_by_reason']}")
-    if rc != 0:
-        problems.append(f"1bit run failed ({rc}): {stderr.strip()[-500:]}")
     result = {
         "model": str(args.model),
         "graph": census,
         **report,
         "run": "ok" if rc == 0 else "failed",
-        "problems": problems,
+        "problems": problems_found,
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -150,9 +157,9 @@ def main(argv=None) -> int:
             print(f"  refused            {fused['refused']}"
                   + "".join(f"\n    {why:30s} {n}" for why, n in sorted(report["refused_by_reason"].items())))
         print(f"  run                {result['run']}")
-        for problem in problems:
+        for problem in problems_found:
             print(f"  PROBLEM: {problem}")
-    return 1 if problems else 0
+    return 1 if problems_found else 0
 
 
 if __name__ == "__main__":

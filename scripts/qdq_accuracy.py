@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""A8W8 accuracy on a real model: the QDQ exports and `--int8` against float,
-and the fused QDQ groups against the same graph run node by node.
+"""int8 accuracy on a real model: the qdq exports and qd8 (`--int8`) against
+float, and the fused QDQ groups against the same graph run node by node.
 
-Variants (each an uncached + cached pair of graphs in --model-dir, made by
-scripts/quantize_a8w8.py; a missing pair is skipped with a note):
+The qdq format is A8W8 QDQ: int8 activations and int8 weights in
+QuantizeLinear/DequantizeLinear pairs, static scales (scripts/quantize_qdq.py).
+qd8 is 1bit's dynamic int8 path: float graphs, activations quantized per row
+at run time (`1bit ... --int8`).
 
-  A8W8 per-tensor    model[-cached]-a8w8-quark-pt.onnx
-  A8W8 per-channel   model[-cached]-a8w8-quark-pc.onnx
-  --int8             the float graphs with `1bit ... --int8`
+Variants (each an uncached + cached pair of graphs in --model-dir; a missing
+pair is skipped with a note):
+
+  qdq per-tensor     model[-cached]-qdq-quark-pt.onnx
+  qdq per-channel    model[-cached]-qdq-quark-pc.onnx
+  qd8                the float graphs with `1bit ... --int8`
 
 Per variant, over the prompts of scripts/q4_accuracy.py, -n greedy steps each:
 
@@ -25,38 +30,31 @@ Per variant, over the prompts of scripts/q4_accuracy.py, -n greedy steps each:
            difference, over every position of prompt + continuation; and
            the greedy decode with ONEBIT_QDQ=0: steps with the same token.
 
-  a8w8_accuracy.py --onebit build/1bit --model-dir build-models/smollm2-135m --work /tmp/a8w8acc -n 64
+  qdq_accuracy.py --onebit build/1bit --model-dir build-models/smollm2-135m --work /tmp/qdqacc -n 64
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from parity import compare  # noqa: E402
-from q4_accuracy import PROMPTS, float_dumps, forced_logits, kl_top1, sh  # noqa: E402
+from onebit_tools import cli
+from parity import compare
+from q4_accuracy import PROMPTS, float_dumps, forced_logits, kl_top1
 
 VARIANTS = {
-    "A8W8 per-tensor (Quark)": ("-a8w8-quark-pt", []),
-    "A8W8 per-channel (Quark)": ("-a8w8-quark-pc", []),
-    "--int8 (dynamic)": ("", ["--int8"]),
+    "qdq per-tensor (Quark)": ("-qdq-quark-pt", []),
+    "qdq per-channel (Quark)": ("-qdq-quark-pc", []),
+    "qd8 (--int8)": ("", ["--int8"]),
 }
 
 
 def ort_logits(model: Path, ids_file: Path) -> np.ndarray:
-    import onnxruntime as ort
+    from onebit_tools.ort import session
 
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    sess = session(model, opt="disable", quiet=True)
     return sess.run(["logits"], {"input_ids": np.load(ids_file)})[0][0]
 
 
@@ -66,9 +64,9 @@ def pair_stats(ref: np.ndarray, got: np.ndarray) -> dict:
 
 
 def greedy(args, model: Path, prompt: str, extra: list[str], dump: Path, env: dict | None = None):
-    sh([args.onebit, "ort-run", str(model), "--cached", "-n", str(args.n), "--prompt", prompt, "--dump-logits",
-        str(dump), "--quiet", "--threads", str(args.threads)] + extra, stdout=subprocess.DEVNULL, env=env)
-    return np.load(dump), np.load(str(dump)[:-4] + ".ids.npy")
+    d = cli.ort_run(args.onebit, model, ["--prompt", prompt], args.n, dump,
+                    ["--cached", "--threads", str(args.threads)] + extra, env=env)
+    return d.logits, d.ids
 
 
 def main():
@@ -108,7 +106,7 @@ def main():
             diff = np.nonzero(ids[:n] != r["greedy_ids"][:n])[0]
             first_miss.append(int(diff[0]) if len(diff) else n)
             if suffix:  # fused (above) against ONEBIT_QDQ=0 and onnxruntime on the same graph
-                env = dict(os.environ, ONEBIT_QDQ="0")
+                env = {"ONEBIT_QDQ": "0"}
                 ref, ref_ids = greedy(args, cached, r["prompt"], extra, args.work / f"u-{i}.npy", env)
                 c = compare(ref, ref_ids, logits, ids)
                 same += c["same_ids"]

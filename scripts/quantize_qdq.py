@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Quantize a float ONNX export to an A8W8 QDQ graph (int8 weights, int8/uint8 activations).
+"""Quantize a float ONNX export to a qdq graph: the format is A8W8 QDQ, int8
+weights and int8/uint8 activations in QuantizeLinear/DequantizeLinear pairs
+with static (calibrated) scales. 1bit's name for this path is "qdq".
 
 The graph that comes out is plain ONNX: every quantized MatMul reads
 
@@ -87,23 +89,23 @@ result exceeds 1.8 GB, or --external-data. The float model's metadata
 (onebit.*) is kept and onebit.quantization / onebit.calibration added, so
 `1bit ort-run` runs the quantized graph unchanged. The census is printed
 before and after, then an onnxruntime check of one short sample (float vs
-A8W8 logits: top-1 agreement, max |diff|), times and peak RSS.
+qdq logits: top-1 agreement, max |diff|), times and peak RSS.
 
 Examples:
   # Qwen3-0.6B shape, Quark, per-channel weights, int8 symmetric activations,
   # then per-tensor from the same ranges
-  scripts/run_python.sh scripts/quantize_a8w8.py build-models/qwen3-0.6b/model.onnx \\
-      -o build-models/qwen3-0.6b/model-a8w8-quark-pc.onnx --per-channel \\
-      --ranges build-models/qwen3-0.6b/a8w8-ranges-model.json
-  scripts/run_python.sh scripts/quantize_a8w8.py build-models/qwen3-0.6b/model.onnx \\
-      -o build-models/qwen3-0.6b/model-a8w8-quark-pt.onnx \\
-      --ranges build-models/qwen3-0.6b/a8w8-ranges-model.json
+  scripts/run_python.sh scripts/quantize_qdq.py build-models/qwen3-0.6b/model.onnx \\
+      -o build-models/qwen3-0.6b/model-qdq-quark-pc.onnx --per-channel \\
+      --ranges build-models/qwen3-0.6b/qdq-ranges-model.json
+  scripts/run_python.sh scripts/quantize_qdq.py build-models/qwen3-0.6b/model.onnx \\
+      -o build-models/qwen3-0.6b/model-qdq-quark-pt.onnx \\
+      --ranges build-models/qwen3-0.6b/qdq-ranges-model.json
   # the same with onnxruntime's quantizer, per-tensor, uint8 asymmetric activations
-  scripts/run_python.sh scripts/quantize_a8w8.py build-models/qwen3-0.6b/model.onnx \\
+  scripts/run_python.sh scripts/quantize_qdq.py build-models/qwen3-0.6b/model.onnx \\
       -o out.onnx --producer ort --activation-type uint8 --activation-asymmetric
   # quick test on the tiny model: 2 sequences of 64 tokens
-  scripts/run_python.sh scripts/quantize_a8w8.py build/models/qwen3-tiny/model.onnx \\
-      -o /tmp/tiny-a8w8.onnx --calib-samples 2 --calib-len 64
+  scripts/run_python.sh scripts/quantize_qdq.py build/models/qwen3-tiny/model.onnx \\
+      -o /tmp/tiny-qdq.onnx --calib-samples 2 --calib-len 64
 """
 
 from __future__ import annotations
@@ -125,23 +127,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 from onnx import numpy_helper
 from onnxruntime.quantization import CalibrationDataReader
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import onnx_census  # noqa: E402
+import onnx_census
+from onebit_tools.log import logger
+from onebit_tools.ort import session
 
 QWEN3_TOKENIZER = Path(__file__).resolve().parents[1].parent / "shared/models/qwen3/tokenizer.json"
 QWEN3_VOCAB = 151936
 # Same threshold as export_onnx.py: protobuf's hard limit is 2 GiB.
 EXTERNAL_DATA_THRESHOLD = int(1.8e9)
 ELEM_NP = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
-_T0 = time.perf_counter()
-
-
-def log(msg: str) -> None:
-    print(f"[a8w8 {time.perf_counter() - _T0:7.1f}s] {msg}", flush=True)
+log = logger("qdq", clock=True)
 
 
 def watch_memory(min_free_gb: float) -> None:
@@ -357,10 +355,7 @@ def calibrate_minmax(src: Path, reader: TokenReader, out_json: Path, stamp: dict
     augmented = src.with_name("calibrate.onnx")  # beside src: the external data references stay valid
     onnx.save(model, str(augmented))
     del model
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(augmented), so, providers=["CPUExecutionProvider"])
+    sess = session(augmented, opt="disable", quiet=True)
     lo = np.full(len(targets), np.inf, np.float32)
     hi = np.full(len(targets), -np.inf, np.float32)
     reader.rewind()
@@ -581,7 +576,7 @@ def finish(produced: Path, out: Path, props: dict[str, str], external: bool, flo
 
 
 def ort_check(float_path: Path, quant_path: Path, feed: dict[str, np.ndarray], tokens: int) -> str:
-    """Float vs A8W8 logits on one short calibration window, both through onnxruntime.
+    """Float vs qdq logits on one short calibration window, both through onnxruntime.
 
     ORT_ENABLE_BASIC: at EXTENDED/ALL onnxruntime 1.32's QDQPropagationTransformer
     fails on these graphs (either producer): it copies the DQ after a q/k/v
@@ -590,12 +585,9 @@ def ort_check(float_path: Path, quant_path: Path, feed: dict[str, np.ndarray], t
     not match y_zero_point type UINT8").
     """
     feed = {k: (v[:, :tokens] if k == "input_ids" else v) for k, v in feed.items()}
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     logits = []
     for path in (float_path, quant_path):
-        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        sess = session(path, opt="basic", quiet=True)
         logits.append(sess.run(["logits"], feed)[0][0])
         del sess
     ref, got = logits
@@ -613,7 +605,7 @@ def size_of(path: Path) -> int:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="See the module docstring (head -107 scripts/quantize_a8w8.py) for details.")
+                                epilog="See the module docstring (head -107 scripts/quantize_qdq.py) for details.")
     p.add_argument("model", type=Path, help="float32 ONNX export (scripts/export_onnx.py)")
     p.add_argument("-o", "--output", type=Path, required=True, help="quantized .onnx to write")
     p.add_argument("--producer", choices=sorted(PRODUCERS), default="quark")
@@ -647,7 +639,7 @@ def parse_args(argv=None):
     p.add_argument("--tokenizer", type=Path, help="tokenizer.json (default: beside the model, or Qwen3's)")
     p.add_argument("--external-data", action=argparse.BooleanOptionalAction, default=None,
                    help="write weights to <output>.data (default: when the float model had external data or > 1.8 GB)")
-    p.add_argument("--check-tokens", type=int, default=32, help="tokens of the onnxruntime float-vs-A8W8 check (0: skip)")
+    p.add_argument("--check-tokens", type=int, default=32, help="tokens of the onnxruntime float-vs-qdq check (0: skip)")
     p.add_argument("--verbose", action="store_true", help="let the producer print its summaries")
     return p.parse_args(argv)
 
@@ -688,7 +680,7 @@ def main(argv=None) -> int:
     big = float_external or model.ByteSize() > EXTERNAL_DATA_THRESHOLD
 
     t_start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="a8w8-", dir=out.parent if out.parent.exists() else None) as tmp_dir:
+    with tempfile.TemporaryDirectory(prefix="qdq-", dir=out.parent if out.parent.exists() else None) as tmp_dir:
         tmp = Path(tmp_dir)
         prepared = tmp / "float.onnx"
         onnx.save(model, str(prepared), save_as_external_data=big, location="float.onnx.data")
@@ -704,7 +696,7 @@ def main(argv=None) -> int:
         log(f"producer done in {quant_seconds:.1f} s, peak RSS so far {peak_rss_gb():.2f} GB")
         note = {
             "onebit.quantization": (
-                f"a8w8 producer={args.producer} matmul_only={int(args.matmul_only)} output_q={int(args.output_q)} "
+                f"qdq (A8W8) producer={args.producer} matmul_only={int(args.matmul_only)} output_q={int(args.output_q)} "
                 f"weights={args.weight_type}/{'per_channel' if args.per_channel else 'per_tensor'} "
                 f"activations={args.activation_type}/{'symmetric' if args.activation_symmetric else 'asymmetric'} "
                 f"calibration={args.calib_method} {args.calib_samples}x{args.calib_len}"

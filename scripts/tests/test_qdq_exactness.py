@@ -1,5 +1,6 @@
-#!/usr/bin/env python3
-"""Exactness of 1bit's fused A8W8 group against onnxruntime's CPU EP, element by element.
+"""Exactness of 1bit's fused QDQ group (A8W8 QDQ: int8 activations and int8
+weights in QuantizeLinear/DequantizeLinear pairs) against onnxruntime's CPU
+EP, element by element.
 
 Each case is a small opset-21 graph (DESIGN.md, "Fused A8W8 group"):
 
@@ -37,55 +38,59 @@ ORT's float32), and either
             within the a-priori float32 error bound of the exact value,
             gamma_{K+3} * sum_k |x_dq*w_dq| / s_y (any summation order):
             ORT's accumulation error carried it across k+1/2 without landing
-            on it. Measured on these cases (see the report); --ties-only
-            counts a crossing as unexplained, DESIGN.md's literal wording.
-Anything else fails the run.
+            on it. --ties-only counts a crossing as unexplained, DESIGN.md's
+            literal wording.
+Anything else fails the test.
 
 Each fused run is also checked against the fusion report that
 ONEBIT_QDQ_DEBUG=1 prints (qdq_fused groups=1 with_q=1, or for the refusal
 case `qdq_refused why=activation_scale_along_k` and groups=0).
 
-The memory case runs 256x1024x1024 fused and with ONEBIT_QDQ=0, each as its
-own child of /usr/bin/time, which reports its peak RSS; a baseline
-graph with the same input, the same int8 weight initializer and an output of
-the same size (y_q = Identity(x_q)) is subtracted, so the numbers are the
-group's own growth. The control allocates x_dq (1 MiB) + w_dq (4 MiB) +
-y (1 MiB) of float32; the fused run must stay below 4 MiB of growth (it may
-not hold even w_dq) and at least 4 MiB below the control.
+test_memory runs 256x1024x1024 fused and with ONEBIT_QDQ=0, each as its own
+child of /usr/bin/time, which reports its peak RSS; a baseline graph with the
+same input, the same int8 weight initializer and an output of the same size
+(y_q = Identity(x_q)) is subtracted, so the numbers are the group's own
+growth. The control allocates x_dq (1 MiB) + w_dq (4 MiB) + y (1 MiB) of
+float32; the fused run must stay below 4 MiB of growth (it may not hold even
+w_dq) and at least 4 MiB below the control.
 
-Until the fused kernel exists (`ops 1bit does not implement:
-com.onebit::QDQMatMul`), fused runs are reported as unavailable and the
-control runs still gate; the exit code is then 77 (ctest SKIP_RETURN_CODE),
-or 1 with --require-fused. Exit 0: everything ran and agreed; 1: a
-disagreement that is not explained (above), a wrong fusion report, or memory
-growth that includes the dequantized tensors.
+A 1bit without the fused kernel (`ops 1bit does not implement:
+com.onebit::QDQMatMul`) skips the fused runs, or fails them with
+--require-fused (as ctest runs it).
 
-Examples:
-  scripts/run_python.sh scripts/qdq_exactness.py --onebit build/1bit --list
-  scripts/run_python.sh scripts/qdq_exactness.py --onebit build/1bit --case proof --case asym
-  scripts/run_python.sh scripts/qdq_exactness.py --onebit build/1bit --group small
-  scripts/run_python.sh scripts/qdq_exactness.py --onebit build/1bit --all
-  scripts/run_python.sh scripts/qdq_exactness.py --onebit build/1bit --case memory
+One test per case and run, by group (tests/qdq_tests.cmake runs one group per
+ctest test):
+  test_small[CASE-fused|control]   8x16x6: proof graph, exact ties, per-axis
+        scales, asymmetric and per-axis zero points, uint8 activations,
+        com.microsoft Q/DQ, and the scale-along-K graph that must not fuse
+  test_large[large-...]            256x1024x1024
+  test_proj[CASE-...]              the five Qwen3-0.6B projection shapes at 5 and 32 rows
+  test_memory[...]                 peak RSS growth, fused vs ONEBIT_QDQ=0
+
+  pytest scripts/tests/test_qdq_exactness.py --collect-only -qq           # the cases
+  pytest scripts/tests/test_qdq_exactness.py::test_small --onebit build/1bit --require-fused
+  pytest scripts/tests/test_qdq_exactness.py -k "proof or asym" --onebit build/1bit
+  pytest scripts/tests/test_qdq_exactness.py::test_memory --onebit build/1bit --memory-repeats 5
+  ... --work DIR keeps the graphs and outputs; -vv prints every differing element, even past 20.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-SKIP = 77
+from onebit_tools import cli
+from onebit_tools.ort import session
+
 MISSING_KERNEL = "does not implement:"
 NP_TYPE = {"int8": np.int8, "uint8": np.uint8}
 ONNX_TYPE = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8}
@@ -347,15 +352,12 @@ def x_float(c: Case, d: Data) -> np.ndarray:
     return (x.astype(np.float32) * sx).astype(np.float32)
 
 
+
+
 def run_ort(path: Path, x_q: np.ndarray, level: str, input_name: str = "x_q") -> tuple[np.ndarray, str]:
-    """ORT's output at this optimization level, and the ops its optimized graph runs."""
-    so = ort.SessionOptions()
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
+    """ORT's output at this optimization level ("disable" or "all"), and the ops its optimized graph runs."""
     optimized = path.with_name(f"{path.stem}-{level}.onnx")
-    so.optimized_model_filepath = str(optimized)
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    sess = session(path, opt=level, threads=1, quiet=True, optimized_path=optimized)
     out = sess.run(None, {input_name: x_q})[0]
     ops = " + ".join(f"{n.domain + '::' if n.domain else ''}{n.op_type}" for n in onnx.load(str(optimized)).graph.node)
     return out, ops
@@ -368,21 +370,13 @@ class OneBitRun:
     missing_kernel: bool = False
 
 
-def run_onebit(onebit: str, model: Path, x_q: np.ndarray, work: Path, env_extra: dict[str, str]) -> OneBitRun:
-    x_path, out_dir = work / "x_q.npy", work / f"out-{model.stem}-{'-'.join(env_extra.values())}"
-    np.save(x_path, x_q)
-    out_dir.mkdir(exist_ok=True)
-    env = dict(os.environ, ONEBIT_QDQ_DEBUG="1", **env_extra)
-    p = subprocess.Popen([onebit, "run", str(model), "--input", f"x_q={x_path}", "-o", str(out_dir)],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout, stderr = p.communicate()
-    if p.returncode != 0:
-        missing = MISSING_KERNEL in stderr and "QDQMatMul" in stderr
-        if not missing:
-            raise RuntimeError(f"1bit run {model} failed ({p.returncode}):\n{stderr}{stdout}")
-        return OneBitRun(None, stderr, missing_kernel=True)
-    outs = sorted(out_dir.glob("*.npy"))
-    return OneBitRun(np.load(out_dir / ("y_q.npy" if (out_dir / "y_q.npy").exists() else outs[0].name)), stderr)
+def run_onebit(onebit: str, model: Path, x_q: np.ndarray, env_extra: dict[str, str]) -> OneBitRun:
+    r = cli.run(onebit, model, {"x_q": x_q}, env={"ONEBIT_QDQ_DEBUG": "1", **env_extra}, check=False)
+    if r.returncode != 0:
+        if not (MISSING_KERNEL in r.stderr and "QDQMatMul" in r.stderr):
+            raise RuntimeError(f"1bit run {model} failed ({r.returncode}):\n{r.stderr}{r.stdout}")
+        return OneBitRun(None, r.stderr, missing_kernel=True)
+    return OneBitRun(r.outputs["y_q"] if "y_q" in r.outputs else next(iter(r.outputs.values())), r.stderr)
 
 
 def measure_rss_kb(onebit: str, model: Path, x_path: Path, out_dir: Path, env_extra: dict[str, str]) -> tuple[int, str]:
@@ -532,36 +526,46 @@ def expect_report(c: Case, stderr: str, mode: str) -> str | None:
     return f"expected {missing} in ONEBIT_QDQ_DEBUG output, got: {stderr.strip()!r}" if missing else None
 
 
+
 @dataclass
-class Row:
-    case: str
-    shape: str
-    elements: int
-    mode: str
-    worst: str
-    differing: str
-    explained: str
-    note: str
-    ok: bool
-    unavailable: bool = False
+class Reference:
+    """What a case's fused and control runs are held against, computed once per case."""
+    d: Data
+    q_path: Path
+    f_path: Path
+    ref: np.ndarray  # ORT int8, ORT_DISABLE_ALL
+    ort_f: np.ndarray  # ORT's float32 y/s_y from the Q-less graph
+    np_f: np.ndarray
+    acc: np.ndarray | None
+    exact: np.ndarray | None
+
+    @property
+    def shape(self) -> str:
+        return f"{self.d.x_q.shape[0]}x{self.d.x_q.shape[1]}x{self.d.w_q.shape[1]}"
 
 
-def run_case(c: Case, onebit: str, work: Path, verbose: bool, ties_only: bool) -> list[Row]:
+_references: dict[str, Reference] = {}
+ROWS: list[str] = []
+
+
+def reference(c: Case, work: Path) -> Reference:
+    if c.name in _references:
+        return _references[c.name]
     d = make_data(c)
     q_path, f_path = work / f"{c.name}.onnx", work / f"{c.name}-noq.onnx"
     onnx.save(build_graph(c, d), q_path)
     onnx.save(build_graph(c, d, with_q=False), f_path)
 
-    ref, _ = run_ort(q_path, d.x_q, "ORT_DISABLE_ALL")
-    ort_f = (run_ort(f_path, d.x_q, "ORT_DISABLE_ALL")[0] / d.s_y).astype(np.float32)
-    ref_default, default_ops = run_ort(q_path, d.x_q, "ORT_ENABLE_ALL")
+    ref, _ = run_ort(q_path, d.x_q, "disable")
+    ort_f = (run_ort(f_path, d.x_q, "disable")[0] / d.s_y).astype(np.float32)
+    ref_default, default_ops = run_ort(q_path, d.x_q, "all")
     w_path = work / f"{c.name}-wrapped.onnx"
     onnx.save(wrapped_graph(c, d), w_path)
     wrapped = {}
-    for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
+    for level in ("disable", "all"):
         y_f, ops = run_ort(w_path, x_float(c, d), level, "x_f")
         wrapped[level] = (np.clip(np.rint(y_f / d.s_y) + int(d.zp_y), -128, 127).astype(np.int8), ops)
-    x_back = int(np.count_nonzero(wrapped["ORT_DISABLE_ALL"][0] != ref))
+    x_back = int(np.count_nonzero(wrapped["disable"][0] != ref))
     np_f = numpy_float32(c, d)
     acc = exact_acc(c, d) if c.x_scale != "k" else None
     exact = exact_q(c, d, acc) if acc is not None else None
@@ -574,43 +578,84 @@ def run_case(c: Case, onebit: str, work: Path, verbose: bool, ties_only: bool) -
     if acc is not None and ref.size <= 4096:
         ties = sum(is_tie(exact_value(c, d, acc, m, n)) for m in range(c.m) for n in range(c.n))
     print(f"== {c.name} ({shape}, {ref.size} outputs): {c.doc}")
-    n_wrapped = int(np.count_nonzero(wrapped["ORT_ENABLE_ALL"][0] != ref))
-    w_exact = int(np.count_nonzero(wrapped["ORT_ENABLE_ALL"][0] != exact)) if exact is not None else -1
-    print(f"   ORT_ENABLE_ALL inside Q->DQ (a model's context) runs {wrapped['ORT_ENABLE_ALL'][1]}: "
+    n_wrapped = int(np.count_nonzero(wrapped["all"][0] != ref))
+    w_exact = int(np.count_nonzero(wrapped["all"][0] != exact)) if exact is not None else -1
+    print(f"   ORT_ENABLE_ALL inside Q->DQ (a model's context) runs {wrapped['all'][1]}: "
           f"{n_wrapped} differ from the reference" + (f", {w_exact} from exact rounding" if exact is not None else "")
           + (f" (wrapper itself off by {x_back})" if x_back else ""))
     print(f"   ORT_ENABLE_ALL runs {default_ops}: {n_default} differ from ORT_DISABLE_ALL; "
           f"ORT int8 vs Q(ORT float32): {ort_self} differ; "
           + (f"ORT vs exact rounding: {n_exact_ort} differ" if exact is not None else "no exact integer form (scale along K)")
           + (f"; exact ties: {ties}" if ties is not None else ""))
-
-    rows = []
-    for mode, env in (("fused", {}), ("control", {"ONEBIT_QDQ": "0"})):
-        r = run_onebit(onebit, q_path, d.x_q, work, env)
-        if r.missing_kernel:
-            rows.append(Row(c.name, shape, ref.size, mode, "-", "-", "-", "fused kernel not built yet", True, True))
-            print(f"   {mode:7s}: unavailable (1bit: ops 1bit does not implement: com.onebit::QDQMatMul)")
-            continue
-        problem = expect_report(c, r.stderr, mode)
-        own_f = None
-        if mode == "control" or c.refused:
-            fr = run_onebit(onebit, f_path, d.x_q, work, env)
-            own_f = (fr.out / d.s_y).astype(np.float32)
-        side = "fused" if mode == "fused" and not c.refused else "control"
-        v = compare(c, d, side, r.out, ref, acc, ort_f, own_f, np_f, ties_only)
-        n_exact = int(np.count_nonzero(r.out != exact)) if exact is not None else -1
-        ok = problem is None and v.unexplained == 0
-        note = problem or (f"vs exact rounding: {n_exact} differ" if exact is not None else "refused, node by node")
-        explained = f"{v.ties} tie, {v.crossings} crossing" + (f", {v.unexplained} UNEXPLAINED" if v.unexplained else "")
-        rows.append(Row(c.name, shape, ref.size, mode, str(v.worst), str(v.differing),
-                        explained if v.differing else "-", note, ok))
-        print(f"   {mode:7s}: worst |d| {v.worst} LSB, {v.differing} of {ref.size} differ ({explained}); {note}")
-        for line in v.lines if (verbose or v.unexplained or len(v.lines) <= 20) else v.lines[:20]:
-            print(line)
-    return rows
+    _references[c.name] = Reference(d, q_path, f_path, ref, ort_f, np_f, acc, exact)
+    return _references[c.name]
 
 
-def memory_case(onebit: str, work: Path, repeats: int) -> tuple[list[str], bool, bool]:
+def check_case(c: Case, mode: str, onebit: str, work: Path, config) -> None:
+    """One run (fused or control) of case c against onnxruntime; fails on anything unexplained."""
+    r0 = reference(c, work)
+    d, ref = r0.d, r0.ref
+    env = {} if mode == "fused" else {"ONEBIT_QDQ": "0"}
+    r = run_onebit(onebit, r0.q_path, d.x_q, env)
+    if r.missing_kernel:
+        msg = "1bit: ops 1bit does not implement: com.onebit::QDQMatMul (the fused kernel is not built)"
+        if config.getoption("require_fused"):
+            pytest.fail(msg + " -- --require-fused")
+        pytest.skip(msg)
+    problem = expect_report(c, r.stderr, mode)
+    own_f = None
+    if mode == "control" or c.refused:
+        fr = run_onebit(onebit, r0.f_path, d.x_q, env)
+        own_f = (fr.out / d.s_y).astype(np.float32)
+    side = "fused" if mode == "fused" and not c.refused else "control"
+    v = compare(c, d, side, r.out, ref, r0.acc, r0.ort_f, own_f, r0.np_f, config.getoption("ties_only"))
+    n_exact = int(np.count_nonzero(r.out != r0.exact)) if r0.exact is not None else -1
+    note = problem or (f"vs exact rounding: {n_exact} differ" if r0.exact is not None else "refused, node by node")
+    explained = f"{v.ties} tie, {v.crossings} crossing" + (f", {v.unexplained} UNEXPLAINED" if v.unexplained else "")
+    print(f"   {mode:7s}: worst |d| {v.worst} LSB, {v.differing} of {ref.size} differ ({explained}); {note}")
+    verbose = config.get_verbosity() >= 2
+    for line in v.lines if (verbose or v.unexplained or len(v.lines) <= 20) else v.lines[:20]:
+        print(line)
+    ROWS.append(f"| {c.name} | {r0.shape} | {ref.size} | {mode} | {v.worst} | {v.differing} | "
+                f"{explained if v.differing else '-'} | {note} |")
+    assert problem is None, problem
+    assert v.unexplained == 0, f"{v.unexplained} of {v.differing} differing elements unexplained (printed above)"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def table():
+    """The markdown table of every run, printed after the module's last test."""
+    yield
+    if ROWS:
+        print("\n| case | M×K×N | elements | run | worst \\|d\\| LSB | differing | explained as | note |")
+        print("|---|---|---:|---|---:|---:|---:|---|")
+        print("\n".join(ROWS))
+
+
+def runs_of(group: str) -> list:
+    return [pytest.param(c, mode, id=f"{c.name}-{mode}") for c in all_cases() if c.group == group
+            for mode in ("fused", "control")]
+
+
+@pytest.mark.parametrize("case,mode", runs_of("small"))
+def test_small(case, mode, onebit, work, pytestconfig):
+    check_case(case, mode, onebit, work, pytestconfig)
+
+
+@pytest.mark.parametrize("case,mode", runs_of("large"))
+def test_large(case, mode, onebit, work, pytestconfig):
+    check_case(case, mode, onebit, work, pytestconfig)
+
+
+@pytest.mark.parametrize("case,mode", runs_of("proj"))
+def test_proj(case, mode, onebit, work, pytestconfig):
+    check_case(case, mode, onebit, work, pytestconfig)
+
+
+@pytest.fixture(scope="module")
+def memory(onebit, work, pytestconfig) -> dict:
+    """Peak RSS growth (kB) over the baseline graph of the fused and the ONEBIT_QDQ=0 run, 256x1024x1024."""
+    repeats = pytestconfig.getoption("memory_repeats")
     c = next(c for c in all_cases() if c.name == "large")
     d = make_data(c)
     paths = {"fused": work / "mem.onnx", "baseline": work / "mem-base.onnx"}
@@ -631,92 +676,29 @@ def memory_case(onebit: str, work: Path, repeats: int) -> tuple[list[str], bool,
                 raise RuntimeError(f"1bit run ({name}) failed:\n{err}")
             peak[name].append(kb)
     med = {k: int(np.median(v)) for k, v in peak.items() if v}
-    lines = [f"== memory (256x1024x1024, peak RSS of `1bit run`, median of {repeats}, kB): "
-             + ", ".join(f"{k} {med[k]} {sorted(peak[k])}" for k in med)]
+    print(f"== memory (256x1024x1024, peak RSS of `1bit run`, median of {repeats}, kB): "
+          + ", ".join(f"{k} {med[k]} {sorted(peak[k])}" for k in med))
     growth = {k: med[k] - med["baseline"] for k in med if k != "baseline"}
     dq_bytes = (c.m * c.k + c.k * c.n + c.m * c.n) * 4
-    lines.append(f"   growth over baseline: " + ", ".join(f"{k} {v} kB ({v / 1024:.2f} MiB)" for k, v in growth.items())
-                 + f"; float x_dq + w_dq + y = {dq_bytes // 1024} kB")
-    ok = True
-    if "control" in growth and growth["control"] < 4 * 1024:
-        lines.append("   note: the control grew less than w_dq alone (4 MiB): the measurement does not see the tensors")
-        ok = False
-    unavailable = "fused" not in growth
-    if unavailable:
-        lines.append("   fused: unavailable (fused kernel not built yet)")
-    elif growth["fused"] >= 4 * 1024 or growth["control"] - growth["fused"] < 4 * 1024:
-        lines.append(f"   FAIL: fused growth {growth['fused']} kB holds dequantized tensors "
-                     f"(limit: < 4096 kB and >= 4096 kB below the control)")
-        ok = False
-    else:
-        lines.append(f"   fused saves {growth['control'] - growth['fused']} kB against the control")
-    return lines, ok, unavailable
+    print("   growth over baseline: " + ", ".join(f"{k} {v} kB ({v / 1024:.2f} MiB)" for k, v in growth.items())
+          + f"; float x_dq + w_dq + y = {dq_bytes // 1024} kB")
+    return growth
 
 
-def main(argv=None) -> int:
-    cases = all_cases()
-    groups = sorted({c.group for c in cases}) + ["memory"]
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--onebit", default=str(Path(__file__).resolve().parents[1] / "build/1bit"), help="the 1bit binary")
-    p.add_argument("--case", action="append", default=[], help="case name (repeatable); 'memory' for the RSS case")
-    p.add_argument("--group", action="append", default=[], choices=groups, help="every case of a group")
-    p.add_argument("--all", action="store_true", help="every case, memory included")
-    p.add_argument("--list", action="store_true", help="list the cases and exit")
-    p.add_argument("--ties-only", action="store_true",
-                   help="explain only exact ties (DESIGN.md's wording); a bounded crossing then fails")
-    p.add_argument("--require-fused", action="store_true", help="a missing fused kernel fails instead of skipping")
-    p.add_argument("--memory-repeats", type=int, default=3)
-    p.add_argument("--keep", type=Path, help="keep graphs and outputs in this directory")
-    p.add_argument("-v", "--verbose", action="store_true", help="print every differing element, even past 20")
-    args = p.parse_args(argv)
-    if args.list:
-        for c in cases:
-            print(f"{c.name:12s} {c.group:6s} {c.m}x{c.k}x{c.n:<6d} {c.doc}")
-        print(f"{'memory':12s} memory 256x1024x1024 peak RSS growth, fused vs ONEBIT_QDQ=0")
-        return 0
-    names = set(args.case)
-    want_memory = args.all or "memory" in names or "memory" in args.group
-    chosen = [c for c in cases if args.all or c.name in names or c.group in args.group]
-    unknown = names - {c.name for c in cases} - {"memory"}
-    if unknown:
-        p.error(f"unknown case(s) {sorted(unknown)}; --list shows them")
-    if not chosen and not want_memory:
-        p.error("nothing to run: --case, --group or --all")
-    if not Path(args.onebit).exists():
-        p.error(f"{args.onebit} does not exist")
-
-    rows: list[Row] = []
-    ok, unavailable = True, False
-    with tempfile.TemporaryDirectory(prefix="qdq-exact-") as tmp:
-        work = args.keep or Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        for c in chosen:
-            rows += run_case(c, args.onebit, work, args.verbose, args.ties_only)
-        mem_lines = []
-        if want_memory:
-            mem_lines, mem_ok, mem_unavailable = memory_case(args.onebit, work, args.memory_repeats)
-            ok &= mem_ok
-            unavailable |= mem_unavailable
-
-    if rows:
-        print("\n| case | M×K×N | elements | run | worst \\|d\\| LSB | differing | explained as | note |")
-        print("|---|---|---:|---|---:|---:|---:|---|")
-        for r in rows:
-            print(f"| {r.case} | {r.shape} | {r.elements} | {r.mode} | {r.worst} | {r.differing} | {r.explained} | {r.note} |")
-    for line in mem_lines:
-        print(line)
-    ok &= all(r.ok for r in rows)
-    unavailable |= any(r.unavailable for r in rows)
-    if not ok:
-        print("FAIL")
-        return 1
-    if unavailable:
-        print("PASS for every run that exists; the fused kernel (com.onebit::QDQMatMul) is not built yet"
-              + (" -- failing (--require-fused)" if args.require_fused else f" -- exit {SKIP} (skip)"))
-        return 1 if args.require_fused else SKIP
-    print("PASS")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.mark.parametrize("check", ["control_holds_dequantized", "fused_holds_none"])
+def test_memory(check, memory, pytestconfig):
+    # Without the control's growth the measurement does not see the tensors, and the fused number means nothing.
+    assert "control" in memory and memory["control"] >= 4 * 1024, (
+        f"the control grew {memory.get('control')} kB, less than w_dq alone (4 MiB): "
+        "the measurement does not see the tensors")
+    if check == "control_holds_dequantized":
+        return
+    if "fused" not in memory:
+        msg = "fused: unavailable (the fused kernel com.onebit::QDQMatMul is not built)"
+        if pytestconfig.getoption("require_fused"):
+            pytest.fail(msg + " -- --require-fused")
+        pytest.skip(msg)
+    fused, control = memory["fused"], memory["control"]
+    print(f"   fused saves {control - fused} kB against the control")
+    assert fused < 4 * 1024 and control - fused >= 4 * 1024, (
+        f"fused growth {fused} kB holds dequantized tensors (limit: < 4096 kB and >= 4096 kB below the control)")

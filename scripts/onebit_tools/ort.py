@@ -1,0 +1,43 @@
+"""onnxruntime sessions as the scripts make them: CPU execution provider only,
+the graph optimization level by name, optional thread counts, session config
+entries and the optimized graph written to a file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnxruntime as ort
+
+LEVELS = {
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,  # onnxruntime's default
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,  # node by node: the reference semantics
+}
+
+
+def session(model: str | Path | bytes, opt: str = "all", threads: int | None = None, inter_threads: int | None = None,
+            quiet: bool = False, optimized_path: str | Path | None = None, config: dict[str, str] | None = None,
+            sequential: bool = False) -> ort.InferenceSession:
+    """An InferenceSession on the CPU EP.
+
+    opt: a key of LEVELS. threads / inter_threads: intra- and inter-op
+    thread counts (None: onnxruntime's choice). quiet: log errors only
+    (severity 3). optimized_path: where onnxruntime writes the graph it runs.
+    config: session config entries. sequential: ORT_SEQUENTIAL execution.
+    """
+    so = ort.SessionOptions()
+    so.graph_optimization_level = LEVELS[opt]
+    if threads is not None:
+        so.intra_op_num_threads = threads
+    if inter_threads is not None:
+        so.inter_op_num_threads = inter_threads
+    if quiet:
+        so.log_severity_level = 3
+    if optimized_path is not None:
+        so.optimized_model_filepath = str(optimized_path)
+    if sequential:
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    for key, value in (config or {}).items():
+        so.add_session_config_entry(key, value)
+    source = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])

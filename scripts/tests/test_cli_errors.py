@@ -1,0 +1,85 @@
+"""Bad input to `1bit ort-run`, `1bit run` and `1bit inspect`: each case must
+exit 1 (not a crash, not "internal error") with one clear message naming what
+is wrong. One test per case:
+
+  test_bad_input[missing tokenizer]
+
+  pytest scripts/tests/test_cli_errors.py --onebit build/1bit --tiny DIR   # DIR: model.onnx, tokenizer.json
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import tiny
+
+
+@pytest.fixture(scope="module")
+def files(pytestconfig, tmp_path_factory) -> dict[str, Path]:
+    """The bad inputs, made once: name -> path."""
+    model = tiny(pytestconfig) / "model.onnx"
+    if not model.is_file():
+        pytest.fail(f"{model} not found (the tiny export: scripts/test_models.py tiny --out DIR)")
+    tmp = tmp_path_factory.mktemp("cli_errors")
+    f = {"tiny": model, "tmp": tmp}
+    # A model directory without a tokenizer.
+    (tmp / "bare").mkdir()
+    f["bare"] = Path(shutil.copy(model, tmp / "bare"))
+    f["bad_tokenizer"] = tmp / "bad_tokenizer.json"
+    f["bad_tokenizer"].write_text('{"model": {"type": "BPE", "vocab": 3}}')
+    # A context of 8 positions (config.json beside a copy of the model).
+    (tmp / "short").mkdir()
+    f["short"] = Path(shutil.copy(model, tmp / "short"))
+    (tmp / "short" / "config.json").write_text('{"max_position_embeddings": 8, "eos_token_id": 151645}')
+    # A graph without logits.
+    g = helper.make_graph([helper.make_node("Identity", ["input_ids"], ["out"])], "nologits",
+                          [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"])],
+                          [helper.make_tensor_value_info("out", TensorProto.INT64, ["b", "s"])])
+    f["nologits"] = tmp / "nologits.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), f["nologits"])
+    f["junk"] = tmp / "junk.npy"
+    f["junk"].write_bytes(b"not numpy")
+    f["ids"] = tmp / "ids.npy"
+    np.save(f["ids"], np.array([[1, 2, 3]], dtype=np.int64))
+    f["f32"] = tmp / "f32.npy"
+    np.save(f["f32"], np.zeros((1, 3), dtype=np.float32))
+    return f
+
+
+# name -> (arguments with {file} placeholders, strings the message must contain)
+CASES = {
+    "missing tokenizer": (["ort-run", "{bare}", "--prompt", "hi"], ["no tokenizer.json", "--tokenizer"]),
+    "unreadable tokenizer": (["ort-run", "{tiny}", "--prompt", "hi", "--tokenizer", "{tmp}/nope.json"], ["nope.json"]),
+    "malformed tokenizer": (["ort-run", "{tiny}", "--prompt", "hi", "--tokenizer", "{bad_tokenizer}"],
+                            ["bad_tokenizer.json"]),
+    "prompt longer than the context": (["ort-run", "{short}", "--prompt-ids", "1,2,3,4,5,6,7,8,9,10"],
+                                       ["prompt is 10 tokens", "context is 8"]),
+    "-n 0": (["ort-run", "{tiny}", "--prompt", "hi", "-n", "0"], ["at least 1"]),
+    "--cached on a graph without a cache": (["ort-run", "{tiny}", "--cached", "--prompt", "hi"], ["no KV cache input"]),
+    "graph without logits": (["ort-run", "{nologits}", "--prompt-ids", "1,2"],
+                             ["no output named logits", "inputs:", "input_ids"]),
+    "missing model": (["ort-run", "{tmp}/none.onnx", "--prompt-ids", "1"], ["none.onnx", "cannot open"]),
+    "run: bad .npy": (["run", "{tiny}", "--input", "input_ids={junk}"], ["junk.npy", "not a .npy"]),
+    "run: unknown input": (["run", "{tiny}", "--input", "tokens={ids}"], ["no input 'tokens'", "input_ids"]),
+    "run: wrong dtype": (["run", "{tiny}", "--input", "input_ids={f32}"], ["'input_ids' is float32", "int64"]),
+    "inspect: not a model": (["inspect", "{junk}"], ["junk.npy"]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input(name, onebit, files):
+    args, expect = CASES[name]
+    args = [a.format(**files) for a in args]
+    p = subprocess.run([onebit] + args, capture_output=True, text=True, timeout=300)
+    msg = (p.stderr or "").strip()
+    print(f"exit {p.returncode}: {msg.splitlines()[-1] if msg else '(no message)'}")
+    assert p.returncode == 1, f"exit {p.returncode}, want 1:\n{msg}"
+    missing = [e for e in expect if e not in msg]
+    assert not missing, f"{missing} not in the message:\n{msg}"
+    assert "internal error" not in msg, msg
