@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   onebit::cli::add_bench_command(app, action);
   onebit::cli::add_pack_command(app, action);
   onebit::cli::add_tokenize_command(app, action);
+  onebit::cli::add_npu_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

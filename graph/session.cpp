@@ -117,6 +117,14 @@ void Session::reserve(const std::vector<NamedTensor>& inputs) {
   stats_.output_allocations = outputs_->allocations();
 }
 
+std::vector<Shape> Session::value_shapes(const std::vector<NamedTensor>& inputs) {
+  const std::unique_ptr<Plan> plan = planner_->build(bind_inputs(inputs));
+  std::vector<Shape> shapes(graph_.values.size());
+  for (size_t v = 0; v < shapes.size(); ++v)
+    if (!plan->values[v].dynamic) shapes[v] = plan->values[v].shape;
+  return shapes;
+}
+
 std::vector<std::string> Session::input_names() const {
   std::vector<std::string> names;
   for (int v : graph_.inputs) names.push_back(graph_.value(v).name);

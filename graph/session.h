@@ -64,6 +64,10 @@ class Session {
   // A decode loop reserves for its last step before its first.
   void reserve(const std::vector<NamedTensor>& inputs);
 
+  // The dtype and shape of every value for inputs of these shapes (data may
+  // be null), as a plan would have them; unknown until run time: empty.
+  std::vector<Shape> value_shapes(const std::vector<NamedTensor>& inputs);
+
   // Counters for tests and traces.
   struct Stats {
     int64_t runs = 0;

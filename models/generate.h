@@ -43,6 +43,10 @@ class Generator {
 
   const CausalLmBinding& binding() const { return binding_; }
 
+  // Shape-only inputs of one pass of `seq` new tokens after `past_len`
+  // cached ones (for Session::reserve and Session::value_shapes).
+  std::vector<NamedTensor> shapes_for(int64_t seq, int64_t past_len) { return inputs_for(nullptr, seq, past_len, false); }
+
  private:
   // Inputs for one pass of `seq` new tokens after `past_len` cached ones;
   // with `data` false they carry shapes only (for Session::reserve).

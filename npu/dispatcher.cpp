@@ -39,7 +39,7 @@ Dispatcher::Dispatcher(std::unique_ptr<Device> device, std::vector<Design> desig
     : device_(std::move(device)), designs_(std::move(designs)), options_(options),
       no_device_why_(std::move(no_device_why)) {
   device_name_ = device_ ? device_->name() : "no device";
-  if (!device_ && !no_device_why_.empty()) fmt::print(stderr, "npu: {}; GEMMs run on the host\n", no_device_why_);
+  if (!device_ && !no_device_why_.empty()) say(fmt::format("npu: {}; GEMMs run on the host", no_device_why_));
 }
 
 Dispatcher::~Dispatcher() {
@@ -47,8 +47,13 @@ Dispatcher::~Dispatcher() {
   opened_.clear();
 }
 
+void Dispatcher::say(const std::string& line) const {
+  if (options_.log) options_.log(line);
+  else fmt::print(stderr, "{}\n", line);
+}
+
 void Dispatcher::note(const std::string& key, const std::string& line) {
-  if (said_.insert(key).second) fmt::print(stderr, "{}\n", line);
+  if (said_.insert(key).second) say(line);
 }
 
 Dispatcher::Opened* Dispatcher::open_for(size_t k, size_t n, std::string& why) {
@@ -130,13 +135,12 @@ Dispatcher::Slot* Dispatcher::bind(Route route, const std::string& label, size_t
     }
     if (o) {
       ++counters_.gemms_routed;
-      if (options_.trace)
-        fmt::print(stderr, "npu_{}_bind node='{}' k={} n={} design={}\n", r, label, k, n, o->design->key());
+      if (options_.trace) say(fmt::format("npu_{}_bind node='{}' k={} n={} design={}", r, label, k, n, o->design->key()));
       slots_.push_back(std::move(slot));
       return slots_.back().get();
     }
   }
-  if (options_.trace) fmt::print(stderr, "npu_{}_fallback node='{}' k={} n={} why={}\n", r, label, k, n, why);
+  if (options_.trace) say(fmt::format("npu_{}_fallback node='{}' k={} n={} why={}", r, label, k, n, why));
   return nullptr;
 }
 
@@ -144,8 +148,8 @@ void Dispatcher::mark_dead(Opened& o, const std::string& why) {
   if (o.dead) return;
   o.dead = true;
   o.why = why;
-  fmt::print(stderr, "npu: design {} failed on the {} ({}); its GEMMs run on the host for the rest of the session\n",
-             o.design->key(), device_name_, why);
+  say(fmt::format("npu: design {} failed on the {} ({}); its GEMMs run on the host for the rest of the session",
+                  o.design->key(), device_name_, why));
 }
 
 bool Dispatcher::alive(const Slot& slot) const { return !slot.opened->dead; }
@@ -161,17 +165,22 @@ std::vector<int8_t> Dispatcher::weight_of(const Slot& slot) const {
   return w;
 }
 
+bool Dispatcher::routes(Slot& slot, size_t m) {
+  if (m >= kDeviceMinRows) return true;
+  ++counters_.host_row_calls;
+  if (options_.trace) {
+    const char* r = route_name(slot.route);
+    note(fmt::format("h:{}:{}:{}:{}", r, m, slot.k, slot.n),
+         fmt::format("npu_{}_host_rows m={} k={} n={} min={}", r, m, slot.k, slot.n, kDeviceMinRows));
+  }
+  return false;
+}
+
 bool Dispatcher::run(Slot& slot, size_t m, const void* x, size_t lda, uint8_t flip, int32_t* c, size_t ldc) {
   const char* r = route_name(slot.route);
   Opened& o = *slot.opened;
   const size_t k = slot.k, n = slot.n;
-  if (m < kDeviceMinRows) {
-    ++counters_.host_row_calls;
-    if (options_.trace)
-      note(fmt::format("h:{}:{}:{}:{}", r, m, k, n),
-           fmt::format("npu_{}_host_rows m={} k={} n={} min={}", r, m, k, n, kDeviceMinRows));
-    return false;
-  }
+  if (!routes(slot, m)) return false;
   if (o.dead) {
     ++counters_.fallback_calls;
     if (options_.trace)

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -52,6 +53,8 @@ struct DispatcherOptions {
   int max_contexts = 4;  // hardware contexts opened at most (Phoenix allows 6 per system, Strix 16)
   bool trace = false;
   std::chrono::milliseconds timeout{5000};
+  // Where the lines go (trace and the one-time notices); null: stderr.
+  std::function<void(const std::string&)> log;
   // Test only: leave out one sync so a test can see the device's output go
   // wrong (never set outside tests).
   bool test_skip_a_sync = false;
@@ -96,6 +99,11 @@ class Dispatcher {
   // dead design, this launch failed); C is then unspecified.
   bool run(Slot& slot, size_t m, const void* x, size_t lda, uint8_t flip, int32_t* c, size_t ldc);
 
+  // Whether a call of m rows takes the device's way (at least
+  // kDeviceMinRows); when not, it is counted and traced as host rows. run()
+  // asks this itself; a caller that must prepare operands first asks before.
+  bool routes(Slot& slot, size_t m);
+
   // The weight a slot holds, as [K, N] int8 (for a host twin built when the
   // design dies).
   std::vector<int8_t> weight_of(const Slot& slot) const;
@@ -110,7 +118,8 @@ class Dispatcher {
  private:
   struct Opened;
   Opened* open_for(size_t k, size_t n, std::string& why);
-  void note(const std::string& key, const std::string& line);
+  void note(const std::string& key, const std::string& line);  // once per key
+  void say(const std::string& line) const;
   void mark_dead(Opened& o, const std::string& why);
 
   std::unique_ptr<Device> device_;

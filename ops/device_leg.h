@@ -32,6 +32,9 @@ class DeviceLeg {
   // Bytes the accumulator needs for m rows (0 unbound), 64-byte rounded.
   size_t workspace_bytes(size_t m) const { return slot_ ? (m * n_ * sizeof(int32_t) + 63) / 64 * 64 : 0; }
 
+  // Whether m rows go the device's way (else counted as host rows).
+  bool routes(size_t m) { return slot_ && npu_->routes(*slot_, m); }
+
   // acc[m][N] = the device's Σ x'·w' for the m rows at x (XOR `flip`);
   // false when the host must compute (acc unspecified).
   bool run(size_t m, const void* x, size_t lda, uint8_t flip, int32_t* acc) {

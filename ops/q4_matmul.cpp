@@ -96,7 +96,7 @@ class Q4KernelBase : public Kernel {
     const size_t m = static_cast<size_t>(x.size()) / k;
     if (m == 0) return;
     float* y = ctx.output(0).data<float>();
-    if (device_.bound() && m >= npu::kDeviceMinRows) return run_qd8(m, x.data<float>(), y, ctx);
+    if (device_.routes(m)) return run_qd8(m, x.data<float>(), y, ctx);
     gemm_->run(m, x.data<float>(), k, y, n, ctx.workspace(), &ctx.pool());
   }
 

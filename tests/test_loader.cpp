@@ -240,7 +240,7 @@ TEST_CASE("loader: two nodes writing one name", "[loader][bad-input]") {
   CHECK_THAT(load_error(save(b, dir)), Catch::Contains("'two'") && Catch::Contains("'y'") && Catch::Contains("'one'"));
 }
 
-TEST_CASE("loader: an unknown op loads as a placeholder; running lists every unsupported op", "[loader][bad-input]") {
+TEST_CASE("loader: an unknown op loads as a placeholder and running lists every unsupported op", "[loader][bad-input]") {
   const std::string dir = scratch_dir("loader_unknown_op");
   ModelBuilder b;
   b.input("x", kFloat, {2}).output("y", kFloat, {2});

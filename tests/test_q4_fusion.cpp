@@ -489,7 +489,7 @@ TEST_CASE("q4 fusion: auto activation precision is int8-block", "[fusion][q4]") 
   CHECK(bit_equal(run(path, {{"x", x}}, true, "auto").y, direct_q4(c, W, x, Q4Act::kInt8Block)));
 }
 
-TEST_CASE("q4 fusion: switched off; act precision names", "[fusion][q4]") {
+TEST_CASE("q4 fusion: switched off, and the act precision names", "[fusion][q4]") {
   Case c;
   const Weights W = draw(c);
   const std::string path = save(c, W, "q4_switches");
