@@ -42,3 +42,18 @@ foreach(producer quark ort)
   set_tests_properties(parity_run_tiny_qdq_${producer} PROPERTIES FIXTURES_REQUIRED tiny_qdq_${producer}
                        TIMEOUT 300 LABELS qdq)
 endforeach()
+
+# The NPU dispatcher end to end on the reference device (software, not an
+# NPU): the tiny Qwen3 exported with its KV cache, quantized by Quark, one
+# M=16 design per projection shape (the LM head has none).
+set(qdq_cached ${PROJECT_BINARY_DIR}/models/qwen3-tiny/model-cached-qdq-quark.onnx)
+add_test(NAME quantize_tiny_cached_qdq_quark
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/quantize_qdq.py
+          ${PROJECT_BINARY_DIR}/models/qwen3-tiny/model-cached.onnx -o ${qdq_cached} --producer quark
+          --calib-samples 4 --calib-len 64)
+set_tests_properties(quantize_tiny_cached_qdq_quark PROPERTIES FIXTURES_REQUIRED tiny_qwen3
+                     FIXTURES_SETUP tiny_cached_qdq TIMEOUT 900 LABELS "qdq;npu")
+onebit_add_pytest(npu_reference_e2e_tiny_qdq TESTS test_npu_e2e.py
+  ARGS --model ${qdq_cached} --designs 16x64x64,16x64x32,16x64x128,16x128x64)
+set_tests_properties(npu_reference_e2e_tiny_qdq PROPERTIES FIXTURES_REQUIRED tiny_cached_qdq TIMEOUT 600
+                     LABELS "qdq;npu")

@@ -40,6 +40,8 @@ def pytest_addoption(parser):
     g.addoption("--ties-only", action="store_true",
                 help="explain only exact ties (DESIGN.md's wording); a bounded crossing then fails")
     g.addoption("--memory-repeats", type=int, default=3, help="runs per side of the memory case (median)")
+    # test_npu_e2e
+    g.addoption("--designs", help="NPU designs in ONEBIT_NPU_DESIGNS' short form (test_npu_e2e)")
     # test_qdq_coverage
     g.addoption("--expect-groups", type=int, help="fused QDQ groups the --model must have")
     g.addoption("--no-refusals", action="store_true", help="no QDQ group of the --model may be refused")
