@@ -15,7 +15,7 @@
 //                 decode case where the weight streams from DRAM.
 //   q4_act/…      cold M = 1 with int8-block or float activations (range 2:
 //                 1 = int8-block, 2 = float).
-//   a8w8/…, a8w8_cold/…   the same for the A8W8 kernel (int8 × int8, float out).
+//   q8_gemm/…, q8_gemm_cold/…   the same for the q8 GEMM (int8 × int8, float out).
 //   stream/MiB/threads    read bandwidth: a buffer of that size read with
 //                 64-byte loads, each thread one contiguous part (as decode
 //                 splits the weight); 1024 MiB is DRAM, 4-64 MiB stay in cache.
