@@ -1,5 +1,6 @@
-// A zeroed, 64-byte aligned heap buffer: packed weights and their per-column
-// tables live in these (one cache line per Q4Group / VNNI weight group).
+// A zeroed, 64-byte aligned heap buffer, counted against the memory budget:
+// packed weights and their per-column tables live in these (one cache line
+// per Q4Group / VNNI weight group).
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "base/memory_budget.h"
 
 namespace onebit {
 
@@ -18,10 +20,9 @@ class AlignedBuffer {
   AlignedBuffer() = default;
   // At least one cache line, so empty problems still get a valid pointer.
   AlignedBuffer(size_t bytes, const char* what) : bytes_(bytes) {
-    const size_t rounded = bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
-    p_.reset(std::aligned_alloc(kAlign, rounded));
-    if (!p_) fail("out of memory allocating {} bytes for {}", rounded, what);
-    std::memset(p_.get(), 0, rounded);
+    p_.reset(budgeted_alloc(bytes, kAlign, what));
+    p_.get_deleter().bytes = bytes;
+    std::memset(p_.get(), 0, bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign);
   }
 
   template <class T>
@@ -32,7 +33,9 @@ class AlignedBuffer {
 
  private:
   struct Free {
-    void operator()(void* p) const { std::free(p); }
+    Free() noexcept {}
+    size_t bytes = 0;
+    void operator()(void* p) const { budgeted_free(p, bytes, kAlign); }
   };
   std::unique_ptr<void, Free> p_;
   size_t bytes_ = 0;

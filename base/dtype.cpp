@@ -1,5 +1,8 @@
 #include "base/dtype.h"
 
+#include "base/error.h"
+#include "base/sizes.h"
+
 #include <cstring>
 
 namespace onebit {
@@ -35,8 +38,13 @@ int dtype_bits(DType t) {
 
 size_t dtype_bytes(DType t, int64_t count) {
   const int bits = dtype_bits(t);
-  if (bits == 4) return static_cast<size_t>((count + 1) / 2);
-  return static_cast<size_t>(count) * static_cast<size_t>(bits / 8);
+  if (count < 0) fail("{} elements of {}: a negative count", count, dtype_name(t));
+  if (bits == 4) return static_cast<size_t>(count / 2 + count % 2);
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(bits / 8), &bytes) ||
+      bytes > kMaxTensorBytes)
+    fail("{} elements of {} are more than 2^48 bytes", count, dtype_name(t));
+  return static_cast<size_t>(bytes);
 }
 
 std::string_view dtype_name(DType t) {

@@ -33,7 +33,15 @@ void ThreadPool::work_on(Job& job) {
   for (;;) {
     const int64_t t = job.next.fetch_add(1);
     if (t >= job.tasks) break;
-    job.call(job.ctx, t);
+    if (!job.failed.load(std::memory_order_relaxed)) {
+      try {
+        job.call(job.ctx, t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(job.error_mutex);
+        if (!job.error) job.error = std::current_exception();
+        job.failed.store(true, std::memory_order_relaxed);
+      }
+    }
     job.done.fetch_add(1);
   }
 }
@@ -66,7 +74,10 @@ void ThreadPool::run_impl(int64_t tasks, Call call, void* ctx) {
     for (int64_t t = 0; t < tasks; ++t) call(ctx, t);
     return;
   }
-  Job job{call, ctx, tasks};
+  Job job;
+  job.call = call;
+  job.ctx = ctx;
+  job.tasks = tasks;
   job_.store(&job);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -79,6 +90,7 @@ void ThreadPool::run_impl(int64_t tasks, Call call, void* ctx) {
   while (job.done.load() != tasks) _mm_pause();
   job_.store(nullptr);
   while (active_.load() != 0) _mm_pause();
+  if (job.error) std::rethrow_exception(job.error);
 }
 
 }  // namespace onebit

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -23,7 +24,10 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(task) for every task in [0, tasks), spread dynamically over the
-  // threads; returns when all are done. Nested calls run inline.
+  // threads; returns when all are done. Nested calls run inline. An
+  // exception thrown by fn (a kernel's Error) stops the tasks not yet
+  // started and is rethrown here, on the caller's thread, once every worker
+  // has left the job.
   template <class F>
   void run(int64_t tasks, F&& fn) {
     using Fn = std::remove_reference_t<F>;
@@ -53,11 +57,14 @@ class ThreadPool {
   using Call = void (*)(void*, int64_t);
   // One parallel call; lives on the caller's stack for the call's duration.
   struct Job {
-    Call call;
-    void* ctx;
-    int64_t tasks;
+    Call call = nullptr;
+    void* ctx = nullptr;
+    int64_t tasks = 0;
     std::atomic<int64_t> next{0};
     std::atomic<int64_t> done{0};
+    std::atomic<bool> failed{false};
+    std::mutex error_mutex;
+    std::exception_ptr error;  // the first exception a task threw
   };
   void run_impl(int64_t tasks, Call call, void* ctx);
   void worker_loop();

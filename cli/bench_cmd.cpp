@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fstream>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/json.h"
 #include "base/thread_pool.h"
@@ -93,9 +94,9 @@ void add_bench_command(CLI::App& app, Action& action) {
       if (model->npu()) fmt::print("  {}\n", model->npu()->summary());
       json["peak_rss_mib"] = peak_rss_mib();
       if (!a->json.empty()) {
-        std::ofstream out(a->json);
-        out << json_text(json) << "\n";
-        if (!out) fail("{}: cannot write", a->json);
+        AtomicFile out(a->json);
+        out.out() << json_text(json) << "\n";
+        out.commit();
       }
       return 0;
     };

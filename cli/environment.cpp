@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "base/cpu_features.h"
+#include "base/memory_budget.h"
 #include "base/error.h"
 #include "cli/session_flags.h"
 
@@ -62,7 +63,22 @@ CLI::Validator one_of(std::vector<std::string> names) {
       "{" + list + "}");
 }
 
+void add_max_memory(CLI::App* cmd) {
+  cmd->add_option_function<std::string>(
+         "--max-memory",
+         [](const std::string& v) {
+           uint64_t bytes = 0;
+           if (!parse_bytes(v, bytes) || bytes == 0)
+             throw CLI::ValidationError("--max-memory", "'" + v + "' is not a size (e.g. 8G, 512MiB, 1000000)");
+           set_memory_limit(bytes);
+         },
+         "Memory budget for tensors, packed weights and buffers (default: physical memory, " +
+             format_bytes(physical_memory_bytes()) + "); a model needing more is an error naming what")
+      ->type_name("BYTES");
+}
+
 void SessionFlags::add_to(CLI::App* cmd) {
+  add_max_memory(cmd);
   cmd->add_option("--threads", threads, "Threads (default: the machine's cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--basic", basic, "Basic rewrites only: constant folding and the QDQ fusion (for parity runs)");
   cmd->add_flag("--int8", int8, "Run float MatMuls with constant weights as dynamic int8 (qd8)");

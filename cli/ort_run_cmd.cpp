@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "cli/commands.h"
@@ -124,6 +125,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       if (!a->dump_logits.empty()) {
         Tensor logits = Tensor::allocate_uninit(DType::F32, {static_cast<int64_t>(r.tokens.size()), r.vocab});
         std::copy(r.logits.begin(), r.logits.end(), logits.data<float>());
+        refuse_same_file(a->dump_logits, a->model, "--dump-logits file");
         write_npy(a->dump_logits, logits);
         write_npy(sibling(a->dump_logits, "ids"), ids_tensor(r.tokens));
         write_npy(sibling(a->dump_logits, "prompt"), ids_tensor(r.prompt));

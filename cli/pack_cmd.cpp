@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/session_flags.h"
 #include "graph/census.h"
 #include "base/error.h"
 #include "graph/onnx/onnx_loader.h"
@@ -77,6 +78,7 @@ void add_pack_command(CLI::App& app, Action& action) {
   cmd->add_option("--exclude", a->exclude,
                   "Keep this weight float: an initializer, value or MatMul node name ('*' and '?' glob); repeatable");
   cmd->add_flag("--clip-search", a->clip_search, "Per block, the clipped scale of least squared error");
+  add_max_memory(cmd);
   cmd->add_option("--external-data", a->external,
                   "auto (if the source has external data or the result passes 1.8 GB), always or never")
       ->capture_default_str();

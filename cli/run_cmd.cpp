@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/session_flags.h"
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "graph/npy.h"
 #include "graph/onnx/onnx_loader.h"
@@ -60,6 +61,7 @@ void add_run_command(CLI::App& app, Action& action) {
         for (char& c : file)
           if (c == '/' || c == '\\' || c == ':') c = '_';
         const std::string path = (std::filesystem::path(args->output_dir) / (file + ".npy")).string();
+        refuse_same_file(path, args->model, "output");
         write_npy(path, outputs[i]);
         if (args->verbose)
           fmt::print(stderr, "{} {} {} -> {}\n", names[i], dtype_name(outputs[i].dtype()),

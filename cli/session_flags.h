@@ -37,6 +37,10 @@ void apply_isa_cap();
 // error listing them ("--npu: 'gpu' is not one of off, auto, xrt, reference").
 CLI::Validator one_of(std::vector<std::string> names);
 
+// --max-memory BYTES on `cmd`: the process's memory budget
+// (base/memory_budget.h), applied when parsed; default the physical memory.
+void add_max_memory(CLI::App* cmd);
+
 struct SessionFlags {
   int threads = 0;
   bool basic = false;

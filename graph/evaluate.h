@@ -2,6 +2,7 @@
 // shape-subgraph folding at plan time both come through here.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "graph/graph.h"
@@ -18,5 +19,10 @@ class ThreadPool;
 // for omitted outputs).
 std::vector<Tensor> evaluate_node(const Graph& g, const Node& node, Kernel& kernel,
                                   const std::vector<const Tensor*>& inputs, ThreadPool& pool);
+
+// Bytes `kernel` would allocate for the outputs of `node` on `inputs`
+// (reshape only: nothing is allocated or run). For callers that must bound
+// what they materialize before they do (constant folding).
+size_t output_bytes(const Graph& g, const Node& node, Kernel& kernel, const std::vector<const Tensor*>& inputs);
 
 }  // namespace onebit

@@ -2,9 +2,16 @@
 
 #include <iterator>
 
+#include "base/error.h"
+#include "base/sizes.h"
+
 namespace onebit {
 
 size_t MemoryPlanner::allocate(size_t bytes) {
+  // Each slot is at most 2^48 bytes (base/sizes.h); the arena is held to the
+  // same bound, so no offset below can wrap.
+  if (bytes > kMaxTensorBytes || top_ > kMaxTensorBytes - bytes - MemoryPlanner::kAlign)
+    fail("the run's buffers need more than 2^48 bytes ({} planned, {} more)", top_, bytes);
   bytes = round(bytes);
   auto best = free_.end();
   for (auto it = free_.begin(); it != free_.end(); ++it)

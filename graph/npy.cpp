@@ -5,6 +5,7 @@
 #include <fstream>
 #include <memory>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/mapped_file.h"
 
@@ -85,9 +86,9 @@ Tensor read_npy(const std::string& path) {
     i = j;
   }
   const int64_t count = checked_numel(shape);
-  if (count < 0) fail("{}: .npy shape ({}) overflows", path, dims);
+  if (count < 0) fail("{}: .npy shape ({}) has more than 2^50 elements", path, dims);
   const uint64_t data_at = header_at + header_len;
-  const uint64_t need = dtype_bytes(dtype, count);
+  const uint64_t need = with_context(path, [&] { return dtype_bytes(dtype, count); });
   if (size - data_at != need)
     fail("{}: .npy shape {} of {} needs {} bytes, the file holds {}", path, shape_str(shape), dtype_name(dtype), need,
          size - data_at);
@@ -110,15 +111,15 @@ void write_npy(const std::string& path, const Tensor& t) {
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  std::ofstream out(path, std::ios::binary);
-  if (!out) fail("{}: cannot open for writing", path);
+  AtomicFile file(path);  // a killed writer leaves no half .npy under `path`
+  std::ofstream& out = file.out();
   const uint16_t len = static_cast<uint16_t>(header.size());
   out.write("\x93NUMPY\x01\x00", 8);
   out.put(static_cast<char>(len & 0xff));
   out.put(static_cast<char>(len >> 8));
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   out.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.bytes()));
-  if (!out) fail("{}: write failed", path);
+  file.commit();
 }
 
 }  // namespace onebit

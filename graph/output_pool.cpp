@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "base/error.h"
+#include "base/memory_budget.h"
 
 namespace onebit {
 
@@ -14,9 +15,8 @@ Tensor OutputPool::buffer(size_t slot, DType dtype, const Shape& shape) {
     if (b.storage.use_count() == 1 && b.capacity >= bytes) return Tensor(dtype, shape, b.storage.get(), b.storage);
   // Headroom so outputs that grow by a position per step (present) settle.
   const size_t capacity = (bytes + bytes / 4 + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, capacity);
-  if (!p) fail("{}: out of memory allocating {} bytes for an output", what_, capacity);
-  std::shared_ptr<void> storage(p, [](void* q) { std::free(q); });
+  std::shared_ptr<void> storage = budgeted_shared(capacity, 64, what_ + ": an output buffer");
+  void* p = storage.get();
   ++allocations_;
   auto victim = std::find_if(buffers.begin(), buffers.end(), [](const Buffer& b) { return b.storage.use_count() == 1; });
   if (victim != buffers.end()) *victim = {storage, capacity};

@@ -113,7 +113,7 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
       ValuePlan& vp = p.value(node.outputs[o]);
       vp.dtype = op.dtype;
       vp.shape = op.shape;
-      out_bytes += dtype_bytes(op.dtype, count);
+      out_bytes += with_context([&] { return g_.node_label(node); }, [&] { return dtype_bytes(op.dtype, count); });
       holds = holds || op.held;
     }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "base/error.h"
+#include "base/memory_budget.h"
 #include "base/thread_pool.h"
 #include "graph/evaluate.h"
 #include "graph/kernel.h"
@@ -202,12 +203,35 @@ void Session::ensure_arena(size_t bytes) {
   // per step settles instead of reallocating every step.
   const size_t size = std::max(bytes + bytes / 4, size_t{1} << 20);
   const size_t rounded = (size + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) fail("{}: out of memory: the run needs a {} byte arena", graph_.path, rounded);
-  arena_.reset(p, [](void* q) { std::free(q); });
+  arena_.reset();  // the old arena's bytes go back to the budget first
+  arena_ = budgeted_shared(rounded, 64, fmt::format("{}: the run's {}-byte arena", graph_.path, rounded));
   arena_size_ = rounded;
   ++stats_.arena_allocations;
   stats_.arena_bytes = arena_size_;
+}
+
+// Where a static node's outputs live this run: kernel-held, a view, placed
+// inside a graph output, an arena slot, or a graph-output buffer.
+void Session::bind_outputs(const Plan& p, const Node& node, const std::vector<Tensor>& rt, uint8_t* arena,
+                           std::vector<Tensor>& outs) {
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    const int v = node.outputs[o];
+    if (v < 0) continue;
+    const ValuePlan& vp = p.value(v);
+    if (vp.held) {
+      outs[o] = Tensor(vp.dtype, vp.shape, nullptr);
+    } else if (vp.alias_of >= 0) {
+      const Tensor& src = rt[static_cast<size_t>(vp.alias_of)];
+      outs[o] = Tensor(vp.dtype, vp.shape, static_cast<uint8_t*>(src.raw()) + vp.alias_offset, src.owner());
+    } else if (vp.placed_in >= 0) {
+      const Tensor& dst = rt[static_cast<size_t>(vp.placed_in)];
+      outs[o] = Tensor(vp.dtype, vp.shape, static_cast<uint8_t*>(dst.raw()) + vp.placed_offset, dst.owner());
+    } else if (vp.offset >= 0) {
+      outs[o] = Tensor(vp.dtype, vp.shape, arena + vp.offset);
+    } else {
+      outs[o] = outputs_->buffer(output_slot_[static_cast<size_t>(v)], vp.dtype, vp.shape);
+    }
+  }
 }
 
 std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
@@ -246,24 +270,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
     outs.assign(node.outputs.size(), Tensor());
 
     if (mode == NodePlan::Mode::Static) {
-      for (size_t o = 0; o < node.outputs.size(); ++o) {
-        const int v = node.outputs[o];
-        if (v < 0) continue;
-        const ValuePlan& vp = p.value(v);
-        if (vp.held) {
-          outs[o] = Tensor(vp.dtype, vp.shape, nullptr);
-        } else if (vp.alias_of >= 0) {
-          const Tensor& src = rt[static_cast<size_t>(vp.alias_of)];
-          outs[o] = Tensor(vp.dtype, vp.shape, static_cast<uint8_t*>(src.raw()) + vp.alias_offset, src.owner());
-        } else if (vp.placed_in >= 0) {
-          const Tensor& dst = rt[static_cast<size_t>(vp.placed_in)];
-          outs[o] = Tensor(vp.dtype, vp.shape, static_cast<uint8_t*>(dst.raw()) + vp.placed_offset, dst.owner());
-        } else if (vp.offset >= 0) {
-          outs[o] = Tensor(vp.dtype, vp.shape, arena + vp.offset);
-        } else {
-          outs[o] = outputs_->buffer(output_slot_[static_cast<size_t>(v)], vp.dtype, vp.shape);
-        }
-      }
+      with_context([&] { return graph_.node_label(node); }, [&] { bind_outputs(p, node, rt, arena, outs); });
       void* workspace = p.nodes[n].workspace_at >= 0 ? arena + p.nodes[n].workspace_at : nullptr;
       RunContext ctx(ins.data(), static_cast<int>(ins.size()), outs.data(), static_cast<int>(outs.size()), workspace,
                      *pool_);

@@ -95,6 +95,8 @@ class Session {
   // pages to the kernel), keeping its dtype and shape for planning.
   void release_constant(Value& val);
   void create_kernels(const OpRegistry& registry);
+  void bind_outputs(const Plan& p, const Node& node, const std::vector<Tensor>& rt, uint8_t* arena,
+                    std::vector<Tensor>& outs);
 
   Graph graph_;
   SessionOptions options_;

@@ -5,21 +5,29 @@
 #include <limits>
 
 #include "base/error.h"
+#include "base/memory_budget.h"
+#include "base/sizes.h"
 
 namespace onebit {
 
-int64_t numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 int64_t checked_numel(const Shape& shape) {
   int64_t n = 1;
+  bool zero = false;
   for (int64_t d : shape) {
     if (d < 0) return -1;
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
-    n *= d;
+    if (d == 0) zero = true;
+    else if (!zero && __builtin_mul_overflow(n, d, &n)) return -1;
+    if (!zero && n > kMaxElements) return -1;
+  }
+  return zero ? 0 : n;
+}
+
+int64_t numel(const Shape& shape) {
+  const int64_t n = checked_numel(shape);
+  if (n < 0) {
+    for (int64_t d : shape)
+      if (d < 0) fail("shape {} has a negative dim", shape_str(shape));
+    fail("shape {} has more than 2^50 elements", shape_str(shape));
   }
   return n;
 }
@@ -33,20 +41,17 @@ std::string shape_str(const Shape& shape) {
   return s + "]";
 }
 
-namespace {
-struct AlignedFree {
-  void operator()(const void* p) const { std::free(const_cast<void*>(p)); }
-};
-}  // namespace
-
 Tensor Tensor::allocate_uninit(DType dtype, Shape shape) {
-  const int64_t n = checked_numel(shape);
-  if (n < 0) fail("cannot allocate a tensor of shape {}", shape_str(shape));
-  const size_t bytes = dtype_bytes(dtype, n);
-  const size_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) fail("out of memory allocating {} bytes for a tensor of shape {}", bytes, shape_str(shape));
-  return Tensor(dtype, std::move(shape), p, std::shared_ptr<const void>(p, AlignedFree{}));
+  const size_t bytes = dtype_bytes(dtype, numel(shape));
+  std::shared_ptr<void> storage;
+  try {
+    storage = budgeted_shared(bytes, 64, "");
+  } catch (const Error& e) {
+    // Named only when it fails: allocations happen per run.
+    fail("a {} {} tensor: {}", dtype_name(dtype), shape_str(shape), e.what());
+  }
+  void* p = storage.get();
+  return Tensor(dtype, std::move(shape), p, std::move(storage));
 }
 
 Tensor Tensor::allocate(DType dtype, Shape shape) {

@@ -14,11 +14,11 @@ namespace onebit {
 
 using Shape = std::vector<int64_t>;
 
-// Product of dims; the caller has already checked that dims are >= 0 and the
-// product fits (see checked_numel).
+// Product of dims. A negative dim or a product above 2^50 elements is an
+// Error naming the shape (base/sizes.h): no shape computation wraps.
 int64_t numel(const Shape& shape);
 
-// Product of dims, or -1 if a dim is negative or the product overflows int64.
+// The same without throwing: -1 for a negative dim or a product above 2^50.
 int64_t checked_numel(const Shape& shape);
 
 std::string shape_str(const Shape& shape);  // "[2,3,4]"
@@ -26,8 +26,9 @@ std::string shape_str(const Shape& shape);  // "[2,3,4]"
 class Tensor {
  public:
   Tensor() = default;
+  // The shape is checked here (numel): a tensor's size never wraps.
   Tensor(DType dtype, Shape shape, void* data, std::shared_ptr<const void> owner = nullptr)
-      : dtype_(dtype), shape_(std::move(shape)), data_(data), owner_(std::move(owner)) {}
+      : dtype_(dtype), shape_(std::move(shape)), count_(numel(shape_)), data_(data), owner_(std::move(owner)) {}
 
   // A tensor that owns fresh, zero-filled storage.
   static Tensor allocate(DType dtype, Shape shape);
@@ -40,7 +41,7 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const { return shape_[static_cast<size_t>(i)]; }
-  int64_t size() const { return numel(shape_); }
+  int64_t size() const { return count_; }
   size_t bytes() const { return dtype_bytes(dtype_, size()); }
   bool empty() const { return data_ == nullptr && size() != 0; }
 
@@ -54,6 +55,7 @@ class Tensor {
  private:
   DType dtype_ = DType::Undefined;
   Shape shape_;
+  int64_t count_ = 0;
   void* data_ = nullptr;
   std::shared_ptr<const void> owner_;
 };

@@ -49,7 +49,10 @@ std::vector<Design> read_manifest(const std::string& path) {
     d.source = fmt::format("{}: design {}", path, index++);
     simdjson::dom::object obj;
     if (e.get_object().get(obj)) fail("{} is not an object", d.source);
-    for (auto [key, value] : obj) {
+    for (auto field : obj) {
+      // Named, not a structured binding: the lambdas below capture them.
+      const std::string_view key = field.key;
+      const simdjson::dom::element value = field.value;
       auto dim = [&](const char* what) {
         int64_t v = 0;
         if (value.get_int64().get(v) || v <= 0 || v > (int64_t{1} << 20))

@@ -2,6 +2,7 @@
 // comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual) and logic
 // (And, Or, Xor, BitwiseAnd/Or/Xor, BitShift).
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <type_traits>
 
@@ -43,31 +44,83 @@ void broadcast_loop(const Tensor& A, const Tensor& B, Tensor& Y, ThreadPool& poo
 
 enum class Arith2 { Add, Sub, Mul, Div, Mod, FMod, PRelu };
 
+// Integer Add, Sub and Mul wrap as numpy's fixed-width integers do, computed
+// in the unsigned type (a signed overflow would be undefined). Division by
+// zero, and INT_MIN / -1 (whose quotient does not fit), are errors: ONNX
+// leaves them undefined and a CPU traps on them.
+template <class C>
+C wrap_add(C x, C y) {
+  if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
+  } else {
+    return x + y;
+  }
+}
+template <class C>
+C wrap_sub(C x, C y) {
+  if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(static_cast<U>(x) - static_cast<U>(y)));
+  } else {
+    return x - y;
+  }
+}
+template <class C>
+C wrap_mul(C x, C y) {
+  if constexpr (std::is_integral_v<C>) {
+    // Widened to at least unsigned int, so uint16·uint16 cannot overflow a
+    // promoted signed int.
+    using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+    return static_cast<C>(static_cast<U>(static_cast<U>(x) * static_cast<U>(y)));
+  } else {
+    return x * y;
+  }
+}
+
+template <class C>
+void check_divisor(C x, C y) {
+  if constexpr (std::is_integral_v<C>) {
+    if (y == 0) fail("integer division by zero");
+    if constexpr (std::is_signed_v<C>)
+      if (y == C(-1) && x == std::numeric_limits<C>::min())
+        fail("integer division of {} by -1 does not fit the type", static_cast<int64_t>(x));
+  }
+}
+
 template <class C>
 C arith(Arith2 op, C x, C y) {
   switch (op) {
-    case Arith2::Add: return static_cast<C>(x + y);
-    case Arith2::Sub: return static_cast<C>(x - y);
-    case Arith2::Mul: return static_cast<C>(x * y);
+    case Arith2::Add: return wrap_add(x, y);
+    case Arith2::Sub: return wrap_sub(x, y);
+    case Arith2::Mul: return wrap_mul(x, y);
     case Arith2::Div:
-      if constexpr (std::is_integral_v<C>) return y == 0 ? C(0) : static_cast<C>(x / y);
-      else return x / y;
+      if constexpr (std::is_integral_v<C>) {
+        check_divisor(x, y);
+        return static_cast<C>(x / y);
+      } else {
+        return x / y;
+      }
     case Arith2::FMod:
-      if constexpr (std::is_integral_v<C>) return y == 0 ? C(0) : static_cast<C>(x % y);
-      else return static_cast<C>(std::fmod(x, y));
+      if constexpr (std::is_integral_v<C>) {
+        check_divisor(x, y);
+        return static_cast<C>(x % y);
+      } else {
+        return static_cast<C>(std::fmod(x, y));
+      }
     case Arith2::Mod:  // result takes the sign of the divisor (Python/NumPy %)
       if constexpr (std::is_integral_v<C>) {
-        if (y == 0) return C(0);
+        check_divisor(x, y);
         C r = static_cast<C>(x % y);
         if constexpr (std::is_signed_v<C>)
-          if (r != 0 && ((r < 0) != (y < 0))) r = static_cast<C>(r + y);
+          if (r != 0 && ((r < 0) != (y < 0))) r = wrap_add(r, y);
         return r;
       } else {
         C r = static_cast<C>(std::fmod(x, y));
         if (r != 0 && ((r < 0) != (y < 0))) r += y;
         return r;
       }
-    case Arith2::PRelu: return x < C(0) ? static_cast<C>(x * y) : x;
+    case Arith2::PRelu: return x < C(0) ? wrap_mul(x, y) : x;
   }
   return x;
 }
@@ -90,11 +143,11 @@ class ArithKernel : public Kernel {
       switch (op) {  // hoist the hot ops so their loops vectorise
         case Arith2::Add:
           return broadcast_loop<T, T, T>(ctx.input(0), ctx.input(1), ctx.output(0), ctx.pool(), [](T x, T y) {
-            return A::store(static_cast<typename A::C>(A::load(x) + A::load(y)));
+            return A::store(static_cast<typename A::C>(wrap_add(A::load(x), A::load(y))));
           });
         case Arith2::Mul:
           return broadcast_loop<T, T, T>(ctx.input(0), ctx.input(1), ctx.output(0), ctx.pool(), [](T x, T y) {
-            return A::store(static_cast<typename A::C>(A::load(x) * A::load(y)));
+            return A::store(static_cast<typename A::C>(wrap_mul(A::load(x), A::load(y))));
           });
         default:
           return broadcast_loop<T, T, T>(ctx.input(0), ctx.input(1), ctx.output(0), ctx.pool(), [op](T x, T y) {

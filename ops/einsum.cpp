@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "ops/dispatch.h"
+#include "base/sizes.h"
 #include "ops/op_util.h"
 #include "graph/op_registry.h"
 
@@ -117,14 +118,16 @@ class EinsumKernel : public Kernel {
     dispatch_numeric(ctx.input(0).dtype(), "Einsum", [&](auto tag) {
       using T = typename decltype(tag)::type;
       using A = Arith<T>;
-      // Floats sum in double, integers in 64 bits (wrapping like the type).
-      using Acc = std::conditional_t<is_float_v<T>, double, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+      // Floats sum in double; integers in unsigned 64 bits, which wrap as
+      // numpy's fixed-width integers do (a signed accumulator would make an
+      // overflow undefined), then truncate to T.
+      using Acc = std::conditional_t<is_float_v<T>, double, uint64_t>;
       const T* in[kMaxOperands];
       for (int i = 0; i < n_in; ++i) in[i] = ctx.input(i).template data<T>();
       T* y = ctx.output(0).data<T>();
       const int64_t outs = numel(p.out_shape);
       int64_t red_count = 1;
-      for (int r = 0; r < p.n_red; ++r) red_count *= p.size[p.red[r]];
+      for (int r = 0; r < p.n_red; ++r) red_count = checked_mul(red_count, p.size[p.red[r]], "Einsum's contracted dims");
       const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(red_count * n_in, 1));
       ctx.pool().parallel_for(outs, grain, [&](int64_t begin, int64_t end) {
         for (int64_t o = begin; o < end; ++o) {
@@ -142,7 +145,8 @@ class EinsumKernel : public Kernel {
           for (int64_t r = 0; r < red_count; ++r) {
             Acc prod = 1;
             for (int i = 0; i < n_in; ++i) {
-              if constexpr (std::is_integral_v<Acc>) prod = static_cast<Acc>(prod * static_cast<Acc>(A::load(in[i][off[i]])));
+              if constexpr (std::is_integral_v<Acc>)
+                prod = static_cast<Acc>(prod * static_cast<Acc>(static_cast<int64_t>(A::load(in[i][off[i]]))));
               else prod *= static_cast<Acc>(A::load(in[i][off[i]]));
             }
             acc = static_cast<Acc>(acc + prod);
@@ -155,7 +159,8 @@ class EinsumKernel : public Kernel {
               idx[d] = 0;
             }
           }
-          y[o] = A::store(static_cast<typename A::C>(acc));
+          if constexpr (std::is_integral_v<Acc>) y[o] = static_cast<T>(acc);  // modular, as C++20 defines it
+          else y[o] = A::store(static_cast<typename A::C>(acc));
         }
       });
     });

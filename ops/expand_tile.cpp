@@ -1,6 +1,7 @@
 // Expand (broadcast to a shape) and Tile (repeat along each axis), both as
 // strided views with zero strides on the repeated dims.
 #include "ops/broadcast.h"
+#include "base/sizes.h"
 #include "ops/op_util.h"
 #include "graph/op_registry.h"
 #include "ops/strided_copy.h"
@@ -42,7 +43,7 @@ class TileKernel : public Kernel {
     Shape out(in.size());
     for (size_t d = 0; d < in.size(); ++d) {
       if (reps[d] < 0) fail("repeats[{}] is negative ({})", d, reps[d]);
-      out[d] = in[d] * reps[d];
+      out[d] = checked_mul(in[d], reps[d], fmt::format("Tile dim {}", d));
     }
     ctx.set_output(0, ctx.dtype(0), out);
   }

@@ -17,6 +17,8 @@
 #include <cstring>
 
 #include "graph/op_registry.h"
+#include "base/memory_budget.h"
+#include "base/sizes.h"
 
 namespace onebit {
 
@@ -79,10 +81,12 @@ class KvAppendKernel : public Kernel {
     }
     if (positions <= capacity_) return;
     const int64_t capacity = std::max(positions, capacity_ + capacity_ / 2);
-    const size_t bytes = (static_cast<size_t>(kvh * capacity * d) * sizeof(float) + 63) / 64 * 64;
-    float* p = static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
-    if (!p) fail("out of memory growing the KV state to {} positions ({} bytes)", capacity, bytes);
-    std::shared_ptr<float> fresh(p, [](float* q) { std::free(q); });
+    const size_t want = checked_mul_u64(static_cast<uint64_t>(kvh) * static_cast<uint64_t>(d),
+                                        static_cast<uint64_t>(capacity) * sizeof(float), "the KV state");
+    const size_t bytes = (want + 63) / 64 * 64;
+    float* p = static_cast<float*>(
+        budgeted_alloc(bytes, 64, fmt::format("growing the KV state to {} positions", capacity)));
+    std::shared_ptr<float> fresh(p, [bytes](float* q) { budgeted_free(q, bytes, 64); });
     for (int64_t h = 0; h < kvh && length_ > 0; ++h)
       std::memcpy(p + h * capacity * d, state_.get() + h * capacity_ * d, static_cast<size_t>(length_ * d) * sizeof(float));
     state_ = std::move(fresh);

@@ -56,7 +56,10 @@ class MatMulIntegerKernel : public Kernel {
     const Tensor* za = ctx.has_input(2) ? &ctx.input(2) : nullptr;
     const Tensor* zb = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const MatMulShape s = matmul_shape(A.shape(), B.shape());
-    const auto [ma, mb] = modes(za ? &za->shape() : nullptr, zb ? &zb->shape() : nullptr, s);
+    // Not a structured binding: lambdas below capture these (clang 14 rejects
+    // capturing a binding).
+    const std::pair<ZpMode, ZpMode> zm = modes(za ? &za->shape() : nullptr, zb ? &zb->shape() : nullptr, s);
+    const ZpMode ma = zm.first, mb = zm.second;
     auto byte_dispatch = [](DType t, auto&& f) {
       if (t == DType::U8) return f(Tag<uint8_t>{});
       return f(Tag<int8_t>{});
@@ -101,9 +104,9 @@ class MatMulIntegerKernel : public Kernel {
         const int32_t zav = za ? za[zp_index(ma, a_off, s.m * s.k, s.m, i)] : 0;
         for (int64_t j = 0; j < s.n; ++j) {
           const int32_t zbv = zb ? zb[zp_index(mb, b_off, s.k * s.n, s.n, j)] : 0;
-          int64_t acc = 0;  // wraps to int32 on store, as an int32 accumulator would
+          uint64_t acc = 0;  // wraps to int32 on store, as an int32 accumulator would
           for (int64_t kk = 0; kk < s.k; ++kk)
-            acc += int64_t(int32_t(ar[kk]) - zav) * (int32_t(bm[kk * s.n + j]) - zbv);
+            acc += static_cast<uint64_t>(int64_t(int32_t(ar[kk]) - zav) * (int32_t(bm[kk * s.n + j]) - zbv));
           y[r * s.n + j] = static_cast<int32_t>(acc);
         }
       }

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 
 #include "base/error.h"
+#include "base/memory_budget.h"
 #include "quant/ukernels/f32_ukernels.h"
 #include "base/thread_pool.h"
 
@@ -232,7 +233,7 @@ void run(const SgemmConfig& cfg, size_t m, size_t n, size_t k, const float* a, B
 
 }  // namespace
 
-void PackedB::Free::operator()(float* p) const { std::free(p); }
+void PackedB::Free::operator()(float* p) const { budgeted_free(p, bytes, align); }
 
 PackedB::PackedB(const SgemmConfig& config, size_t k, size_t n, const float* b, size_t ldb, bool trans_b,
                  ThreadPool* pool, bool huge_pages)
@@ -247,8 +248,10 @@ PackedB::PackedB(const SgemmConfig& config, size_t k, size_t n, const float* b, 
   // means 4 KiB pages.
   const bool huge = bytes >= kHugePage;
   if (huge) bytes = round_up(bytes, kHugePage);
-  data_.reset(static_cast<float*>(std::aligned_alloc(huge ? kHugePage : kAlign, bytes)));
-  if (!data_) fail("out of memory packing a {}x{} float32 weight ({} bytes)", k, n, bytes);
+  const size_t align = huge ? kHugePage : kAlign;
+  data_ = std::unique_ptr<float[], Free>(
+      static_cast<float*>(budgeted_alloc(bytes, align, fmt::format("a packed {}x{} float32 weight", k, n))),
+      Free{bytes, align});
   const bool eager = huge_pages;
   if (huge && eager) madvise(data_.get(), bytes, MADV_HUGEPAGE);
   pack_b_all(config, k, n, b, ldb, trans_b, data_.get(), pool);

@@ -46,6 +46,9 @@ class PackedB {
 
  private:
   struct Free {
+    Free() noexcept {}
+    Free(size_t b, size_t a) noexcept : bytes(b), align(a) {}
+    size_t bytes = 0, align = 0;
     void operator()(float* p) const;
   };
   const SgemmConfig* config_ = nullptr;

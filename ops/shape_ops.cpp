@@ -240,8 +240,11 @@ class RangeKernel : public Kernel {
  public:
   explicit RangeKernel(const KernelInfo&) {}
   void reshape(ReshapeContext& ctx) override {
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 3; ++i) {
       if (ctx.rank(i) != 0 && numel(ctx.shape(i)) != 1) fail("input {} must be a scalar, got {}", i, shape_str(ctx.shape(i)));
+      if (ctx.dtype(i) != ctx.dtype(0))
+        fail("input {} is {}, input 0 is {}; Range needs one type", i, dtype_name(ctx.dtype(i)), dtype_name(ctx.dtype(0)));
+    }
     const double start = tensor_double_at(ctx.value(0), 0), limit = tensor_double_at(ctx.value(1), 0),
                  delta = tensor_double_at(ctx.value(2), 0);
     if (delta == 0) fail("delta is 0");
@@ -258,8 +261,15 @@ class RangeKernel : public Kernel {
       const auto start = A::load(ctx.input(0).data<T>()[0]);
       const auto delta = A::load(ctx.input(2).data<T>()[0]);
       T* out = y.data<T>();
-      for (int64_t i = 0; i < y.size(); ++i)
-        out[i] = A::store(static_cast<typename A::C>(start + static_cast<typename A::C>(i) * delta));
+      for (int64_t i = 0; i < y.size(); ++i) {
+        if constexpr (std::is_integral_v<typename A::C>) {
+          // In the unsigned type: wraps as the spec's loop in T would, defined.
+          using U = std::make_unsigned_t<typename A::C>;
+          out[i] = static_cast<T>(static_cast<U>(static_cast<U>(start) + static_cast<U>(i) * static_cast<U>(delta)));
+        } else {
+          out[i] = A::store(static_cast<typename A::C>(start + static_cast<typename A::C>(i) * delta));
+        }
+      }
     });
   }
 };

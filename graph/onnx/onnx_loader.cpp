@@ -357,6 +357,7 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
       }
       Value& v = g.value(id);
       if (v.constant || v.is_input) fail("{}: writes '{}', which is already a graph input or initializer", label, name);
+      if (v.producer == static_cast<int>(g.nodes.size())) fail("{}: writes '{}' twice", label, name);
       if (v.producer >= 0)
         fail("{}: writes '{}', which {} also writes", label, name, g.node_ref(g.node(v.producer)));
       v.producer = static_cast<int>(g.nodes.size());

@@ -16,6 +16,7 @@
 #include <memory>
 #include <set>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "graph/onnx/onnx_loader.h"
@@ -425,12 +426,13 @@ PackResult pack_onnx(const std::string& in, const std::string& out, const PackOp
             fs::equivalent(fs::path(in).parent_path() / kv.value(), res.external_path))
           fail("{}: the output's external data would overwrite the input's ('{}')", out, res.external_path);
   }
-  std::ofstream data;
+  // Both files only appear whole (base/atomic_file.h): the data first, then
+  // the graph that points into it.
+  std::unique_ptr<AtomicFile> data_file;
+  if (res.external) data_file = std::make_unique<AtomicFile>(res.external_path);
+  std::ofstream dummy;
+  std::ofstream& data = data_file ? data_file->out() : dummy;
   uint64_t offset = 0;
-  if (res.external) {
-    data.open(res.external_path, std::ios::binary | std::ios::trunc);
-    if (!data) fail("{}: cannot write", res.external_path);
-  }
   gp.clear_initializer();
   static const char zeros[kAlign] = {};
   for (OutTensor& t : tensors) {
@@ -458,22 +460,10 @@ PackResult pack_onnx(const std::string& in, const std::string& out, const PackOp
     kv("length", std::to_string(t.bytes));
     offset += t.bytes;
   }
-  if (res.external) {
-    data.close();
-    if (!data) fail("{}: write failed (disk full?)", res.external_path);
-  }
-
-  const std::string tmp = out + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) fail("{}: cannot write", tmp);
-    if (!model->SerializeToOstream(&f)) fail("{}: serializing the model failed", tmp);
-    f.close();
-    if (!f) fail("{}: write failed (disk full?)", tmp);
-  }
-  std::error_code ec;
-  fs::rename(tmp, out, ec);
-  if (ec) fail("{}: cannot rename to {}: {}", tmp, out, ec.message());
+  AtomicFile graph_file(out);
+  if (!model->SerializeToOstream(&graph_file.out())) fail("{}: serializing the model failed", out);
+  if (data_file) data_file->commit();
+  graph_file.commit();
   return res;
 }
 

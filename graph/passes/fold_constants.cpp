@@ -52,16 +52,21 @@ void fold_constants(Graph& g, PassContext& ctx) {
       continue;
     }
     KernelInfo info(g, node, &ctx.pool, ctx.options.kernel);
-    std::vector<Tensor> outs = with_context(g.node_label(node), [&] {
+    // Planned before anything is made: an output that would dwarf its
+    // inputs (ConstantOfShape, Expand, Tile of large shapes) stays a node,
+    // computed at run time under the memory budget, instead of being
+    // materialized here.
+    std::vector<Tensor> outs;
+    const bool fold = with_context(g.node_label(node), [&] {
       auto kernel = entry->create(info);
       std::vector<const Tensor*> ins(node.inputs.size(), nullptr);
       for (size_t i = 0; i < node.inputs.size(); ++i)
         if (node.inputs[i] >= 0) ins[i] = &*g.value(node.inputs[i]).constant;
-      return evaluate_node(g, node, *kernel, ins, ctx.pool);
+      if (output_bytes(g, node, *kernel, ins) > std::max(kMinFoldLimit, 4 * in_bytes)) return false;
+      outs = evaluate_node(g, node, *kernel, ins, ctx.pool);
+      return true;
     });
-    size_t out_bytes = 0;
-    for (const Tensor& t : outs) out_bytes += t.bytes();
-    if (out_bytes > std::max(kMinFoldLimit, 4 * in_bytes)) {
+    if (!fold) {
       kept.push_back(std::move(node));
       continue;
     }

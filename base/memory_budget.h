@@ -1,0 +1,66 @@
+// The process's budget for the buffers it allocates (`--max-memory BYTES`;
+// default: the machine's physical memory). Tensors, packed weights, the
+// session's arena and its output buffers reserve their bytes here before
+// they are allocated and give them back when freed, so a model that asks
+// for more than the budget — a huge ConstantOfShape, an Expand to 2^40
+// elements — is an Error naming what it was for, before any page is
+// touched. File mappings do not count (the kernel pages them in and out).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace onebit {
+
+uint64_t physical_memory_bytes();
+
+void set_memory_limit(uint64_t bytes);
+uint64_t memory_limit();
+uint64_t memory_in_use();
+
+// Counts `bytes` against the budget, or throws an Error naming `what`, the
+// bytes, the budget and what is in use.
+void memory_reserve(uint64_t bytes, std::string_view what);
+void memory_release(uint64_t bytes);
+
+// "1.5 GiB", "512 MiB", "12 bytes".
+std::string format_bytes(uint64_t bytes);
+// "24G", "512MiB", "1000000": the --max-memory syntax (K, M, G, T with an
+// optional i/iB/B; powers of 1024). Nothing on a malformed value.
+bool parse_bytes(std::string_view text, uint64_t& out);
+
+// `bytes` rounded up to `align` (a power of two, at least 64 bytes in all),
+// counted against the budget; never null: an Error instead, naming `what`.
+void* budgeted_alloc(size_t bytes, size_t align, std::string_view what);
+// Frees what budgeted_alloc returned for the same `bytes` and `align`.
+void budgeted_free(void* p, size_t bytes, size_t align);
+// The same owned by a shared_ptr (tensors, arenas, output buffers).
+std::shared_ptr<void> budgeted_shared(size_t bytes, size_t align, std::string_view what);
+
+// A reservation released when it goes out of scope.
+class MemoryReservation {
+ public:
+  MemoryReservation() = default;
+  MemoryReservation(uint64_t bytes, std::string_view what) : bytes_(bytes) { memory_reserve(bytes, what); }
+  ~MemoryReservation() { memory_release(bytes_); }
+  MemoryReservation(MemoryReservation&& o) noexcept : bytes_(o.bytes_) { o.bytes_ = 0; }
+  MemoryReservation& operator=(MemoryReservation&& o) noexcept {
+    if (this != &o) {
+      memory_release(bytes_);
+      bytes_ = o.bytes_;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
+  MemoryReservation(const MemoryReservation&) = delete;
+  MemoryReservation& operator=(const MemoryReservation&) = delete;
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace onebit

@@ -1,0 +1,354 @@
+// A model file is untrusted input (docs/reliability.md). Each case here is a
+// well-formed or nearly well-formed file that attacks the executor: it must
+// end in a clean onebit::Error naming what was wrong — or in the reference
+// result — never a crash, a wrapped size, an allocation past the budget or
+// undefined behaviour (the sanitized build runs this file too). The first
+// group are regressions of the findings of a fuzzing probe on 3439ef1, each of
+// which crashed, allocated 2^63 bytes or read out of bounds there.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/memory_budget.h"
+#include "graph/npy.h"
+#include "graph/onnx/onnx_loader.h"
+#include "graph/session.h"
+#include "model_builder.h"
+#include "ops/register_ops.h"
+
+using namespace onebit;
+using onebit::test::ModelBuilder;
+using onebit::test::scratch_dir;
+
+namespace {
+
+constexpr int32_t kFloat = 1, kUint8 = 2, kInt8 = 3, kInt32 = 6, kInt64 = 7;
+
+std::string save(const ModelBuilder& b, const std::string& name) {
+  const std::string path = scratch_dir(name) + "/model.onnx";
+  b.save(path);
+  return path;
+}
+
+// The message of the Error that loading, creating the session or running
+// `path` on `inputs` ends in; fails the test when it succeeds.
+std::string error_of(const std::string& path, const std::vector<NamedTensor>& inputs = {}) {
+  try {
+    Session s(load_onnx(path), default_op_registry());
+    s.run(inputs);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  FAIL("expected " << path << " to be refused");
+  return {};
+}
+
+std::vector<Tensor> run(const std::string& path, const std::vector<NamedTensor>& inputs = {}) {
+  Session s(load_onnx(path), default_op_registry());
+  return s.run(inputs);
+}
+
+Tensor ints(DType t, const Shape& shape, const std::vector<int64_t>& v) {
+  Tensor x = Tensor::allocate(t, shape);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == DType::I64) x.data<int64_t>()[i] = v[i];
+    else if (t == DType::I32) x.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
+    else if (t == DType::I8) x.data<int8_t>()[i] = static_cast<int8_t>(v[i]);
+    else if (t == DType::U8) x.data<uint8_t>()[i] = static_cast<uint8_t>(v[i]);
+  }
+  return x;
+}
+
+// The memory budget for one scope.
+struct Budget {
+  uint64_t old;
+  explicit Budget(uint64_t bytes) : old(memory_limit()) { set_memory_limit(bytes); }
+  ~Budget() { set_memory_limit(old); }
+};
+
+}  // namespace
+
+// ---- regressions of the probe's findings (3439ef1) --------------------------
+
+TEST_CASE("hostile: a node that writes one name twice is refused at load (was a read past the node list)",
+          "[hostile][regression]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {4}).output("y", kFloat, {2});
+  b.initializer<int64_t>("s", kInt64, {2}, {2, 2});
+  b.node("Split", {"x", "s"}, {"y", "y"}, "split");
+  const std::string path = save(b, "hostile_dup_output");
+  CHECK_THROWS_WITH(load_onnx(path), Catch::Contains("node 'split' (Split): writes 'y' twice"));
+}
+
+TEST_CASE("hostile: a graph whose every output is an input or a constant plans and runs (was an empty plan read)",
+          "[hostile][regression]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {2}).output("x", kFloat, {2}).output("c", kFloat, {1});
+  b.initializer<float>("c", kFloat, {1}, {7});
+  const std::string path = save(b, "hostile_no_nodes");
+  Session s(load_onnx(path), default_op_registry());
+  Tensor x = Tensor::allocate(DType::F32, {2});
+  s.reserve({{"x", x}});
+  const auto out = s.run({{"x", x}});
+  REQUIRE(out.size() == 2);
+  CHECK(out[1].data<float>()[0] == 7.0f);
+}
+
+TEST_CASE("hostile: huge ConstantOfShape, Expand and MatMul are not materialized at load (was 2^63-byte allocations)",
+          "[hostile][regression]") {
+  {
+    ModelBuilder b;
+    b.output("y", kFloat, {-1, -1});
+    b.initializer<int64_t>("shape", kInt64, {2}, {int64_t{1} << 24, int64_t{1} << 24});
+    b.node("ConstantOfShape", {"shape"}, {"y"}, "huge_cos");
+    const std::string path = save(b, "hostile_huge_cos");
+    Session s(load_onnx(path), default_op_registry());  // loads: nothing made yet
+    CHECK_THROWS_WITH(s.run({}), Catch::Contains("huge_cos") && Catch::Contains("2^48 bytes"));
+  }
+  {
+    ModelBuilder b;
+    b.output("y", kFloat, {-1, -1, -1});
+    b.initializer<float>("one", kFloat, {1}, {1});
+    b.initializer<int64_t>("shape", kInt64, {3}, {1 << 20, 1 << 20, 1 << 20});
+    b.node("Expand", {"one", "shape"}, {"y"}, "huge_expand");
+    const std::string path = save(b, "hostile_huge_expand");
+    CHECK_THAT(error_of(path), Catch::Contains("huge_expand"));
+  }
+  {
+    // [2^17, 1] x [1, 2^17] of constants: 64 GiB of output from 1 MiB of input.
+    ModelBuilder b;
+    b.output("y", kFloat, {-1, -1});
+    std::vector<float> col(size_t{1} << 17, 1.0f);
+    b.initializer<float>("a", kFloat, {1 << 17, 1}, col);
+    b.initializer<float>("b", kFloat, {1, 1 << 17}, col);
+    b.node("MatMul", {"a", "b"}, {"y"}, "outer");
+    const std::string path = save(b, "hostile_huge_matmul");
+    Session s(load_onnx(path), default_op_registry());
+    CHECK_THROWS_WITH(s.run({}), Catch::Contains("outer") && Catch::Contains("memory budget"));
+  }
+}
+
+TEST_CASE("hostile: Tile whose output shape overflows is an error (was signed overflow)", "[hostile][regression]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {2}).output("y", kFloat, {-1});
+  b.initializer<int64_t>("reps", kInt64, {1}, {std::numeric_limits<int64_t>::max() / 2 + 7});
+  b.node("Tile", {"x", "reps"}, {"y"}, "tile");
+  CHECK_THAT(error_of(save(b, "hostile_tile"), {{"x", Tensor::allocate(DType::F32, {2})}}),
+             Catch::Contains("tile") && Catch::Contains("too large"));
+}
+
+TEST_CASE("hostile: Einsum on integers wraps as numpy does (was signed overflow)", "[hostile][regression]") {
+  ModelBuilder b;
+  b.input("x", kInt64, {2}).output("y", kInt64, {});
+  auto& n = b.node("Einsum", {"x", "x"}, {"y"}, "dot");
+  auto* a = n.add_attribute();
+  a->set_name("equation");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("i,i->");
+  const int64_t big = int64_t{1} << 62;
+  const auto y = run(save(b, "hostile_einsum"), {{"x", ints(DType::I64, {2}, {big, big})}});
+  // 2·(2^62)² mod 2^64 = 2^125 mod 2^64 = 0, as numpy's int64 gives.
+  CHECK(y[0].data<int64_t>()[0] == 0);
+}
+
+TEST_CASE("hostile: an element count whose byte size wraps is refused (was a 4-byte buffer read far past)",
+          "[hostile][regression]") {
+  // 2^62 + 1 float32 elements: × 4 wraps to 4 bytes in 64 bits.
+  ModelBuilder b;
+  b.output("y", kFloat, {-1});
+  b.initializer<int64_t>("shape", kInt64, {1}, {(int64_t{1} << 62) + 1});
+  b.node("ConstantOfShape", {"shape"}, {"c"}, "cos");
+  b.node("Abs", {"c"}, {"y"}, "abs");
+  CHECK_THAT(error_of(save(b, "hostile_wrap_bytes")), Catch::Contains("node 'cos'") && Catch::Contains("invalid"));
+}
+
+TEST_CASE("hostile: an .npy header whose shape times item size wraps is refused", "[hostile][regression]") {
+  const std::string path = scratch_dir("hostile_npy_wrap") + "/x.npy";
+  // 10^12 · 10^12 elements: each dim fits, the product does not.
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 1000000000000), }";
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+  header.push_back('\n');
+  std::ofstream f(path, std::ios::binary);
+  f.write("\x93NUMPY\x01\x00", 8);
+  f.put(static_cast<char>(header.size() & 0xff));
+  f.put(static_cast<char>(header.size() >> 8));
+  f << header;
+  f.close();
+  CHECK_THROWS_WITH(read_npy(path), Catch::Contains("x.npy") && Catch::Contains("2^50"));
+}
+
+TEST_CASE("hostile: integer Div and Mod by zero and INT_MIN / -1 are errors naming the node (was SIGFPE)",
+          "[hostile][regression]") {
+  for (const char* op : {"Div", "Mod"}) {
+    ModelBuilder b;
+    b.input("a", kInt32, {2}).input("b", kInt32, {2}).output("y", kInt32, {2});
+    b.node(op, {"a", "b"}, {"y"}, "div");
+    const std::string path = save(b, std::string("hostile_") + op);
+    CHECK_THAT(error_of(path, {{"a", ints(DType::I32, {2}, {6, 1})}, {"b", ints(DType::I32, {2}, {3, 0})}}),
+               Catch::Contains("node 'div'") && Catch::Contains("division by zero"));
+    CHECK_THAT(error_of(path, {{"a", ints(DType::I32, {2}, {INT32_MIN, 1})}, {"b", ints(DType::I32, {2}, {-1, 1})}}),
+               Catch::Contains("node 'div'") && Catch::Contains("does not fit"));
+  }
+}
+
+// ---- classes of hostile input -------------------------------------------------
+
+TEST_CASE("hostile: allocations past --max-memory are errors naming the node and the bytes", "[hostile]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {-1}).output("y", kFloat, {-1});
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  const std::string path = save(b, "hostile_budget");
+  Tensor x = Tensor::allocate(DType::F32, {1 << 20});  // 4 MiB in, 4 MiB out
+  Budget budget(memory_in_use() + (uint64_t{1} << 20));
+  CHECK_THAT(error_of(path, {{"x", x}}), Catch::Contains("memory budget") && Catch::Contains("MiB"));
+}
+
+TEST_CASE("hostile: shapes that overflow are errors naming the shape", "[hostile]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {1}).output("y", kFloat, {-1, -1, -1});
+  b.initializer<int64_t>("s", kInt64, {3}, {int64_t{1} << 30, int64_t{1} << 30, int64_t{1} << 30});
+  b.node("Expand", {"x", "s"}, {"y"}, "expand");
+  CHECK_THAT(error_of(save(b, "hostile_shape"), {{"x", Tensor::allocate(DType::F32, {1})}}),
+             Catch::Contains("expand") && Catch::Contains("invalid shape [1073741824,1073741824,1073741824]"));
+}
+
+TEST_CASE("hostile: out-of-range indices are errors; negative ones count from the end", "[hostile]") {
+  ModelBuilder b;
+  b.input("i", kInt64, {1}).output("y", kFloat, {1, 2});
+  b.initializer<float>("t", kFloat, {3, 2}, {0, 1, 2, 3, 4, 5});
+  b.node("Gather", {"t", "i"}, {"y"}, "gather");
+  const std::string path = save(b, "hostile_gather");
+  CHECK(run(path, {{"i", ints(DType::I64, {1}, {-1})}})[0].data<float>()[0] == 4.0f);
+  for (int64_t bad : {int64_t{3}, int64_t{-4}, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()})
+    CHECK_THAT(error_of(path, {{"i", ints(DType::I64, {1}, {bad})}}), Catch::Contains("gather"));
+
+  ModelBuilder e;
+  e.input("i", kInt64, {2, 1}).output("y", kFloat, {2, 1});
+  e.initializer<float>("t", kFloat, {2, 2}, {0, 1, 2, 3});
+  ModelBuilder::attr_int(e.node("GatherElements", {"t", "i"}, {"y"}, "ge"), "axis", 1);
+  const std::string ge = save(e, "hostile_gather_elements");
+  CHECK_THAT(error_of(ge, {{"i", ints(DType::I64, {2, 1}, {0, 2})}}), Catch::Contains("ge"));
+
+  ModelBuilder s;
+  s.input("i", kInt64, {1, 1}).output("y", kFloat, {2, 2});
+  s.initializer<float>("t", kFloat, {2, 2}, {0, 1, 2, 3});
+  s.initializer<float>("u", kFloat, {1, 1}, {9});
+  ModelBuilder::attr_int(s.node("ScatterElements", {"t", "i", "u"}, {"y"}, "se"), "axis", 0);
+  CHECK_THAT(error_of(save(s, "hostile_scatter"), {{"i", ints(DType::I64, {1, 1}, {5})}}), Catch::Contains("se"));
+}
+
+TEST_CASE("hostile: degenerate attributes and inputs are refused", "[hostile]") {
+  {
+    ModelBuilder b;
+    b.output("y", kInt64, {-1});
+    b.initializer<int64_t>("s", kInt64, {}, {0});
+    b.initializer<int64_t>("l", kInt64, {}, {10});
+    b.initializer<int64_t>("d", kInt64, {}, {0});
+    b.node("Range", {"s", "l", "d"}, {"y"}, "range");
+    CHECK_THAT(error_of(save(b, "hostile_range")), Catch::Contains("range") && Catch::Contains("delta is 0"));
+  }
+  {
+    ModelBuilder b;
+    b.input("x", kFloat, {4}).output("y", kFloat, {-1});
+    b.initializer<int64_t>("st", kInt64, {1}, {0});
+    b.initializer<int64_t>("en", kInt64, {1}, {4});
+    b.initializer<int64_t>("ax", kInt64, {1}, {0});
+    b.initializer<int64_t>("sp", kInt64, {1}, {0});
+    b.node("Slice", {"x", "st", "en", "ax", "sp"}, {"y"}, "slice");
+    CHECK_THAT(error_of(save(b, "hostile_slice"), {{"x", Tensor::allocate(DType::F32, {4})}}),
+               Catch::Contains("slice"));
+  }
+  {
+    ModelBuilder b;
+    b.input("x", kFloat, {2, 3}).output("y", kFloat, {-1, -1});
+    ModelBuilder::attr_ints(b.node("Transpose", {"x"}, {"y"}, "t"), "perm", {0, 0});
+    CHECK_THAT(error_of(save(b, "hostile_perm"), {{"x", Tensor::allocate(DType::F32, {2, 3})}}),
+               Catch::Contains("'t'"));
+  }
+  {
+    ModelBuilder b;
+    b.input("x", kFloat, {2, 3}).output("y", kFloat, {-1, -1});
+    b.initializer<int64_t>("s", kInt64, {2}, {-1, -1});
+    b.node("Reshape", {"x", "s"}, {"y"}, "reshape");
+    CHECK_THAT(error_of(save(b, "hostile_reshape"), {{"x", Tensor::allocate(DType::F32, {2, 3})}}),
+               Catch::Contains("reshape"));
+  }
+  {
+    // Range's inputs of different types (a read of int8 data as int64).
+    ModelBuilder b;
+    b.output("y", kInt64, {-1});
+    b.initializer<int64_t>("s", kInt64, {}, {0});
+    b.initializer<int64_t>("l", kInt64, {}, {4});
+    b.initializer<int8_t>("d", kInt8, {}, {1});
+    b.node("Range", {"s", "l", "d"}, {"y"}, "range");
+    CHECK_THAT(error_of(save(b, "hostile_range_types")), Catch::Contains("range"));
+  }
+}
+
+TEST_CASE("hostile: a graph of 200,000 nodes loads, plans and runs without recursion", "[hostile]") {
+  ModelBuilder b;
+  const int n = 200000;
+  b.input("x0", kFloat, {1}).output("x" + std::to_string(n), kFloat, {1});
+  for (int i = 0; i < n; ++i) b.node("Neg", {"x" + std::to_string(i)}, {"x" + std::to_string(i + 1)});
+  const std::string path = save(b, "hostile_deep");
+  Tensor x = Tensor::allocate(DType::F32, {1});
+  x.data<float>()[0] = 3.0f;
+  const auto y = run(path, {{"x0", x}});
+  CHECK(y[0].data<float>()[0] == 3.0f);  // an even number of negations
+}
+
+TEST_CASE("hostile: malformed .npy files are errors naming the file", "[hostile]") {
+  const std::string dir = scratch_dir("hostile_npy");
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    const std::string p = dir + "/" + name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  };
+  auto npy = [](const std::string& header, const std::string& data) {
+    std::string h = header;
+    h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
+    h.push_back('\n');
+    std::string s = std::string("\x93NUMPY\x01\x00", 8);
+    s.push_back(static_cast<char>(h.size() & 0xff));
+    s.push_back(static_cast<char>(h.size() >> 8));
+    return s + h + data;
+  };
+  CHECK_THROWS_WITH(read_npy(write("magic.npy", "NOTNUMPY........")), Catch::Contains("magic.npy: not a .npy"));
+  CHECK_THROWS_WITH(read_npy(write("short.npy", "\x93NUMPY")), Catch::Contains("short.npy"));
+  std::string len = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", "");
+  len[8] = '\xff';
+  len[9] = '\x7f';
+  CHECK_THROWS_WITH(read_npy(write("len.npy", len)), Catch::Contains("truncated"));
+  CHECK_THROWS_WITH(read_npy(write("data.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                                                   std::string(8, '\0')))),
+                    Catch::Contains("needs 12 bytes, the file holds 8"));
+  CHECK_THROWS_WITH(read_npy(write("neg.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-3,), }", ""))),
+                    Catch::Contains("bad .npy shape"));
+  CHECK_THROWS_WITH(read_npy(write("type.npy", npy("{'descr': '<c16', 'fortran_order': False, 'shape': (1,), }",
+                                                   std::string(16, '\0')))),
+                    Catch::Contains("unsupported .npy dtype '<c16'"));
+  CHECK_THROWS_WITH(read_npy(write("fortran.npy", npy("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }",
+                                                      std::string(4, '\0')))),
+                    Catch::Contains("Fortran"));
+}
+
+TEST_CASE("hostile: an exception inside a parallel kernel reaches the caller (no terminate)", "[hostile]") {
+  // 2 threads, a large Div whose last element divides by zero.
+  ModelBuilder b;
+  b.input("a", kInt32, {1 << 16}).input("b", kInt32, {1 << 16}).output("y", kInt32, {1 << 16});
+  b.node("Div", {"a", "b"}, {"y"}, "div");
+  const std::string path = save(b, "hostile_parallel_error");
+  SessionOptions o;
+  o.threads = 2;
+  Session s(load_onnx(path), default_op_registry(), o);
+  Tensor a = Tensor::allocate(DType::I32, {1 << 16}), d = Tensor::allocate(DType::I32, {1 << 16});
+  for (int i = 0; i < (1 << 16); ++i) d.data<int32_t>()[i] = i == (1 << 16) - 1 ? 0 : 1;
+  CHECK_THROWS_WITH(s.run({{"a", a}, {"b", d}}), Catch::Contains("division by zero"));
+  for (int i = 0; i < (1 << 16); ++i) d.data<int32_t>()[i] = 2;
+  CHECK_NOTHROW(s.run({{"a", a}, {"b", d}}));  // the pool is still usable
+}
