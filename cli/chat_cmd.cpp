@@ -17,6 +17,8 @@
 namespace onebit::cli {
 
 int run_chat(const ChatCommand& c) {
+  if (c.gen.max_new < 1) fail("-n/--max-new-tokens must be at least 1, got {}", c.gen.max_new);
+  c.gen.sampling.validate();  // before the (slow) load
   ModelOptions mo;
   mo.session = c.session.options();
   mo.npu = c.session.dispatcher();

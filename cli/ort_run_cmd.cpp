@@ -71,6 +71,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
   cmd->callback([a, &action] {
     action = [a] {
       if (a->gen.max_new < 1) fail("-n/--max-new-tokens must be at least 1, got {}", a->gen.max_new);
+      a->gen.sampling.validate();  // before the (slow) load
       if (a->interactive) {
         if (!a->prompt.empty() || !a->prompt_ids.empty() || !a->dump_logits.empty())
           fail("--interactive reads the conversation from stdin: drop --prompt, --prompt-ids and --dump-logits");

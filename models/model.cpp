@@ -31,12 +31,12 @@ int64_t vocab_of(const Graph& g, const CausalLmBinding& b) {
   }
 }
 
-// The .onnx files in `dir`, sorted, as "dir/name".
+// The names of the .onnx files in `dir`, sorted.
 std::vector<std::string> models_in(const std::filesystem::path& dir) {
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.path().extension() == ".onnx") out.push_back(e.path().string());
+    if (e.path().extension() == ".onnx") out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -63,7 +63,7 @@ void check_model_path(const std::string& path) {
   if (fs::is_directory(st)) {
     const std::vector<std::string> inside = models_in(path);
     if (inside.empty()) fail("{}: is a directory with no .onnx model in it", path);
-    fail("{}: is a directory; give one of its models: {}", path, listed(inside));
+    fail("{}: is a directory; give one of the models in it: {}", path, listed(inside));
   }
   if (!fs::is_regular_file(st)) fail("{}: cannot open: not a regular file", path);
   const int fd = ::open(path.c_str(), O_RDONLY);
