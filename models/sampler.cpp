@@ -189,11 +189,11 @@ int32_t Sampler::choose(const float* logits, int64_t vocab, std::span<const int3
       return static_cast<int32_t>(end - 1);
     }
     // Candidates: the tokens whose weight reaches a threshold, in id order.
-    // min-p gives it; for top-p alone it starts at 1e-4 of the largest and
+    // min-p gives it; for top-p alone it starts at 1e-2 of the largest and
     // falls until the tokens above it hold the mass p, so that the nucleus
     // (a prefix in decreasing weight) is among them.
     const double target = static_cast<double>(params_.top_p) * total;
-    for (float threshold = params_.min_p > 0 ? params_.min_p : 1e-4f;; threshold /= 16) {
+    for (float threshold = params_.min_p > 0 ? params_.min_p : 1e-2f;; threshold /= 16) {
       if (threshold < 1e-30f) threshold = 0;
       cand_.clear();
       double mass = 0;
