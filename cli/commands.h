@@ -18,5 +18,6 @@ void add_ort_run_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_pack_command(CLI::App& app, Action& action);
 void add_npu_command(CLI::App& app, Action& action);
+void add_chat_command(CLI::App& app, Action& action);
 
 }  // namespace onebit::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "1bit: run ONNX language models on the CPU with 1bit's own kernels\n\n"
       "  1bit ort-run model.onnx --prompt \"The capital of France is\" -n 32\n"
+      "  1bit chat model-cached.onnx\n"
       "  1bit inspect model.onnx\n"
       "  1bit pack model.onnx -o model-q4.onnx\n"
       "  1bit run model.onnx --input input_ids=ids.npy --output-dir out/\n",
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   onebit::cli::Action action;
   onebit::cli::add_ort_run_command(app, action);
+  onebit::cli::add_chat_command(app, action);
   onebit::cli::add_run_command(app, action);
   onebit::cli::add_inspect_command(app, action);
   onebit::cli::add_bench_command(app, action);

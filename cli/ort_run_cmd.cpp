@@ -1,5 +1,6 @@
-// `1bit ort-run MODEL --prompt "..."`: tokenize, prefill, decode greedily,
-// stream the text, print prefill tok/s and decode ms/token at the end.
+// `1bit ort-run MODEL --prompt "..."`: tokenize, prefill, decode (greedily,
+// or sampling when asked), stream the text, print prefill tok/s and decode
+// ms/token at the end, or one JSON record with --json.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -8,7 +9,9 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "cli/chat_cmd.h"
 #include "cli/commands.h"
+#include "cli/generation_flags.h"
 #include "cli/process_stats.h"
 #include "cli/session_flags.h"
 #include "graph/npy.h"
@@ -36,36 +39,46 @@ Tensor ids_tensor(const std::vector<int32_t>& v) {
 }  // namespace
 
 void add_ort_run_command(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("ort-run", "Greedy text generation with an exported causal LM");
+  auto* cmd = app.add_subcommand("ort-run", "Text generation with an exported causal LM (greedy unless asked to sample)");
   cmd->footer(
       "\nExamples:\n"
       "  1bit ort-run model.onnx --prompt \"The capital of France is\" -n 32\n"
-      "  1bit ort-run model-cached.onnx --cached --chat --prompt \"Tell me a joke\"\n"
+      "  1bit ort-run model-cached.onnx --cached --chat --prompt \"Tell me a joke\" --temperature 0.7 --top-p 0.9 --seed 1\n"
+      "  1bit ort-run model-cached.onnx --chat --prompt \"List three colours\" --stop \"\\n\\n\" --json\n"
+      "  1bit ort-run model-cached.onnx --interactive                     # the same as 1bit chat\n"
       "  1bit ort-run model.onnx --prompt \"Hi\" --dump-logits logits.npy   # + logits.ids.npy, logits.prompt.npy\n");
   struct Args {
     std::string model, prompt, prompt_ids, tokenizer, dump_logits, system;
-    int64_t max_new = 32;
-    bool cached = false, chat = false, quiet = false, verbose = false;
+    bool cached = false, chat = false, interactive = false, quiet = false, verbose = false;
+    GenerationFlags gen;
     SessionFlags session;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("model", a->model, "ONNX causal LM (exported by scripts/export_onnx.py or Optimum)")->required();
   cmd->add_option("--prompt,-p", a->prompt, "Prompt text");
   cmd->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids (comma or space separated), bypassing the tokenizer");
-  cmd->add_option("-n,--max-new-tokens", a->max_new, "Tokens to generate at most")->capture_default_str();
+  a->gen.add_to(cmd);
   cmd->add_flag("--cached", a->cached, "Use the graph's KV cache (the graph must have one; one with a cache uses it anyway)");
   cmd->add_option("--dump-logits", a->dump_logits,
                   "Write each step's logits as float32 [steps, vocab] .npy, the chosen ids beside it (.ids.npy) and "
                   "the prompt ids (.prompt.npy)");
   cmd->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: beside the model)");
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat format (ChatML)");
+  cmd->add_flag("--interactive,-i", a->interactive, "A multi-turn chat on stdin (see 1bit chat)");
   cmd->add_option("--system", a->system, "System message for --chat (default: the template's own, if any)");
   a->session.add_to(cmd);
   cmd->add_flag("--quiet,-q", a->quiet, "Print only the generated text");
   cmd->add_flag("--verbose,-v", a->verbose, "Print the binding and the passes");
   cmd->callback([a, &action] {
     action = [a] {
-      if (a->max_new < 1) fail("-n/--max-new-tokens must be at least 1, got {}", a->max_new);
+      if (a->gen.max_new < 1) fail("-n/--max-new-tokens must be at least 1, got {}", a->gen.max_new);
+      a->gen.sampling.validate();  // before the (slow) load
+      if (a->interactive) {
+        if (!a->prompt.empty() || !a->prompt_ids.empty() || !a->dump_logits.empty())
+          fail("--interactive reads the conversation from stdin: drop --prompt, --prompt-ids and --dump-logits");
+        ChatCommand c{a->model, a->tokenizer, a->system, a->cached, a->quiet, a->verbose, a->gen, a->session};
+        return run_chat(c);
+      }
       if (a->prompt.empty() == a->prompt_ids.empty()) fail("give exactly one of --prompt and --prompt-ids");
       // Parse the ids before the (slow) load so a typo fails at once.
       std::vector<int32_t> prompt;
@@ -75,8 +88,8 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       mo.session = a->session.options();
       mo.npu = a->session.dispatcher();
       mo.tokenizer_path = a->tokenizer;
-      mo.need_tokenizer = !a->prompt.empty();
-      std::unique_ptr<Model> model = Model::open(a->model, mo);
+      mo.need_tokenizer = !a->prompt.empty() || !a->gen.stop.empty();
+      std::unique_ptr<Model> model = open_model(a->model, mo);
       const CausalLmBinding& binding = model->binding();
       Session& session = model->session();
       if (!model->random_weights_note().empty() && !a->quiet)
@@ -98,28 +111,41 @@ void add_ort_run_command(CLI::App& app, Action& action) {
             a->chat ? apply_chat_template(files.chat_template, a->prompt, a->system, files.dir) : a->prompt;
         prompt = tokenizer->encode(text);
       }
-      GenerateOptions gen;
-      gen.max_new_tokens = a->max_new;
-      gen.max_context = model->max_positions();
-      gen.keep_logits = !a->dump_logits.empty();
-      gen.eos_ids = model->eos_ids();
+      // -n past the context is an error, not a silent clamp: the run would
+      // otherwise end early for a reason the caller did not choose.
+      const int64_t ctx = model->max_positions();
+      const int64_t need = static_cast<int64_t>(prompt.size()) + a->gen.max_new;
+      if (ctx > 0 && static_cast<int64_t>(prompt.size()) < ctx && need > ctx)
+        fail("-n {}: the {}-token prompt and {} new tokens need {} positions, but {}'s context is {} "
+             "(max_position_embeddings in config.json); use -n {} or less",
+             a->gen.max_new, prompt.size(), a->gen.max_new, need, a->model, ctx, ctx - static_cast<int64_t>(prompt.size()));
 
-      std::unique_ptr<StreamDecoder> stream;
-      if (tokenizer) stream = std::make_unique<StreamDecoder>(*tokenizer, /*skip_special=*/true);
-      const GenerateResult r = model->generator().run(prompt, gen, [&](int32_t id) {
-        if (stream) {
-          const std::string piece = stream->push(id);
-          std::fwrite(piece.data(), 1, piece.size(), stdout);
-        } else {
-          std::printf("%d ", id);
-        }
+      std::unique_ptr<Sampler> sampler;
+      GenerateOptions gen = a->gen.options_for(*model, sampler);
+      gen.keep_logits = !a->dump_logits.empty();
+      gen.tokenizer = tokenizer;
+      const bool stream = !a->gen.json;
+      gen.on_text = [&](std::string_view piece) {
+        if (!stream) return;
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
+      };
+      Progress prefill(fmt::format("prefill of {} tokens", prompt.size()));
+      const GenerateResult r = model->generator().run(prompt, gen, [&](int32_t id) {
+        prefill.done();
+        if (!tokenizer && stream) {
+          std::printf("%d ", id);
+          std::fflush(stdout);
+        }
       });
-      if (stream) {
-        const std::string rest = stream->flush();
-        std::fwrite(rest.data(), 1, rest.size(), stdout);
+      prefill.done();
+      if (a->gen.json) {
+        Json record = generation_record(*model, r, sampler.get());
+        if (!a->prompt.empty()) record["prompt"] = a->prompt;
+        std::printf("%s\n", json_text(record).c_str());
+      } else {
+        std::printf("\n");
       }
-      std::printf("\n");
       std::fflush(stdout);
 
       if (!a->dump_logits.empty()) {
@@ -130,11 +156,15 @@ void add_ort_run_command(CLI::App& app, Action& action) {
         write_npy(sibling(a->dump_logits, "ids"), ids_tensor(r.tokens));
         write_npy(sibling(a->dump_logits, "prompt"), ids_tensor(r.prompt));
       }
-      if (!a->quiet) {
+      if (!a->quiet && !a->gen.json) {
         const int64_t steps = r.decode_steps();
-        fmt::print(stderr, "\n{} prompt tokens, {} generated{} | {} cache | threads {}\n", r.prompt.size(),
-                   r.tokens.size(), r.stopped_at_eos ? " (end of sequence)" : r.stopped_at_context ? " (context full)" : "",
-                   binding.cache == CausalLmBinding::Cache::None ? "no" : "KV", session.pool().size());
+        const char* why = r.stop == StopReason::Eos          ? " (end of sequence)"
+                          : r.stop == StopReason::StopString ? " (stop string)"
+                          : r.stop == StopReason::Context    ? " (context full)"
+                                                             : "";
+        fmt::print(stderr, "\n{} prompt tokens, {} generated{} | {} cache | threads {}{}\n", r.prompt.size(),
+                   r.tokens.size(), why, binding.cache == CausalLmBinding::Cache::None ? "no" : "KV",
+                   session.pool().size(), sampler ? " | sampling: " + sampler->params().describe() : std::string());
         fmt::print(stderr, "load {:.2f} s | prefill {:.1f} tok/s ({:.1f} ms) | decode {} | peak RSS {:.0f} MiB\n",
                    model->load_seconds(), r.prompt.size() / (r.prefill_ms / 1000.0), r.prefill_ms,
                    steps > 0 ? fmt::format("{:.2f} ms/token, {:.2f} tok/s", r.decode_ms / steps, steps / (r.decode_ms / 1000.0))

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "base/error.h"
+#include "models/stop_strings.h"
+#include "models/tokenizer/tokenizer.h"
 
 namespace onebit {
 
@@ -34,6 +37,17 @@ Tensor int_row(DType dtype, int64_t n, F value) {
 
 }  // namespace
 
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::MaxTokens: return "max_tokens";
+    case StopReason::Eos: return "eos";
+    case StopReason::StopString: return "stop_string";
+    case StopReason::Context: return "context_full";
+    case StopReason::Interrupted: return "interrupted";
+  }
+  return "?";
+}
+
 int32_t argmax(const float* v, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
@@ -55,14 +69,13 @@ Generator::Generator(Session& session, CausalLmBinding binding) : session_(sessi
          present_index_.size());
 }
 
-std::vector<NamedTensor> Generator::inputs_for(const std::vector<int32_t>* ids, int64_t seq, int64_t past_len,
-                                               bool data) {
+std::vector<NamedTensor> Generator::inputs_for(const int32_t* ids, int64_t seq, int64_t past_len, bool data) {
   auto row = [&](DType dtype, int64_t n, auto value) {
     if (!data) return Tensor(dtype, {1, n}, nullptr);
     return int_row(dtype, n, value);
   };
   std::vector<NamedTensor> inputs;
-  inputs.push_back({binding_.input_ids, row(binding_.ids_dtype, seq, [&](int64_t i) { return int64_t{(*ids)[size_t(i)]}; })});
+  inputs.push_back({binding_.input_ids, row(binding_.ids_dtype, seq, [&](int64_t i) { return int64_t{ids[i]}; })});
   if (!binding_.attention_mask.empty())
     inputs.push_back({binding_.attention_mask, row(binding_.mask_dtype, past_len + seq, [](int64_t) { return int64_t{1}; })});
   if (!binding_.position_ids.empty())
@@ -83,9 +96,9 @@ std::vector<NamedTensor> Generator::inputs_for(const std::vector<int32_t>* ids, 
   return inputs;
 }
 
-const float* Generator::forward(const std::vector<int32_t>& ids, int64_t past_len) {
+const float* Generator::forward(std::span<const int32_t> ids, int64_t past_len) {
   const int64_t seq = static_cast<int64_t>(ids.size());
-  std::vector<NamedTensor> inputs = inputs_for(&ids, seq, past_len, true);
+  std::vector<NamedTensor> inputs = inputs_for(ids.data(), seq, past_len, true);
   outputs_.clear();  // release last step's buffers so the session can recycle them
   outputs_ = session_.run(inputs);
   inputs.clear();
@@ -104,48 +117,119 @@ const float* Generator::forward(const std::vector<int32_t>& ids, int64_t past_le
   return logits.data<float>() + (logits.dim(1) - 1) * vocab_;
 }
 
+void Generator::reset() {
+  sequence_.clear();
+  fed_ = 0;
+  cache_.clear();
+  outputs_.clear();
+}
+
+void Generator::drop_last() {
+  if (sequence_.empty()) fail("drop_last: the sequence is empty");
+  if (cached() && fed_ >= static_cast<int64_t>(sequence_.size()))
+    fail("drop_last: the KV cache already holds the last token ({} positions)", fed_);
+  sequence_.pop_back();
+}
+
 GenerateResult Generator::run(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                               const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) fail("the prompt is empty (0 tokens)");
-  if (options.max_new_tokens < 1) fail("the number of new tokens must be at least 1, got {}", options.max_new_tokens);
   const int64_t ctx = options.max_context;
   if (ctx > 0 && static_cast<int64_t>(prompt.size()) >= ctx)
     fail("the prompt is {} tokens; the model's context is {} positions", prompt.size(), ctx);
-  cache_.clear();
+  reset();
+  return extend(prompt, options, on_token);
+}
+
+GenerateResult Generator::extend(const std::vector<int32_t>& tokens, const GenerateOptions& options,
+                                 const std::function<void(int32_t)>& on_token) {
+  if (options.max_new_tokens < 1) fail("the number of new tokens must be at least 1, got {}", options.max_new_tokens);
+  const int64_t so_far = static_cast<int64_t>(sequence_.size());
+  const int64_t total = so_far + static_cast<int64_t>(tokens.size());
+  if (total == 0) fail("the prompt is empty (0 tokens)");
+  if (total == cached_positions()) fail("nothing to run: no new tokens, and the KV cache holds all {}", total);
+  const int64_t ctx = options.max_context;
+  if (ctx > 0 && total >= ctx)
+    fail("the sequence would be {} tokens ({} so far and {} new); the model's context is {} positions", total, so_far,
+         tokens.size(), ctx);
+  for (int32_t id : tokens)
+    if (id < 0 || (vocab_ > 0 && id >= vocab_))
+      fail("token id {} is outside the model's vocabulary of {} ids", id, vocab_);
   GenerateResult r;
-  r.prompt = prompt;
-  std::vector<int32_t> sequence = prompt;
-  const bool cached = binding_.cache != CausalLmBinding::Cache::None;
+  r.prompt = tokens;
+  r.past = cached_positions();
+  sequence_.insert(sequence_.end(), tokens.begin(), tokens.end());
+  return generate(std::move(r), options, on_token);
+}
+
+GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& options,
+                                   const std::function<void(int32_t)>& on_token) {
+  const int64_t ctx = options.max_context;
+  const bool kv = cached();
+  const auto size = [&] { return static_cast<int64_t>(sequence_.size()); };
   // Size the arena and output buffers once, for the prefill and for the
   // last step (the largest cache), so the decode steps allocate nothing.
-  int64_t last = static_cast<int64_t>(prompt.size()) + options.max_new_tokens - 1;
+  const int64_t past0 = cached_positions();
+  int64_t last = size() + options.max_new_tokens - 1;
   if (ctx > 0) last = std::min(last, ctx - 1);
-  session_.reserve(inputs_for(nullptr, static_cast<int64_t>(prompt.size()), 0, false));
-  if (last > static_cast<int64_t>(prompt.size()))
-    session_.reserve(cached ? inputs_for(nullptr, 1, last, false) : inputs_for(nullptr, last, 0, false));
-  int64_t past_len = 0;
+  session_.reserve(kv ? inputs_for(nullptr, size() - past0, past0, false) : inputs_for(nullptr, size(), 0, false));
+  if (last > size()) session_.reserve(kv ? inputs_for(nullptr, 1, last, false) : inputs_for(nullptr, last, 0, false));
+
+  std::unique_ptr<StreamDecoder> decoder;
+  StopStrings stops(options.stop_strings);
+  if (options.tokenizer) decoder = std::make_unique<StreamDecoder>(*options.tokenizer, /*skip_special=*/true);
+  else if (!stops.empty()) fail("stop strings need a tokenizer to decode the text");
+  const auto show = [&](const std::string& text) {
+    if (text.empty()) return;
+    r.text += text;
+    if (options.on_text) options.on_text(text);
+  };
+
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
+    if (options.interrupt && options.interrupt->load(std::memory_order_relaxed)) {
+      r.stop = StopReason::Interrupted;
+      break;
+    }
     const auto t0 = Clock::now();
-    const float* logits = cached && step > 0 ? forward({sequence.back()}, past_len) : forward(sequence, 0);
-    const int32_t next = argmax(logits, vocab_);
+    const int64_t past = cached_positions();
+    const float* logits = forward(std::span<const int32_t>(sequence_).subspan(static_cast<size_t>(past)), past);
+    if (step == 0) {
+      r.prefill_tokens = size() - past;
+      if (options.tokenizer && static_cast<int64_t>(options.tokenizer->vocab_size()) > vocab_)
+        fail("{}: the tokenizer has {} ids but the model's logits have {}: the tokenizer is not this model's",
+             session_.graph().path, options.tokenizer->vocab_size(), vocab_);
+    }
+    if (kv) fed_ = size();
+    const auto t1 = Clock::now();
+    const int32_t next = options.choose ? options.choose(logits, vocab_, sequence_) : argmax(logits, vocab_);
+    r.choose_ms += ms_since(t1);
     (step == 0 ? r.prefill_ms : r.decode_ms) += ms_since(t0);
     if (options.keep_logits) r.logits.insert(r.logits.end(), logits, logits + vocab_);
     r.vocab = vocab_;
-    past_len = static_cast<int64_t>(sequence.size());
-    sequence.push_back(next);
+    sequence_.push_back(next);
     r.tokens.push_back(next);
     if (on_token) on_token(next);
+    if (decoder) show(stops.push(decoder->push(next)));
     if (std::find(options.eos_ids.begin(), options.eos_ids.end(), next) != options.eos_ids.end()) {
-      r.stopped_at_eos = true;
+      r.stop = StopReason::Eos;
       break;
     }
-    if (ctx > 0 && static_cast<int64_t>(sequence.size()) >= ctx) {
-      r.stopped_at_context = true;
+    if (stops.stopped()) {
+      r.stop = StopReason::StopString;
+      r.stop_string = stops.matched();
+      break;
+    }
+    if (static_cast<int64_t>(r.tokens.size()) == options.max_new_tokens) break;
+    if (ctx > 0 && size() >= ctx) {
+      r.stop = StopReason::Context;
       break;
     }
   }
+  if (decoder) {
+    show(stops.push(decoder->flush()));
+    show(stops.flush());
+  }
   outputs_.clear();
-  cache_.clear();
   return r;
 }
 

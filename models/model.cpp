@@ -1,6 +1,12 @@
 #include "models/model.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -25,14 +31,50 @@ int64_t vocab_of(const Graph& g, const CausalLmBinding& b) {
   }
 }
 
-}  // namespace
+// The names of the .onnx files in `dir`, sorted.
+std::vector<std::string> models_in(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".onnx") out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
-std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& options) {
+std::string listed(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// The first errors a newcomer meets, each saying what is there instead.
+void check_model_path(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) fail("{}: cannot open: no such file", path);
-  if (fs::is_directory(st)) fail("{}: is a directory; give the .onnx file inside it", path);
+  if (!fs::exists(st)) {
+    fs::path dir = fs::path(path).parent_path();
+    if (dir.empty()) dir = ".";
+    if (!fs::is_directory(dir)) fail("{}: cannot open: no such file, and no directory {}", path, dir.string());
+    const std::vector<std::string> near = models_in(dir);
+    if (near.empty()) fail("{}: cannot open: no such file, and {} has no .onnx model", path, dir.string());
+    fail("{}: cannot open: no such file; {} has {}", path, dir.string(), listed(near));
+  }
+  if (fs::is_directory(st)) {
+    const std::vector<std::string> inside = models_in(path);
+    if (inside.empty()) fail("{}: is a directory with no .onnx model in it", path);
+    fail("{}: is a directory; give one of the models in it: {}", path, listed(inside));
+  }
+  if (!fs::is_regular_file(st)) fail("{}: cannot open: not a regular file", path);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+  ::close(fd);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& options) {
+  check_model_path(path);
 
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
@@ -56,6 +98,11 @@ std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& 
                                                       it->second.find("random") != std::string::npos)
     m->random_note_ = it->second;
   m->vocab_ = vocab_of(graph, m->binding_);
+  // Ids past the logits would index past the embedding table; a larger
+  // vocabulary (padding, as Qwen's) is common and fine.
+  if (m->tokenizer_ && m->vocab_ > 0 && static_cast<int64_t>(m->tokenizer_->vocab_size()) > m->vocab_)
+    fail("{}: the tokenizer {} has {} ids but the model's logits have {}: it is not this model's tokenizer", path, tok,
+         m->tokenizer_->vocab_size(), m->vocab_);
   m->session_ = std::make_unique<Session>(std::move(graph), default_op_registry(), so);
   m->generator_ = std::make_unique<Generator>(*m->session_, m->binding_);
   m->load_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -68,6 +68,33 @@ void read_ids(od::value v, std::vector<int64_t>& out, const std::string& where) 
   }
 }
 
+// The sampling fields of a generation config; `fields(key, f)` calls f on
+// the value of `key` when there is one. Fills only what is still unset;
+// whether it set any.
+template <class Fields>
+bool read_sampling(Fields&& fields, SamplingDefaults& d) {
+  bool any = false;
+  const auto number = [&](od::value v, std::optional<double>& out) {
+    double x;
+    if (out || v.get_double().get(x)) return;
+    out = x;
+    any = true;
+  };
+  fields("do_sample", [&](od::value v) {
+    bool b;
+    if (!d.do_sample && !v.get_bool().get(b)) d.do_sample = b, any = true;
+  });
+  fields("temperature", [&](od::value v) { number(v, d.temperature); });
+  fields("top_p", [&](od::value v) { number(v, d.top_p); });
+  fields("min_p", [&](od::value v) { number(v, d.min_p); });
+  fields("repetition_penalty", [&](od::value v) { number(v, d.repetition_penalty); });
+  fields("top_k", [&](od::value v) {
+    int64_t k;
+    if (!d.top_k && !v.get_int64().get(k)) d.top_k = k, any = true;
+  });
+  return any;
+}
+
 std::string read_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream ss;
@@ -87,6 +114,29 @@ ModelFiles read_model_files(const std::string& model_path) {
   if (fs::exists(base / "generation_config.json")) {
     JsonFile j(base / "generation_config.json");
     j.field("eos_token_id", [&](od::value v) { read_ids(v, f.eos_ids, j.path()); });
+    if (read_sampling([&](std::string_view key, auto&& g) { j.field(key, g); }, f.sampling))
+      f.sampling.sources.push_back(j.path());
+  }
+  if (fs::exists(base / "genai_config.json")) {
+    // {"search": {"do_sample": ..., "temperature": ..., ...}}
+    JsonFile j(base / "genai_config.json");
+    bool any = false;
+    j.field("search", [&](od::value search) {
+      od::object obj;
+      if (search.get_object().get(obj)) return;
+      for (auto m : obj) {
+        std::string_view k;
+        od::value v;
+        if (m.unescaped_key().get(k) || m.value().get(v)) fail("{}: not valid JSON in 'search'", j.path());
+        const std::string key(k);
+        any |= read_sampling(
+            [&](std::string_view want, auto&& g) {
+              if (key == want) g(v);
+            },
+            f.sampling);
+      }
+    });
+    if (any) f.sampling.sources.push_back(j.path());
   }
   if (fs::exists(base / "config.json")) {
     JsonFile j(base / "config.json");

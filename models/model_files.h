@@ -5,10 +5,21 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace onebit {
+
+// The sampling settings a model ships, for `--sample`: generation_config.json
+// (transformers), and for the fields it lacks genai_config.json's "search"
+// (onnxruntime-genai). A field neither sets is empty.
+struct SamplingDefaults {
+  std::optional<bool> do_sample;
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k;
+  std::vector<std::string> sources;  // the files that set any
+};
 
 struct ModelFiles {
   std::string dir;
@@ -18,6 +29,7 @@ struct ModelFiles {
   int64_t max_positions = 0;         // config max_position_embeddings, 0 if unknown
   std::string chat_template;         // tokenizer_config chat_template
   std::string model_type;            // config model_type
+  SamplingDefaults sampling;
 };
 
 // Reads the side files of the model at `model_path`. A file that exists but

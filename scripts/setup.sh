@@ -21,7 +21,7 @@ for arg in "$@"; do
 done
 
 packages=(g++ cmake ninja-build pkg-config python3-venv libonnx-dev libprotobuf-dev protobuf-compiler
-  libcli11-dev libfmt-dev catch2 libxrt-dev libsimdjson-dev libpcre2-dev libutf8proc-dev libbenchmark-dev)
+  libcli11-dev libfmt-dev catch2 libxrt-dev libsimdjson-dev libpcre2-dev libutf8proc-dev libbenchmark-dev libedit-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -44,3 +44,17 @@ set_tests_properties(cli_bad_input PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEO
 onebit_add_pytest(kv_state_tiny_cached TESTS test_kv_state.py
   ARGS --model ${ONEBIT_TINY}/model-cached.onnx --layers 2)
 set_tests_properties(kv_state_tiny_cached PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+
+# The chat loop on the tiny export (tests/test_chat_session.cpp's hidden
+# [.tiny] cases): three piped turns, each prefilling only its own tokens,
+# answers identical to fresh runs on the conversation; a stop string split
+# over two tokens; the same seed across thread counts.
+add_test(NAME chat_session_tiny COMMAND test_chat_session "[tiny]" -w NoTests)
+set_tests_properties(chat_session_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600
+  ENVIRONMENT "ONEBIT_TINY=${ONEBIT_TINY}")
+
+# `1bit chat` and `ort-run` through the binary: a chat driven through a pipe
+# for three turns (--json: prefill counts, answers against ort-run on the
+# conversation's ids), --stop, --json, sampling (test_chat_cli.py).
+onebit_add_pytest(chat_cli_tiny TESTS test_chat_cli.py ARGS --tiny ${ONEBIT_TINY})
+set_tests_properties(chat_cli_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)

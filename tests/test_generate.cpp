@@ -10,6 +10,7 @@
 #include "model_builder.h"
 #include "models/causal_lm.h"
 #include "models/generate.h"
+#include "models/sampler.h"
 #include "ops/register_ops.h"
 
 using namespace onebit;
@@ -108,12 +109,12 @@ TEST_CASE("generate: stops at EOS and at the context", "[generate]") {
   const GenerateResult free_run = g.run({1, 5, 2}, o);
   o.eos_ids = {free_run.tokens[3]};
   const GenerateResult eos = g.run({1, 5, 2}, o);
-  CHECK(eos.stopped_at_eos);
+  CHECK(eos.stop == StopReason::Eos);
   CHECK(eos.tokens.size() <= 4);
   o.eos_ids.clear();
   o.max_context = 10;
   const GenerateResult ctx = g.run({1, 5, 2}, o);
-  CHECK(ctx.stopped_at_context);
+  CHECK(ctx.stop == StopReason::Context);
   CHECK(ctx.prompt.size() + ctx.tokens.size() == 10);
   o.max_context = 3;
   CHECK_THROWS_WITH(g.run({1, 5, 2}, o), Catch::Contains("prompt is 3 tokens") && Catch::Contains("context is 3"));
@@ -140,4 +141,127 @@ TEST_CASE("generate: a decode loop allocates no buffers after its reserve", "[ge
   CHECK(long_run.arena_allocations == 1);
   CHECK(long_run.output_allocations == short_run.output_allocations);
   CHECK(long_run.output_allocations <= 8);
+}
+
+namespace {
+
+Session open_threads(bool cached, const std::string& name, int threads) {
+  const std::string path = scratch_dir(name) + "/model.onnx";
+  tiny_lm(cached).save(path);
+  SessionOptions o;
+  o.threads = threads;
+  o.last_position_outputs = {"logits"};
+  return Session(load_onnx(path), default_op_registry(), o);
+}
+
+GenerateOptions sampled(Sampler& s, int64_t n) {
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  o.choose = [&s](const float* l, int64_t v, std::span<const int32_t> h) { return s.sample(l, v, h); };
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("generate: extend prefills only the new tokens and continues as a fresh run would", "[generate]") {
+  for (bool cached : {false, true}) {
+    Session s = open(cached, cached ? "gen_extend_cached" : "gen_extend_plain");
+    Generator g(s, bind_causal_lm(s.graph()));
+    GenerateOptions o;
+    o.max_new_tokens = 6;
+    const GenerateResult first = g.run({1, 5, 2}, o);
+    CHECK(first.prefill_tokens == 3);
+    CHECK(g.cached_positions() == (cached ? 8 : 0));  // the last chosen token is not run yet
+    const GenerateResult second = g.extend({3, 4}, o);
+    // The last chosen token and the two new ones; without a cache, everything.
+    CHECK(second.past == (cached ? 8 : 0));
+    CHECK(second.prefill_tokens == (cached ? 3 : 11));
+    std::vector<int32_t> whole = {1, 5, 2};
+    whole.insert(whole.end(), first.tokens.begin(), first.tokens.end());
+    whole.insert(whole.end(), {3, 4});
+    const std::vector<int32_t> before_second(g.sequence().begin(), g.sequence().begin() + 11);
+    CHECK(before_second == whole);
+    const GenerateResult fresh = g.run(whole, o);
+    CHECK(fresh.tokens == second.tokens);
+
+    // drop_last: the last chosen token can be taken back, not one the cache holds.
+    g.run({1, 5, 2}, o);
+    g.drop_last();
+    CHECK(g.sequence().size() == 8);
+    if (cached) CHECK_THROWS_WITH(g.drop_last(), Catch::Contains("already holds"));
+    const GenerateResult after_drop = g.extend({6}, o);
+    CHECK(after_drop.prefill_tokens == (cached ? 1 : 9));
+  }
+}
+
+TEST_CASE("generate: extend refuses a sequence past the context and changes nothing", "[generate]") {
+  Session s = open(true, "gen_extend_ctx");
+  Generator g(s, bind_causal_lm(s.graph()));
+  GenerateOptions o;
+  o.max_new_tokens = 4;
+  o.max_context = 12;
+  g.run({1, 5, 2}, o);
+  const std::vector<int32_t> before = g.sequence();
+  CHECK_THROWS_WITH(g.extend({1, 2, 3, 4, 5}, o), Catch::Contains("would be 12 tokens") && Catch::Contains("context is 12"));
+  CHECK(g.sequence() == before);
+  o.max_new_tokens = 10;
+  const GenerateResult r = g.extend({1}, o);
+  CHECK(r.stop == StopReason::Context);
+  CHECK(g.sequence().size() == 12);
+}
+
+TEST_CASE("generate: a seeded sampler gives the same tokens twice and across thread counts", "[generate][sampler]") {
+  SamplingParams sp;
+  sp.temperature = 1.5f;  // the tiny model's logits are close: many tokens stay likely
+  sp.seed = 1234;
+  std::vector<std::vector<int32_t>> runs;
+  for (int threads : {1, 2, 1}) {
+    Session s = open_threads(true, "gen_seed_t" + std::to_string(threads), threads);
+    Generator g(s, bind_causal_lm(s.graph()));
+    Sampler sampler(sp);
+    runs.push_back(g.run({1, 5, 2}, sampled(sampler, 40)).tokens);
+  }
+  CHECK(runs[0] == runs[1]);
+  CHECK(runs[0] == runs[2]);
+  // Not greedy in disguise: the draws pick other tokens than argmax does.
+  Session s = open(true, "gen_seed_greedy");
+  GenerateOptions greedy;
+  greedy.max_new_tokens = 40;
+  CHECK(Generator(s, bind_causal_lm(s.graph())).run({1, 5, 2}, greedy).tokens != runs[0]);
+}
+
+TEST_CASE("generate: a top-k 1 sampler chooses the greedy tokens", "[generate][sampler]") {
+  Session s = open(true, "gen_topk1");
+  Generator g(s, bind_causal_lm(s.graph()));
+  GenerateOptions greedy;
+  greedy.max_new_tokens = 30;
+  const GenerateResult a = g.run({1, 5, 2}, greedy);
+  SamplingParams sp;
+  sp.top_k = 1;
+  sp.seed = 99;
+  Sampler sampler(sp);
+  const GenerateResult b = g.run({1, 5, 2}, sampled(sampler, 30));
+  CHECK(a.tokens == b.tokens);
+}
+
+TEST_CASE("generate: the interrupt flag stops between tokens", "[generate]") {
+  Session s = open(true, "gen_interrupt");
+  Generator g(s, bind_causal_lm(s.graph()));
+  std::atomic<bool> stop{false};
+  GenerateOptions o;
+  o.max_new_tokens = 20;
+  o.interrupt = &stop;
+  int seen = 0;
+  const GenerateResult r = g.run({1, 5, 2}, o, [&](int32_t) {
+    if (++seen == 3) stop = true;
+  });
+  CHECK(r.stop == StopReason::Interrupted);
+  CHECK(r.tokens.size() == 3);
+  // Set before the first pass: nothing runs, and the prompt waits in the sequence.
+  const GenerateResult none = g.run({1, 5, 2}, o);
+  CHECK(none.tokens.empty());
+  CHECK(g.cached_positions() == 0);
+  CHECK(g.sequence().size() == 3);
+  stop = false;
+  CHECK(g.extend({}, o).prefill_tokens == 3);
 }

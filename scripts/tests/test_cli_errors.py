@@ -8,6 +8,7 @@ is wrong. One test per case:
 """
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -43,6 +44,13 @@ def files(pytestconfig, tmp_path_factory) -> dict[str, Path]:
                           [helper.make_tensor_value_info("out", TensorProto.INT64, ["b", "s"])])
     f["nologits"] = tmp / "nologits.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), f["nologits"])
+    # A directory without a model, and a tokenizer with more ids than the model's logits.
+    (tmp / "empty").mkdir()
+    tok = json.loads((model.parent / "tokenizer.json").read_text())
+    tok["model"]["vocab"]["zzbig"] = 200000
+    f["big_tokenizer"] = tmp / "big_tokenizer.json"
+    f["big_tokenizer"].write_text(json.dumps(tok))
+    f["tiny_dir"] = model.parent
     f["junk"] = tmp / "junk.npy"
     f["junk"].write_bytes(b"not numpy")
     f["ids"] = tmp / "ids.npy"
@@ -65,6 +73,22 @@ CASES = {
     "graph without logits": (["ort-run", "{nologits}", "--prompt-ids", "1,2"],
                              ["no output named logits", "inputs:", "input_ids"]),
     "missing model": (["ort-run", "{tmp}/none.onnx", "--prompt-ids", "1"], ["none.onnx", "cannot open"]),
+    "missing model, the directory's models listed": (["ort-run", "{tmp}/none.onnx", "--prompt-ids", "1"],
+                                                     ["none.onnx", "no such file", "nologits.onnx"]),
+    "missing model directory": (["ort-run", "{tmp}/nodir/model.onnx", "--prompt", "hi"],
+                                ["nodir/model.onnx", "no directory", "nodir"]),
+    "a directory without a model": (["ort-run", "{tmp}/empty", "--prompt", "hi"],
+                                    ["empty", "is a directory with no .onnx model"]),
+    "a directory with models": (["ort-run", "{tiny_dir}", "--prompt", "hi"],
+                                ["is a directory", "model.onnx", "model-cached.onnx"]),
+    "tokenizer larger than the vocabulary": (["ort-run", "{tiny}", "--prompt", "hi", "--tokenizer", "{big_tokenizer}"],
+                                             ["big_tokenizer.json", "200001 ids", "logits have 151936"]),
+    "-n past the context": (["ort-run", "{short}", "--prompt-ids", "1,2,3", "-n", "10"],
+                            ["-n 10", "need 13 positions", "context is 8", "-n 5 or less"]),
+    "--top-p out of range": (["ort-run", "{tiny}", "--prompt", "hi", "--top-p", "1.5"], ["--top-p 1.5", "(0, 1]"]),
+    "empty stop string": (["ort-run", "{tiny}", "--prompt", "hi", "--stop", ""], ["empty stop string"]),
+    "chat without a tokenizer": (["chat", "{bare}"], ["no tokenizer.json"]),
+    "chat on a directory": (["chat", "{tmp}/empty"], ["is a directory with no .onnx model"]),
     "run: bad .npy": (["run", "{tiny}", "--input", "input_ids={junk}"], ["junk.npy", "not a .npy"]),
     "run: unknown input": (["run", "{tiny}", "--input", "tokens={ids}"], ["no input 'tokens'", "input_ids"]),
     "run: wrong dtype": (["run", "{tiny}", "--input", "input_ids={f32}"], ["'input_ids' is float32", "int64"]),
