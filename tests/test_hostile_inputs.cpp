@@ -217,7 +217,7 @@ TEST_CASE("hostile: shapes that overflow are errors naming the shape", "[hostile
              Catch::Contains("expand") && Catch::Contains("invalid shape [1073741824,1073741824,1073741824]"));
 }
 
-TEST_CASE("hostile: out-of-range indices are errors; negative ones count from the end", "[hostile]") {
+TEST_CASE("hostile: out-of-range indices are errors and negative ones count from the end", "[hostile]") {
   ModelBuilder b;
   b.input("i", kInt64, {1}).output("y", kFloat, {1, 2});
   b.initializer<float>("t", kFloat, {3, 2}, {0, 1, 2, 3, 4, 5});
