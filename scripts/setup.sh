@@ -6,22 +6,28 @@
 #      quantization, reference checks and benchmarks — never by the runtime:
 #      the main job's requirements.txt, and with --dev (scripts/test.sh) the
 #      tests' and benchmarks' requirements-dev.txt too;
-#   3. a Release build in build/.
+#   3. a Release build in build/; with --dev also the sanitized clang build
+#      (ASan + UBSan + libFuzzer, scripts/build_sanitized.sh) in build-asan/,
+#      whose tests the main build's ctest runs.
 # Re-running skips what is already done.
 #   scripts/setup.sh [--dev]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 venv_args=()
+dev=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) venv_args+=(--dev) ;;
+    --dev) venv_args+=(--dev); dev=1 ;;
     *) echo "usage: scripts/setup.sh [--dev]" >&2; exit 2 ;;
   esac
 done
 
 packages=(g++ cmake ninja-build pkg-config python3-venv libonnx-dev libprotobuf-dev protobuf-compiler
-  libcli11-dev libfmt-dev catch2 libxrt-dev libsimdjson-dev libpcre2-dev libutf8proc-dev libbenchmark-dev libedit-dev)
+  libcli11-dev libfmt-dev catch2 libxrt-dev libsimdjson-dev libpcre2-dev libutf8proc-dev libbenchmark-dev libedit-dev
+  nlohmann-json3-dev)
+# The tests' sanitized build and fuzzers need clang with its runtimes.
+[ "$dev" = 1 ] && packages+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,6 +42,12 @@ fi
 
 scripts/setup_venv.sh "${venv_args[@]}"
 
+sanitized=()
+if [ "$dev" = 1 ]; then
+  echo "setup: building the sanitized tree (clang, ASan + UBSan, libFuzzer) in build-asan/"
+  scripts/build_sanitized.sh
+  sanitized=(-DONEBIT_SANITIZED_DIR="$root/build-asan")
+fi
 echo "setup: building (Release) in build/"
-cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${sanitized[@]}" > /dev/null
 cmake --build "$root/build" -j "$(nproc)"

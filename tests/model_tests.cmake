@@ -58,3 +58,7 @@ set_tests_properties(chat_session_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 T
 # conversation's ids), --stop, --json, sampling (test_chat_cli.py).
 onebit_add_pytest(chat_cli_tiny TESTS test_chat_cli.py ARGS --tiny ${ONEBIT_TINY})
 set_tests_properties(chat_cli_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+
+# Determinism: the same bits across runs and across 1 and 2 threads.
+onebit_add_pytest(determinism_tiny TESTS test_determinism.py ARGS --tiny ${ONEBIT_TINY})
+set_tests_properties(determinism_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
