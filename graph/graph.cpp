@@ -116,6 +116,10 @@ void Graph::relink() {
       if (v >= 0) values[static_cast<size_t>(v)].producer = static_cast<int>(n);
 }
 
+void Graph::id_out_of_range(int id, size_t size, const char* what) {
+  fail("{} id {} is out of range (the graph has {}): an omitted input where one is required?", what, id, size);
+}
+
 std::string domain_name(const std::string& domain) { return domain.empty() ? "ai.onnx" : domain; }
 
 }  // namespace onebit

@@ -93,12 +93,25 @@ class Graph {
   };
   std::vector<Region> mapped;  // read-only file mappings constants may view
 
-  // By the ids nodes and values carry (in range once loaded; -1 means none
-  // and must be checked by the caller).
-  Value& value(int v) { return values[static_cast<size_t>(v)]; }
-  const Value& value(int v) const { return values[static_cast<size_t>(v)]; }
-  Node& node(int n) { return nodes[static_cast<size_t>(n)]; }
-  const Node& node(int n) const { return nodes[static_cast<size_t>(n)]; }
+  // By the ids nodes and values carry. -1 (an omitted optional input, "no
+  // producer") must be checked by the caller; an id out of range is an Error
+  // rather than a read outside the vector.
+  Value& value(int v) {
+    check_id(v, values.size(), "value");
+    return values[static_cast<size_t>(v)];
+  }
+  const Value& value(int v) const {
+    check_id(v, values.size(), "value");
+    return values[static_cast<size_t>(v)];
+  }
+  Node& node(int n) {
+    check_id(n, nodes.size(), "node");
+    return nodes[static_cast<size_t>(n)];
+  }
+  const Node& node(int n) const {
+    check_id(n, nodes.size(), "node");
+    return nodes[static_cast<size_t>(n)];
+  }
 
   int find_value(const std::string& name) const;  // -1 if absent
   int add_value(Value v);
@@ -117,6 +130,10 @@ class Graph {
   void relink();
 
  private:
+  static void check_id(int id, size_t size, const char* what) {
+    if (id < 0 || static_cast<size_t>(id) >= size) id_out_of_range(id, size, what);
+  }
+  [[noreturn]] static void id_out_of_range(int id, size_t size, const char* what);
   mutable std::map<std::string, int> index_;
 };
 

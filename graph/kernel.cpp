@@ -24,6 +24,8 @@ const InputInfo& ReshapeContext::input(int i) const {
   return inputs_[static_cast<size_t>(i)];
 }
 
+void RunContext::missing(int i, const char* what) { fail("{} {} is required but missing", what, i); }
+
 const Tensor& ReshapeContext::value(int i) const {
   const InputInfo& in = input(i);
   if (!in.value) throw NeedsValue{i};

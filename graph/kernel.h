@@ -124,14 +124,23 @@ class RunContext {
 
   int num_inputs() const { return num_inputs_; }
   bool has_input(int i) const { return i < num_inputs_ && inputs_[i] != nullptr; }
-  const Tensor& input(int i) const { return *inputs_[i]; }
+  // A required input or output the node does not have is an error (one
+  // predictable branch; the node's arity comes from an untrusted file).
+  const Tensor& input(int i) const {
+    if (!has_input(i)) [[unlikely]] missing(i, "input");
+    return *inputs_[i];
+  }
   int num_outputs() const { return num_outputs_; }
   bool has_output(int i) const { return i < num_outputs_ && outputs_[i].dtype() != DType::Undefined; }
-  Tensor& output(int i) const { return outputs_[i]; }
+  Tensor& output(int i) const {
+    if (i < 0 || i >= num_outputs_) [[unlikely]] missing(i, "output");
+    return outputs_[i];
+  }
   void* workspace() const { return workspace_; }
   ThreadPool& pool() const { return pool_; }
 
  private:
+  [[noreturn]] static void missing(int i, const char* what);
   const Tensor* const* inputs_;
   int num_inputs_;
   Tensor* outputs_;

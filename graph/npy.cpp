@@ -94,6 +94,8 @@ Tensor read_npy(const std::string& path) {
          size - data_at);
   Tensor t = Tensor::allocate_uninit(dtype, shape);
   if (need) std::memcpy(t.raw(), p + data_at, need);
+  if (dtype == DType::Bool)  // one byte each, 0 or 1 to be read as bool
+    for (size_t i = 0; i < need; ++i) static_cast<uint8_t*>(t.raw())[i] = static_cast<uint8_t*>(t.raw())[i] != 0;
   return t;
 }
 

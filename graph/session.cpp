@@ -159,6 +159,11 @@ std::vector<const Tensor*> Session::bind_inputs(const std::vector<NamedTensor>& 
     if (v.dtype != DType::Undefined && t.dtype() != v.dtype)
       fail("{}: input '{}' is {}, the graph declares {}", graph_.path, v.name, dtype_name(t.dtype()),
            dtype_name(v.dtype));
+    if (t.dtype() == DType::Bool && t.raw())
+      for (int64_t e = 0; e < t.size(); ++e)
+        if (static_cast<const uint8_t*>(t.raw())[e] > 1)
+          fail("{}: bool input '{}' holds byte {} at element {}, expected 0 or 1", graph_.path, v.name,
+               static_cast<const uint8_t*>(t.raw())[e], e);
     if (!v.has_shape) continue;
     if (static_cast<size_t>(t.rank()) != v.dims.size())
       fail("{}: input '{}' has shape {} (rank {}), the graph declares rank {}", graph_.path, v.name,

@@ -76,7 +76,7 @@ int64_t tensor_int_at(const Tensor& t, int64_t i) {
     case DType::U16: return t.data<uint16_t>()[i];
     case DType::U32: return t.data<uint32_t>()[i];
     case DType::U64: return static_cast<int64_t>(t.data<uint64_t>()[i]);
-    case DType::Bool: return t.data<bool>()[i] ? 1 : 0;
+    case DType::Bool: return t.data<uint8_t>()[i] != 0 ? 1 : 0;  // a byte, whatever a file holds
     default: fail("expected an integer tensor, got {}", dtype_name(t.dtype()));
   }
 }

@@ -8,6 +8,7 @@
 
 #include "ops/broadcast.h"
 #include "ops/dispatch.h"
+#include "ops/int_arith.h"
 #include "graph/op_registry.h"
 #include "base/thread_pool.h"
 
@@ -44,39 +45,9 @@ void broadcast_loop(const Tensor& A, const Tensor& B, Tensor& Y, ThreadPool& poo
 
 enum class Arith2 { Add, Sub, Mul, Div, Mod, FMod, PRelu };
 
-// Integer Add, Sub and Mul wrap as numpy's fixed-width integers do, computed
-// in the unsigned type (a signed overflow would be undefined). Division by
-// zero, and INT_MIN / -1 (whose quotient does not fit), are errors: ONNX
-// leaves them undefined and a CPU traps on them.
-template <class C>
-C wrap_add(C x, C y) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
-  } else {
-    return x + y;
-  }
-}
-template <class C>
-C wrap_sub(C x, C y) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(static_cast<U>(x) - static_cast<U>(y)));
-  } else {
-    return x - y;
-  }
-}
-template <class C>
-C wrap_mul(C x, C y) {
-  if constexpr (std::is_integral_v<C>) {
-    // Widened to at least unsigned int, so uint16·uint16 cannot overflow a
-    // promoted signed int.
-    using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
-    return static_cast<C>(static_cast<U>(static_cast<U>(x) * static_cast<U>(y)));
-  } else {
-    return x * y;
-  }
-}
+// Integer Add, Sub and Mul wrap as numpy's fixed-width integers do
+// (ops/int_arith.h). Division by zero, and INT_MIN / -1 (whose quotient does
+// not fit), are errors: ONNX leaves them undefined and a CPU traps on them.
 
 template <class C>
 void check_divisor(C x, C y) {
@@ -177,8 +148,10 @@ class PowKernel : public Kernel {
         broadcast_loop<T, E, T>(ctx.input(0), ctx.input(1), ctx.output(0), ctx.pool(), [](T x, E e) {
           const double xe = static_cast<double>(Arith<T>::load(x));
           const double ee = static_cast<double>(Arith<E>::load(e));
-          if constexpr (std::is_integral_v<T>) {
-            return static_cast<T>(std::pow(xe, ee));
+          if constexpr (std::is_integral_v<T> && std::is_integral_v<E>) {
+            return wrap_pow(x, e);  // exact, and wraps as Mul does
+          } else if constexpr (std::is_integral_v<T>) {
+            return float_to_int<T>(std::pow(xe, ee));  // NaN and out of range as Cast gives them
           } else if constexpr (std::is_same_v<T, float>) {
             // x*x for the common square keeps float exactness (RMSNorm's Pow(x, 2)).
             if (ee == 2.0) return static_cast<float>(x * x);

@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "ops/dispatch.h"
+#include "ops/int_arith.h"
 #include "ops/op_util.h"
 #include "graph/op_registry.h"
 
@@ -61,30 +62,6 @@ float round_to_odd_float(double d) {
   bits |= 1u;
   std::memcpy(&f, &bits, 4);
   return f;
-}
-
-// x86 cvttsd2si semantics without undefined behaviour: truncation when the
-// value fits, else the "integer indefinite" value (the type's minimum).
-int32_t cvtt32(double x) {
-  if (!(x > -2147483649.0 && x < 2147483648.0)) return std::numeric_limits<int32_t>::min();
-  return static_cast<int32_t>(x);
-}
-int64_t cvtt64(double x) {
-  if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) return std::numeric_limits<int64_t>::min();
-  return static_cast<int64_t>(x);
-}
-
-template <class D>
-D float_to_int(double x) {
-  if constexpr (std::is_same_v<D, uint64_t>) {
-    // What compilers emit for double -> uint64 on x86-64.
-    if (x >= 9223372036854775808.0) return static_cast<uint64_t>(cvtt64(x - 9223372036854775808.0)) ^ (uint64_t{1} << 63);
-    return static_cast<uint64_t>(cvtt64(x));
-  } else if constexpr (sizeof(D) == 8 || std::is_same_v<D, uint32_t>) {
-    return static_cast<D>(cvtt64(x));
-  } else {
-    return static_cast<D>(cvtt32(x));
-  }
 }
 
 // Storage value -> the value converted from (16-bit floats widen to float).

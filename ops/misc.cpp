@@ -165,8 +165,8 @@ class EyeLikeKernel : public Kernel {
       using T = typename decltype(tag)::type;
       T* y = Y.data<T>();
       const T one = Arith<T>::store(static_cast<typename Arith<T>::C>(1));
-      for (int64_t i = 0; i < rows; ++i)
-        if (i + k >= 0 && i + k < cols) y[i * cols + i + k] = one;
+      if (k >= cols || k <= -rows) return;  // no diagonal inside; also keeps i + k from overflowing
+      for (int64_t i = std::max<int64_t>(0, -k); i < rows && i + k < cols; ++i) y[i * cols + i + k] = one;
     });
   }
 

@@ -22,6 +22,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ops/int_arith.h"
 #include "ops/dispatch.h"
 #include "ops/op_util.h"
 #include "graph/op_registry.h"
@@ -32,26 +33,9 @@ namespace {
 
 enum class Red { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
 
-// Integers sum and multiply with two's complement wrap-around (the result is
-// then narrowed to the input type, which is what summing in that type gives).
-template <class C>
-C wrap_add(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <class C>
-C wrap_mul(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
+// Integers sum and multiply with two's complement wrap-around (ops/int_arith.h;
+// the result is then narrowed to the input type, which is what summing in that
+// type gives).
 
 // A reducer over compute type C for storage type T:
 //   Acc init();  add(Acc&, C);  merge(Acc&, const Acc&);  C finish(Acc, count)
@@ -162,8 +146,7 @@ T store(C v) {
   if constexpr (!std::is_integral_v<T>) {
     return Arith<T>::store(static_cast<typename Arith<T>::C>(v));
   } else if constexpr (std::is_floating_point_v<C>) {
-    if (!(v > -9.2e18 && v < 9.2e18)) return std::numeric_limits<T>::min();
-    return static_cast<T>(static_cast<int64_t>(v));
+    return float_to_int<T>(static_cast<double>(v));  // as Cast converts
   } else {
     return static_cast<T>(v);
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/sizes.h"
 #include "ops/axis.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
@@ -79,7 +80,9 @@ class ReshapeKernel : public Kernel {
       }
       if (d < 0) fail("shape {} has invalid dim {}", shape_str(tensor_to_ints(spec)), d);
       out[i] = d;
-      known *= d;
+      if (__builtin_mul_overflow(known, d, &known) || known > kMaxElements)
+        fail("shape {} has more elements than the input {} ({})", shape_str(tensor_to_ints(spec)), shape_str(in),
+             numel(in));
     }
     const int64_t total = numel(in);
     if (infer >= 0) {

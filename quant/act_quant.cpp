@@ -11,7 +11,10 @@ namespace onebit {
 
 namespace {
 
-inline float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
+// NaN goes to lo, so the int8 conversion after it is always defined: a NaN in
+// a row, or an infinity (which makes its scale infinite and x/scale NaN),
+// quantizes to the low end. The result is then defined, not meaningful.
+inline float clampf(float v, float lo, float hi) { return v >= lo ? (v > hi ? hi : v) : lo; }
 
 }  // namespace
 
@@ -23,7 +26,7 @@ QD8Params quantize_qd8(const float* x, size_t n, int8_t* q) {
   }
   const float scale = (hi - lo) / 255.0f;
   if (!(scale >= FLT_MIN)) {
-    std::memset(q, 0, n);
+    if (n != 0) std::memset(q, 0, n);
     return {0, 0.0f};
   }
   const float zp = clampf(std::nearbyint(-128.0f - lo / scale), -128.0f, 127.0f);
@@ -36,7 +39,7 @@ float quantize_symmetric(const float* x, size_t n, int8_t* q) {
   for (size_t i = 0; i < n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
   const float scale = amax / 127.0f;
   if (!(scale >= FLT_MIN)) {
-    std::memset(q, 0, n);
+    if (n != 0) std::memset(q, 0, n);
     return 0.0f;
   }
   for (size_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(clampf(std::nearbyint(x[i] / scale), -127.0f, 127.0f));

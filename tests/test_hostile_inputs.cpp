@@ -27,7 +27,7 @@ using onebit::test::scratch_dir;
 
 namespace {
 
-constexpr int32_t kFloat = 1, kUint8 = 2, kInt8 = 3, kInt32 = 6, kInt64 = 7;
+constexpr int32_t kFloat = 1, kUint8 = 2, kInt8 = 3, kInt16 = 5, kInt32 = 6, kInt64 = 7;
 
 std::string save(const ModelBuilder& b, const std::string& name) {
   const std::string path = scratch_dir(name) + "/model.onnx";
@@ -58,6 +58,7 @@ Tensor ints(DType t, const Shape& shape, const std::vector<int64_t>& v) {
   for (size_t i = 0; i < v.size(); ++i) {
     if (t == DType::I64) x.data<int64_t>()[i] = v[i];
     else if (t == DType::I32) x.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
+    else if (t == DType::I16) x.data<int16_t>()[i] = static_cast<int16_t>(v[i]);
     else if (t == DType::I8) x.data<int8_t>()[i] = static_cast<int8_t>(v[i]);
     else if (t == DType::U8) x.data<uint8_t>()[i] = static_cast<uint8_t>(v[i]);
   }
@@ -83,6 +84,31 @@ TEST_CASE("hostile: a node that writes one name twice is refused at load (was a 
   b.node("Split", {"x", "s"}, {"y", "y"}, "split");
   const std::string path = save(b, "hostile_dup_output");
   CHECK_THROWS_WITH(load_onnx(path), Catch::Contains("node 'split' (Split): writes 'y' twice"));
+}
+
+TEST_CASE("hostile: fusion matchers read a producer with too few inputs safely (was a read past its input list)",
+          "[hostile][regression]") {
+  // The RMSNorm shape x * Reciprocal(Sqrt(...)) * w, with a Sqrt that has no
+  // input at all: the matcher walks through it before any kernel checks arity.
+  ModelBuilder b;
+  b.input("x", kFloat, {1, 4}).output("y", kFloat, {1, 4});
+  b.initializer<float>("w", kFloat, {4}, {1, 1, 1, 1});
+  b.node("Sqrt", {}, {"s"}, "sqrt");
+  b.node("Reciprocal", {"s"}, {"r"}, "recip");
+  b.node("Mul", {"x", "r"}, {"xr"}, "mul_x");
+  b.node("Mul", {"xr", "w"}, {"y"}, "mul_w");
+  const std::string path = save(b, "hostile_short_producer");
+  Tensor x = Tensor::allocate(DType::F32, {1, 4});
+  for (int i = 0; i < 4; ++i) x.data<float>()[i] = 1.0f;
+  CHECK_THAT(error_of(path, {{"x", x}}), Catch::Contains("node 'sqrt' (Sqrt)"));
+}
+
+TEST_CASE("hostile: a node without its first output is refused at load", "[hostile]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {2}).output("x", kFloat, {2});
+  b.node("Relu", {"x"}, {""}, "relu");
+  const std::string path = save(b, "hostile_no_first_output");
+  CHECK_THROWS_WITH(load_onnx(path), Catch::Contains("node 'relu' (Relu): has no first output"));
 }
 
 TEST_CASE("hostile: a graph whose every output is an input or a constant plans and runs (was an empty plan read)",
@@ -154,6 +180,39 @@ TEST_CASE("hostile: Einsum on integers wraps as numpy does (was signed overflow)
   const auto y = run(save(b, "hostile_einsum"), {{"x", ints(DType::I64, {2}, {big, big})}});
   // 2·(2^62)² mod 2^64 = 2^125 mod 2^64 = 0, as numpy's int64 gives.
   CHECK(y[0].data<int64_t>()[0] == 0);
+}
+
+TEST_CASE("hostile: integer Pow wraps as Mul does, and a float exponent converts as Cast (was NaN to int)",
+          "[hostile][regression]") {
+  {
+    ModelBuilder b;
+    b.input("x", kInt32, {3}).input("e", kInt32, {3}).output("y", kInt32, {3});
+    b.node("Pow", {"x", "e"}, {"y"}, "pow");
+    const auto y = run(save(b, "hostile_pow_int"),
+                       {{"x", ints(DType::I32, {3}, {3, -1, 2})}, {"e", ints(DType::I32, {3}, {40, -3, -1})}});
+    CHECK(y[0].data<int32_t>()[0] == 689956897);  // 3^40 mod 2^32
+    CHECK(y[0].data<int32_t>()[1] == -1);
+    CHECK(y[0].data<int32_t>()[2] == 0);  // 1 / 2 truncated
+  }
+  {
+    ModelBuilder b;
+    b.input("x", kInt64, {1}).input("e", kInt64, {1}).output("y", kInt64, {1});
+    b.node("Pow", {"x", "e"}, {"y"}, "pow");
+    const auto y = run(save(b, "hostile_pow_int64"),
+                       {{"x", ints(DType::I64, {1}, {-7})}, {"e", ints(DType::I64, {1}, {21})}});
+    CHECK(y[0].data<int64_t>()[0] == -558545864083284007);  // (-7)^21 mod 2^64
+  }
+  {
+    ModelBuilder b;
+    b.input("x", kInt16, {2}).input("e", kFloat, {2}).output("y", kInt16, {2});
+    b.node("Pow", {"x", "e"}, {"y"}, "pow");
+    Tensor e = Tensor::allocate(DType::F32, {2});
+    e.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    e.data<float>()[1] = 0.5f;
+    const auto y = run(save(b, "hostile_pow_float_exp"), {{"x", ints(DType::I16, {2}, {5, 16})}, {"e", e}});
+    CHECK(y[0].data<int16_t>()[0] == 0);  // NaN -> INT32_MIN, low 16 bits
+    CHECK(y[0].data<int16_t>()[1] == 4);
+  }
 }
 
 TEST_CASE("hostile: an element count whose byte size wraps is refused (was a 4-byte buffer read far past)",

@@ -87,10 +87,40 @@ std::shared_ptr<Dst> convert_field(const Src& src, size_t n) {
   return buf;
 }
 
+Tensor read_tensor_view(LoadState& st, const onnx::TensorProto& tp, const std::string& what,
+                        const RawDataRef* in_file);
+
 // One initializer or tensor attribute into a Tensor view. `what` names it;
 // `in_file` says where its raw_data lies in the mapped source, if stripped.
+// A view whose address does not suit its element type (raw_data and
+// external data may sit at any offset; reading a float through it would be
+// undefined) is copied into aligned storage once, here.
 Tensor read_tensor(LoadState& st, const onnx::TensorProto& tp, const std::string& what,
                    const RawDataRef* in_file = nullptr) {
+  Tensor t = read_tensor_view(st, tp, what, in_file);
+  if (t.dtype() == DType::Bool && t.raw()) {
+    // A bool is one byte that must be 0 or 1 to be read as bool; a file may
+    // hold any byte: made canonical (nonzero = true) once, here.
+    const auto* b = static_cast<const uint8_t*>(t.raw());
+    bool canonical = true;
+    for (int64_t i = 0; i < t.size() && canonical; ++i) canonical = b[i] <= 1;
+    if (!canonical) {
+      Tensor copy = with_context(what, [&] { return Tensor::allocate_uninit(DType::Bool, t.shape()); });
+      auto* c = static_cast<uint8_t*>(copy.raw());
+      for (int64_t i = 0; i < t.size(); ++i) c[i] = b[i] != 0;
+      return copy;
+    }
+  }
+  const int bits = dtype_bits(t.dtype());
+  const size_t align = bits >= 16 ? static_cast<size_t>(bits / 8) : 1;
+  if (!t.raw() || reinterpret_cast<uintptr_t>(t.raw()) % align == 0) return t;
+  Tensor copy = with_context(what, [&] { return Tensor::allocate_uninit(t.dtype(), t.shape()); });
+  std::memcpy(copy.raw(), t.raw(), t.bytes());
+  return copy;
+}
+
+Tensor read_tensor_view(LoadState& st, const onnx::TensorProto& tp, const std::string& what,
+                        const RawDataRef* in_file) {
   return with_context(what, [&]() -> Tensor {
     const int32_t type = tp.data_type();
     if (!dtype_supported(type)) {
@@ -365,6 +395,8 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
       if (d != declared.end()) with_context(st.name, [&] { read_type(*d->second, v); });
       node.outputs.push_back(id);
     }
+    // Every op's first output is required; the passes and the planner rely on it.
+    if (node.outputs.empty() || node.outputs[0] < 0) fail("{}: has no first output", label);
     g.nodes.push_back(std::move(node));
   }
 

@@ -28,12 +28,12 @@ struct Repeat {
 bool match_repeat(const Graph& g, int value, Repeat& out) {
   const Node* reshape = producer_op(g, value, "Reshape");
   if (!reshape || reshape->inputs.size() < 2) return false;
-  const Node* expand = producer_op(g, reshape->inputs[0], "Expand");
+  const Node* expand = producer_op(g, input_at(*reshape, 0), "Expand");
   if (!expand || expand->inputs.size() < 2) return false;
-  const Node* unsqueeze = producer_op(g, expand->inputs[0], "Unsqueeze");
+  const Node* unsqueeze = producer_op(g, input_at(*expand, 0), "Unsqueeze");
   if (!unsqueeze || unsqueeze->inputs.size() < 2) return false;
-  if (!constant_ints_equal(g, unsqueeze->inputs[1], {2}) && !constant_ints_equal(g, unsqueeze->inputs[1], {-3})) return false;
-  out = {unsqueeze->inputs[0], expand->inputs[1], reshape->inputs[1], reshape->attrs.get_int("allowzero", 0)};
+  if (!constant_ints_equal(g, input_at(*unsqueeze, 1), {2}) && !constant_ints_equal(g, input_at(*unsqueeze, 1), {-3})) return false;
+  out = {input_at(*unsqueeze, 0), input_at(*expand, 1), input_at(*reshape, 1), reshape->attrs.get_int("allowzero", 0)};
   return true;
 }
 
@@ -51,7 +51,7 @@ Match<GqaGroup> match(const FusionScan& scan, int node) {
   if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2) return {};
   GqaGroup grp{node, {}, 0};
   if (const Node* t = producer_op(g, n.inputs[1], "Transpose")) {
-    if (!match_repeat(g, t->inputs[0], grp.rep)) return {};
+    if (!match_repeat(g, input_at(*t, 0), grp.rep)) return {};
     if (t->attrs.get_ints("perm", {}) != std::vector<int64_t>{0, 1, 3, 2}) return Refusal{"transpose_perm"};
     grp.trans_b = 1;
   } else if (!match_repeat(g, n.inputs[1], grp.rep)) {

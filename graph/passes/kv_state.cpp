@@ -69,16 +69,16 @@ bool match_past(const Graph& g, int v, Append& a) {
   }
   const Node* n = producer_node(g, v);
   if (!n || !n->domain.empty()) return false;
-  if (n->op_type == "Gather" && n->inputs.size() == 2 && is_graph_input(g, n->inputs[0]) &&
-      n->attrs.get_int("axis", 0) == 0 && constant_scalar(g, n->inputs[1]).has_value()) {
+  if (n->op_type == "Gather" && n->inputs.size() == 2 && is_graph_input(g, input_at(*n, 0)) &&
+      n->attrs.get_int("axis", 0) == 0 && constant_scalar(g, input_at(*n, 1)).has_value()) {
     a.slicers = {producer_index(g, v)};
-    a.past = n->inputs[0];
-  } else if (n->op_type == "Squeeze" && n->inputs.size() == 2 && constant_ints_equal(g, n->inputs[1], {0})) {
-    const Node* s = producer_op(g, n->inputs[0], "Slice");
-    if (!s || s->inputs.size() < 4 || !is_graph_input(g, s->inputs[0]) || !constant_ints_equal(g, s->inputs[3], {0}))
+    a.past = input_at(*n, 0);
+  } else if (n->op_type == "Squeeze" && n->inputs.size() == 2 && constant_ints_equal(g, input_at(*n, 1), {0})) {
+    const Node* s = producer_op(g, input_at(*n, 0), "Slice");
+    if (!s || s->inputs.size() < 4 || !is_graph_input(g, input_at(*s, 0)) || !constant_ints_equal(g, input_at(*s, 3), {0}))
       return false;
-    a.slicers = {producer_index(g, v), producer_index(g, n->inputs[0])};
-    a.past = s->inputs[0];
+    a.slicers = {producer_index(g, v), producer_index(g, input_at(*n, 0))};
+    a.past = input_at(*s, 0);
   } else {
     return false;
   }
@@ -153,7 +153,7 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
     int present = g.value(out).is_output ? out : -1;
     for (int r : readers(out)) {
       const Node& c = g.node(r);
-      if (c.op_type == "GqaMatMul" && c.domain == "com.onebit" && c.inputs[1] == out && c.inputs[0] != out) continue;
+      if (c.op_type == "GqaMatMul" && c.domain == "com.onebit" && input_at(c, 1) == out && c.inputs[0] != out) continue;
       if (attention_product(g, readers, out, r) >= 0) continue;
       if (c.op_type == "Unsqueeze" && c.domain.empty() && c.inputs.size() == 2 && constant_ints_equal(g, c.inputs[1], {0}) &&
           readers(c.outputs[0]).size() == 1 && a.past_axis == 3 && present < 0) {
@@ -186,7 +186,7 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
                                                  g.value(p).name));
     for (int in : pn.inputs) {
       const Node* u = producer_node(g, in);
-      if (!u || u->inputs.empty() || !matched_nodes.count(producer_index(g, u->inputs[0])))
+      if (!u || u->inputs.empty() || !matched_nodes.count(producer_index(g, input_at(*u, 0))))
         return refuse(g, ctx, fmt::format("output '{}' stacks more than the layer caches",
                                                    g.value(p).name));
     }

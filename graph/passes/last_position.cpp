@@ -52,7 +52,7 @@ struct Cut {
 // only one node reads: rows pass through it unchanged.
 bool per_tensor_q(const Graph& g, const std::vector<std::vector<int>>& consumers, const Node* n, const char* op) {
   if (!n || !is_q_op(*n, op)) return false;
-  if (n->inputs.size() < 2 || !constant_scalar(g, n->inputs[1]).has_value()) return false;
+  if (n->inputs.size() < 2 || !constant_scalar(g, input_at(*n, 1)).has_value()) return false;
   return consumers[static_cast<size_t>(n->outputs[0])].size() == 1;
 }
 
@@ -68,8 +68,8 @@ Cut find_cut(const Graph& g, const std::vector<std::vector<int>>& consumers, int
   if (dq && dq->op_type == "DequantizeLinear") {
     if (!per_tensor_q(g, consumers, dq, "DequantizeLinear")) return {};
     cut = {producer_index(g, mm.inputs[0]), 0};
-    const Node* q = producer_node(g, dq->inputs[0]);
-    if (per_tensor_q(g, consumers, q, "QuantizeLinear")) cut = {producer_index(g, dq->inputs[0]), 0};
+    const Node* q = producer_node(g, input_at(*dq, 0));
+    if (per_tensor_q(g, consumers, q, "QuantizeLinear")) cut = {producer_index(g, input_at(*dq, 0)), 0};
   }
   return cut;
 }

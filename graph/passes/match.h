@@ -11,6 +11,10 @@
 
 namespace onebit {
 
+// Input `i` of `n`, or -1 when the node has fewer inputs: a matcher reads a
+// producer's inputs before any kernel has checked its arity.
+inline int input_at(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
+
 // The node producing `value` if it is an ai.onnx `op`, else null.
 inline const Node* producer_op(const Graph& g, int value, const char* op) {
   if (value < 0) return nullptr;

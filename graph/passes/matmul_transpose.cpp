@@ -24,13 +24,13 @@ Match<TransposedWeight> match(const FusionScan& scan, int node) {
   const Node& n = g.node(node);
   if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[1] < 0) return {};
   const Node* t = producer_op(g, n.inputs[1], "Transpose");
-  if (!t || t->inputs.empty() || t->inputs[0] < 0) return {};
-  const Value& w = g.value(t->inputs[0]);
+  if (!t || t->inputs.empty() || input_at(*t, 0) < 0) return {};
+  const Value& w = g.value(input_at(*t, 0));
   if (!w.constant) return {};  // an activation transposed (attention's Kᵀ): not this pass's
   if (w.constant->rank() != 2) return Refusal{"weight_rank"};
   if (w.constant->dtype() != DType::F32) return Refusal{"weight_dtype_" + std::string(dtype_name(w.constant->dtype()))};
   if (t->attrs.get_ints("perm", {1, 0}) != std::vector<int64_t>{1, 0}) return Refusal{"perm"};
-  return TransposedWeight{node, t->inputs[0]};
+  return TransposedWeight{node, input_at(*t, 0)};
 }
 
 }  // namespace

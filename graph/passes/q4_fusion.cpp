@@ -46,6 +46,7 @@ struct Q4Group {
 bool is_4bit(DType t) { return t == DType::I4 || t == DType::U4; }
 
 DType value_type(const Graph& g, int v) {
+  if (v < 0) return DType::Undefined;
   const Value& val = g.value(v);
   return val.constant ? val.constant->dtype() : val.dtype;
 }
@@ -64,13 +65,13 @@ Match<Q4Group> match(const FusionScan& scan, int mm) {
   if (dq && dq->op_type == "Cast" && dq->domain.empty()) {
     if (dq->attrs.get_int("to", 0) != static_cast<int64_t>(DType::F32) || dq->inputs.empty()) return {};
     grp.cast = g.value(w_value).producer;
-    w_value = dq->inputs[0];
+    w_value = input_at(*dq, 0);
     dq = producer_node(g, w_value);
   }
-  if (!dq || !is_q_op(*dq, "DequantizeLinear")) return {};  // not a DequantizeLinear weight
+  if (!dq || !is_q_op(*dq, "DequantizeLinear") || dq->inputs.empty() || input_at(*dq, 0) < 0) return {};
   grp.dq = g.value(w_value).producer;
 
-  const DType wt = value_type(g, dq->inputs[0]);
+  const DType wt = value_type(g, input_at(*dq, 0));
   const Tensor* w = input_constant(g, *dq, 0);
   if (!is_4bit(wt)) {
     // int8/uint8 weights belong to the QDQ pass; one left here was refused there too.
@@ -84,7 +85,7 @@ Match<Q4Group> match(const FusionScan& scan, int mm) {
   if (!scale) return Refusal{"scale_not_constant"};
   if (scale->dtype() != DType::F32 && scale->dtype() != DType::F16) return Refusal{"scale_dtype"};
   if (scale->dtype() == DType::F16 && grp.cast < 0) return Refusal{"float16_output"};
-  const bool has_zp = dq->inputs.size() > 2 && dq->inputs[2] >= 0;
+  const bool has_zp = dq->inputs.size() > 2 && input_at(*dq, 2) >= 0;
   const Tensor* zp = has_zp ? input_constant(g, *dq, 2) : nullptr;
   if (has_zp && !zp) return Refusal{"zero_point_not_constant"};
   if (zp && zp->dtype() != w->dtype()) return Refusal{"zero_point_dtype"};
@@ -114,9 +115,9 @@ Match<Q4Group> match(const FusionScan& scan, int mm) {
     const Node& add = g.node(y_readers[0]);
     if (add.op_type == "Add" && add.domain.empty() && add.inputs.size() == 2) {
       const int other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-      const Value& b = g.value(other);
-      if (other >= 0 && other != y && b.constant && b.constant->dtype() == DType::F32 && b.constant->rank() == 1 &&
-          b.constant->dim(0) == n) {
+      const Value* bp = other >= 0 ? &g.value(other) : nullptr;
+      if (bp && other != y && bp->constant && bp->constant->dtype() == DType::F32 && bp->constant->rank() == 1 &&
+          bp->constant->dim(0) == n) {
         grp.add = y_readers[0];
         grp.bias = other;
       }

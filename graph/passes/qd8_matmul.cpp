@@ -21,7 +21,8 @@ struct Qd8Group {
 Match<Qd8Group> match(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
   const Node& n = g.node(node);
-  if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[1] < 0) return {};
+  if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0)
+    return {};
   const Value& w = g.value(n.inputs[1]);
   const Value& x = g.value(n.inputs[0]);
   if (!w.constant) return {};

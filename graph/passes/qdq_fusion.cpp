@@ -67,17 +67,21 @@ std::optional<std::string> scale_layout(const Graph& g, const Node& q, int64_t d
 Match<QdqGroup> match(const FusionScan& scan, int mm) {
   const Graph& g = scan.g;
   const Node& matmul = g.node(mm);
-  if (matmul.op_type != "MatMul" || !matmul.domain.empty() || matmul.inputs.size() != 2) return {};
+  if (matmul.op_type != "MatMul" || !matmul.domain.empty() || matmul.inputs.size() != 2 || matmul.inputs[0] < 0 ||
+      matmul.inputs[1] < 0)
+    return {};
   const Node* dq_x = producer_node(g, matmul.inputs[0]);
   const Node* dq_w = producer_node(g, matmul.inputs.size() > 1 ? matmul.inputs[1] : -1);
   const bool x_dq = dq_x && is_q_op(*dq_x, "DequantizeLinear");
   const bool w_dq = dq_w && is_q_op(*dq_w, "DequantizeLinear");
   if (!x_dq && !w_dq) return {};  // a float MatMul: not a group
   // 4-bit weights are the W4 pass's (graph/q4_fusion.cpp), not a refused A8W8 group.
-  if (w_dq && dq_w->inputs[0] >= 0 && dtype_bits(g.value(dq_w->inputs[0]).dtype) == 4)
+  if (w_dq && input_at(*dq_w, 0) >= 0 && dtype_bits(g.value(input_at(*dq_w, 0)).dtype) == 4)
     return {};
   if (!x_dq) return Refusal{"activation_not_dequantized"};
   if (!w_dq) return Refusal{"weight_not_dequantized"};
+  if (dq_x->inputs.empty() || input_at(*dq_x, 0) < 0 || dq_w->inputs.empty() || input_at(*dq_w, 0) < 0)
+    return Refusal{"missing_input"};
 
   QdqGroup grp;
   grp.matmul = mm;
@@ -87,12 +91,12 @@ Match<QdqGroup> match(const FusionScan& scan, int mm) {
   if (!w) return Refusal{"weight_not_constant"};
   if (w->rank() != 2) return Refusal{"weight_rank"};
   if (!is_int8(w->dtype())) return Refusal{"weight_dtype_" + std::string(dtype_name(w->dtype()))};
-  const Value& xq = g.value(dq_x->inputs[0]);
+  const Value& xq = g.value(input_at(*dq_x, 0));
   DType x_type = xq.dtype;
   if (x_type == DType::Undefined && xq.constant) x_type = xq.constant->dtype();
   if (x_type == DType::Undefined) {
     // The exporter did not declare it: the producer decides (QuantizeLinear's zero point type, default uint8).
-    const Node* q = producer_node(g, dq_x->inputs[0]);
+    const Node* q = producer_node(g, input_at(*dq_x, 0));
     if (q && is_q_op(*q, "QuantizeLinear")) {
       const Tensor* zp = input_constant(g, *q, 2);
       x_type = zp ? zp->dtype() : static_cast<DType>(q->attrs.get_int("output_dtype", 2));

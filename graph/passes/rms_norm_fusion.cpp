@@ -27,6 +27,7 @@ Match<RmsNorm> match(const FusionScan& scan, int node) {
   if (mul_w.op_type != "Mul" || !mul_w.domain.empty() || mul_w.inputs.size() != 2) return {};
   for (int side = 0; side < 2; ++side) {
     const int w = mul_w.inputs[static_cast<size_t>(side)], y = mul_w.inputs[static_cast<size_t>(1 - side)];
+    if (w < 0 || y < 0) return {};
     const Value& wv = g.value(w);
     if (!wv.constant || wv.constant->rank() != 1 || wv.constant->dtype() != DType::F32) continue;
     const Node* mul_x = producer_op(g, y, "Mul");
@@ -34,18 +35,18 @@ Match<RmsNorm> match(const FusionScan& scan, int node) {
     for (int xs = 0; xs < 2; ++xs) {
       const int x = mul_x->inputs[static_cast<size_t>(xs)], r = mul_x->inputs[static_cast<size_t>(1 - xs)];
       const Node* recip = producer_op(g, r, "Reciprocal");
-      const Node* sqrt = recip ? producer_op(g, recip->inputs[0], "Sqrt") : nullptr;
-      const Node* add = sqrt ? producer_op(g, sqrt->inputs[0], "Add") : nullptr;
+      const Node* sqrt = recip ? producer_op(g, input_at(*recip, 0), "Sqrt") : nullptr;
+      const Node* add = sqrt ? producer_op(g, input_at(*sqrt, 0), "Add") : nullptr;
       if (!add || add->inputs.size() != 2) continue;
       for (int es = 0; es < 2; ++es) {
         const auto eps = constant_scalar(g, add->inputs[static_cast<size_t>(es)]);
         const Node* mean = producer_op(g, add->inputs[static_cast<size_t>(1 - es)], "ReduceMean");
         if (!eps || !mean || mean->attrs.get_int("keepdims", 1) != 1) continue;
-        const bool axes_last = (mean->inputs.size() > 1 && constant_ints_equal(g, mean->inputs[1], {-1})) ||
+        const bool axes_last = (mean->inputs.size() > 1 && constant_ints_equal(g, input_at(*mean, 1), {-1})) ||
                                (mean->inputs.size() == 1 && mean->attrs.get_ints("axes", {}) == std::vector<int64_t>{-1});
-        const Node* pow = producer_op(g, mean->inputs[0], "Pow");
-        if (!axes_last || !pow || pow->inputs.size() != 2 || pow->inputs[0] != x) continue;
-        const auto two = constant_scalar(g, pow->inputs[1]);
+        const Node* pow = producer_op(g, input_at(*mean, 0), "Pow");
+        if (!axes_last || !pow || pow->inputs.size() != 2 || input_at(*pow, 0) != x) continue;
+        const auto two = constant_scalar(g, input_at(*pow, 1));
         if (!two || *two != 2.0) continue;
         return RmsNorm{node, x, w, *eps};
       }

@@ -18,13 +18,13 @@ namespace {
 int slice_of_last_axis(const Graph& g, int value, int64_t& start, int64_t& end) {
   const Node* s = producer_op(g, value, "Slice");
   if (!s || s->inputs.size() < 4) return -1;
-  const auto b = constant_scalar(g, s->inputs[1]), e = constant_scalar(g, s->inputs[2]);
+  const auto b = constant_scalar(g, input_at(*s, 1)), e = constant_scalar(g, input_at(*s, 2));
   if (!b || !e) return -1;
-  if (!constant_ints_equal(g, s->inputs[3], {-1}) && !constant_ints_equal(g, s->inputs[3], {3})) return -1;
-  if (s->inputs.size() > 4 && s->inputs[4] >= 0 && !constant_ints_equal(g, s->inputs[4], {1})) return -1;
+  if (!constant_ints_equal(g, input_at(*s, 3), {-1}) && !constant_ints_equal(g, input_at(*s, 3), {3})) return -1;
+  if (s->inputs.size() > 4 && input_at(*s, 4) >= 0 && !constant_ints_equal(g, input_at(*s, 4), {1})) return -1;
   start = static_cast<int64_t>(*b);
   end = *e > 9e18 ? INT64_MAX : static_cast<int64_t>(*e);
-  return s->inputs[0];
+  return input_at(*s, 0);
 }
 
 struct Rotary {
@@ -39,11 +39,11 @@ bool match_rotate_half(const Graph& g, int r, int& x, int64_t& half) {
   if (!cat || cat->inputs.size() != 2) return false;
   const int64_t axis = cat->attrs.get_int("axis", 0);
   if (axis != -1 && axis != 3) return false;
-  const Node* neg = producer_op(g, cat->inputs[0], "Neg");
+  const Node* neg = producer_op(g, input_at(*cat, 0), "Neg");
   if (!neg) return false;
   int64_t hb, he, lb, le;
-  const int x_hi = slice_of_last_axis(g, neg->inputs[0], hb, he);
-  const int x_lo = slice_of_last_axis(g, cat->inputs[1], lb, le);
+  const int x_hi = slice_of_last_axis(g, input_at(*neg, 0), hb, he);
+  const int x_lo = slice_of_last_axis(g, input_at(*cat, 1), lb, le);
   if (x_hi < 0 || x_hi != x_lo || lb != 0 || le != hb || hb <= 0 || he < 2 * hb) return false;
   x = x_hi;
   half = hb;
