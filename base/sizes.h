@@ -39,4 +39,8 @@ inline uint64_t checked_add_u64(uint64_t a, uint64_t b, std::string_view what) {
   return r;
 }
 
+// ceil(a / b) for a >= 0, b > 0, without the a + b - 1 that wraps for a
+// block size or step read from a file.
+inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
 }  // namespace onebit

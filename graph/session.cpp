@@ -304,7 +304,16 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
 
   std::vector<Tensor> result;
   result.reserve(graph_.outputs.size());
-  for (int v : graph_.outputs) {
+  for (size_t i = 0; i < graph_.outputs.size(); ++i) {
+    const int v = graph_.outputs[i];
+    // A value the graph lists twice as an output: the later one is a copy of
+    // the first (whose tensor may have been moved out below).
+    size_t first = 0;
+    while (graph_.outputs[first] != v) ++first;
+    if (first < i) {
+      result.push_back(Tensor::clone(result[first]));
+      continue;
+    }
     Tensor& t = rt[static_cast<size_t>(v)];
     const ValuePlan& vp = p.value(v);
     // Views into the arena, the inputs or constants are copied so the caller owns what it gets.

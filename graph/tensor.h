@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,22 @@ class Tensor {
   // The shape is checked here (numel): a tensor's size never wraps.
   Tensor(DType dtype, Shape shape, void* data, std::shared_ptr<const void> owner = nullptr)
       : dtype_(dtype), shape_(std::move(shape)), count_(numel(shape_)), data_(data), owner_(std::move(owner)) {}
+  Tensor(const Tensor&) = default;
+  Tensor& operator=(const Tensor&) = default;
+  // A moved-from tensor is the empty default one, not a stale pointer with a
+  // count that no longer matches its (moved) shape.
+  Tensor(Tensor&& o) noexcept { *this = std::move(o); }
+  Tensor& operator=(Tensor&& o) noexcept {
+    if (this != &o) {
+      dtype_ = std::exchange(o.dtype_, DType::Undefined);
+      shape_ = std::move(o.shape_);
+      o.shape_.clear();
+      count_ = std::exchange(o.count_, 0);
+      data_ = std::exchange(o.data_, nullptr);
+      owner_ = std::move(o.owner_);
+    }
+    return *this;
+  }
 
   // A tensor that owns fresh, zero-filled storage.
   static Tensor allocate(DType dtype, Shape shape);

@@ -25,6 +25,7 @@
 
 #include "graph/op_registry.h"
 #include "base/thread_pool.h"
+#include "base/sizes.h"
 #include "ops/device_leg.h"
 #include "quant/q4_gemm.h"
 #include "quant/qd8_gemm.h"
@@ -230,9 +231,9 @@ class MatMulNBitsKernel : public Q4KernelBase {
     const int64_t bits = a.get_int("bits", 4);
     if (bits != 4) fail("attribute bits is {}, only 4 is supported", bits);
     if (k <= 0 || n <= 0 || bs <= 0) fail("attributes K={}, N={}, block_size={}, expected all positive", k, n, bs);
-    const int64_t blocks = (k + bs - 1) / bs;
+    const int64_t blocks = ceil_div(k, bs);
     const Tensor& b = require_constant(info, 1, "input B");
-    if (b.dtype() != DType::U8 || b.size() != n * blocks * (bs / 2))
+    if (b.dtype() != DType::U8 || b.size() != checked_mul(checked_mul(n, blocks, "N·blocks"), bs / 2, "packed B bytes"))
       fail("input B is {} {}, expected uint8 [N={}, {}, {}]", dtype_name(b.dtype()), shape_str(b.shape()), n, blocks,
            bs / 2);
     const Tensor& scales = require_constant(info, 2, "input scales");

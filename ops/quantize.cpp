@@ -31,6 +31,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "base/sizes.h"
 #include "ops/dispatch.h"
 #include "ops/op_util.h"
 #include "graph/op_registry.h"
@@ -91,7 +92,7 @@ QuantLayout plan_layout(const Shape& x, const Shape& scale, const Shape* zp, int
     return l;
   }
   Shape want = x;
-  want[static_cast<size_t>(axis)] = (l.d + block - 1) / block;
+  want[static_cast<size_t>(axis)] = ceil_div(l.d, block);
   if (scale != want)
     fail("input 1 (scale) has shape {}; blocked quantization of x {} with block_size {} along axis {} needs {}",
          shape_str(scale), shape_str(x), block, axis, shape_str(want));

@@ -1,5 +1,6 @@
 // Slice (opset 13): starts/ends/axes/steps as inputs, clamped as the spec
 // says, copied out as a strided view.
+#include "base/sizes.h"
 #include "ops/axis.h"
 #include "graph/op_registry.h"
 #include "ops/strided_copy.h"
@@ -42,8 +43,9 @@ SliceDims plan_slice(const Shape& in, const Tensor& starts, const Tensor* ends, 
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
     int64_t count = 0;
-    if (step > 0 && e > b) count = (e - b + step - 1) / step;
-    if (step < 0 && b > e) count = (b - e + (-step) - 1) / (-step);
+    // The spans are at most dim + 1; a step of any size (INT64_MIN too) cannot wrap.
+    if (step > 0 && e > b) count = ceil_div(e - b, step);
+    if (step < 0 && b > e) count = step == INT64_MIN ? 1 : ceil_div(b - e, -step);
     s.start[static_cast<size_t>(axis)] = b;
     s.step[static_cast<size_t>(axis)] = step;
     s.out[static_cast<size_t>(axis)] = count;
