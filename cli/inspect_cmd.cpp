@@ -2,8 +2,11 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "base/error.h"
 #include "graph/census.h"
 #include "graph/onnx/onnx_loader.h"
+#include "graph/op_registry.h"
+#include "ops/register_ops.h"
 
 namespace onebit::cli {
 
@@ -12,12 +15,21 @@ void add_inspect_command(CLI::App& app, Action& action) {
   struct Args {
     std::string model;
     bool json = false;
+    bool ops = false;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("model", args->model, "ONNX model file")->required();
+  cmd->add_option("model", args->model, "ONNX model file");
   cmd->add_flag("--json", args->json, "Print the census as JSON");
+  cmd->add_flag("--ops", args->ops,
+                "Print the ops this build implements, one line per registry entry: domain, op, first and last opset");
   cmd->callback([args, &action] {
     action = [args] {
+      if (args->ops) {
+        for (const OpEntry& e : default_op_registry().entries())
+          fmt::print("{}\t{}\t{}\t{}\n", e.domain.empty() ? "ai.onnx" : e.domain, e.op_type, e.since, e.until);
+        return 0;
+      }
+      if (args->model.empty()) fail("inspect: give a model (1bit inspect model.onnx) or --ops");
       const Graph g = load_onnx(args->model);
       const Census c = take_census(g);
       fmt::print("{}", args->json ? census_json(c) : census_text(c));

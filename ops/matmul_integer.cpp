@@ -117,7 +117,7 @@ class MatMulIntegerKernel : public Kernel {
 }  // namespace
 
 void register_matmul_integer_ops(OpRegistry& r) {
-  r.add("", "MatMulInteger", 10, 21, make_factory<MatMulIntegerKernel>());
+  r.add("", "MatMulInteger", 10, kOnnxOpsetMax, make_factory<MatMulIntegerKernel>());
 }
 
 }  // namespace onebit
