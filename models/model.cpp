@@ -87,7 +87,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& 
   // load_seconds: the file to a session ready to run (the tokenizer apart).
   const auto t0 = std::chrono::steady_clock::now();
   Graph graph = load_onnx(path);
-  m->binding_ = bind_causal_lm(graph);
+  m->binding_ = bind_causal_lm(graph, &m->files_.genai);
 
   SessionOptions so = options.session;
   m->npu_ = options.npu;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/json.h"
 
 namespace onebit {
 
@@ -104,6 +105,56 @@ std::string read_text(const fs::path& p) {
 
 }  // namespace
 
+GenaiConfig read_genai_config(const std::string& path) {
+  GenaiConfig c;
+  c.present = true;
+  c.path = path;
+  Json j;
+  try {
+    j = Json::parse(read_text(path));
+  } catch (const std::exception& e) {
+    fail("{}: not valid JSON ({})", path, e.what());
+  }
+  const auto str = [&](const Json& o, const char* key, std::string& out, const char* where) {
+    if (!o.is_object() || !o.contains(key)) return;
+    if (!o[key].is_string()) fail("{}: {}.{} is not a string", path, where, key);
+    out = o[key].get<std::string>();
+  };
+  const auto num = [&](const Json& o, const char* key, int64_t& out, const char* where) {
+    if (!o.is_object() || !o.contains(key)) return;
+    if (!o[key].is_number_integer()) fail("{}: {}.{} is not an integer", path, where, key);
+    out = o[key].get<int64_t>();
+  };
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) fail("{}: no \"model\" object", path);
+  const Json& model = j["model"];
+  num(model, "context_length", c.context_length, "model");
+  if (model.contains("decoder")) {
+    const Json& dec = model["decoder"];
+    str(dec, "filename", c.filename, "model.decoder");
+    num(dec, "head_size", c.head_size, "model.decoder");
+    num(dec, "num_key_value_heads", c.kv_heads, "model.decoder");
+    num(dec, "num_hidden_layers", c.layers, "model.decoder");
+    if (dec.contains("inputs")) {
+      const Json& in = dec["inputs"];
+      str(in, "input_ids", c.input_ids, "model.decoder.inputs");
+      str(in, "attention_mask", c.attention_mask, "model.decoder.inputs");
+      str(in, "position_ids", c.position_ids, "model.decoder.inputs");
+      str(in, "past_key_names", c.past_key_names, "model.decoder.inputs");
+      str(in, "past_value_names", c.past_value_names, "model.decoder.inputs");
+    }
+    if (dec.contains("outputs")) {
+      const Json& out = dec["outputs"];
+      str(out, "logits", c.logits, "model.decoder.outputs");
+      str(out, "present_key_names", c.present_key_names, "model.decoder.outputs");
+      str(out, "present_value_names", c.present_value_names, "model.decoder.outputs");
+    }
+  }
+  for (const std::string* pattern : {&c.past_key_names, &c.past_value_names, &c.present_key_names, &c.present_value_names})
+    if (!pattern->empty() && pattern->find("%d") == std::string::npos)
+      fail("{}: cache name pattern '{}' has no %d for the layer", path, *pattern);
+  return c;
+}
+
 ModelFiles read_model_files(const std::string& model_path) {
   ModelFiles f;
   const fs::path dir = fs::path(model_path).parent_path();
@@ -137,6 +188,16 @@ ModelFiles read_model_files(const std::string& model_path) {
       }
     });
     if (any) f.sampling.sources.push_back(j.path());
+    f.genai = read_genai_config((base / "genai_config.json").string());
+    if (f.eos_ids.empty()) {
+      // model.eos_token_id: an int or a list.
+      JsonFile m(base / "genai_config.json");
+      m.field("model", [&](od::value model) {
+        od::value v;
+        if (!model["eos_token_id"].get(v)) read_ids(v, f.eos_ids, m.path());
+      });
+    }
+    if (f.max_positions == 0) f.max_positions = f.genai.context_length;
   }
   if (fs::exists(base / "config.json")) {
     JsonFile j(base / "config.json");

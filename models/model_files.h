@@ -21,6 +21,19 @@ struct SamplingDefaults {
   std::vector<std::string> sources;  // the files that set any
 };
 
+// genai_config.json (onnxruntime-genai): the decoder's file and the names of
+// its inputs and outputs, the cache geometry and the context length. The
+// cache names are printf patterns with one %d (the layer).
+struct GenaiConfig {
+  bool present = false;
+  std::string path;      // the file read
+  std::string filename;  // model.decoder.filename
+  std::string input_ids, attention_mask, position_ids;
+  std::string past_key_names, past_value_names;
+  std::string logits, present_key_names, present_value_names;
+  int64_t head_size = 0, kv_heads = 0, layers = 0, context_length = 0;
+};
+
 struct ModelFiles {
   std::string dir;
   std::string tokenizer_path;        // dir/tokenizer.json when it exists
@@ -30,7 +43,11 @@ struct ModelFiles {
   std::string chat_template;         // tokenizer_config chat_template
   std::string model_type;            // config model_type
   SamplingDefaults sampling;
+  GenaiConfig genai;
 };
+
+// genai_config.json at `path`; an Error names the file and the field at fault.
+GenaiConfig read_genai_config(const std::string& path);
 
 // Reads the side files of the model at `model_path`. A file that exists but
 // is malformed is an Error naming it.
