@@ -6,6 +6,7 @@
 #include "graph/census.h"
 #include "graph/onnx/onnx_loader.h"
 #include "graph/op_registry.h"
+#include "models/model_files.h"
 #include "ops/register_ops.h"
 
 namespace onebit::cli {
@@ -16,9 +17,11 @@ void add_inspect_command(CLI::App& app, Action& action) {
     std::string model;
     bool json = false;
     bool ops = false;
+    std::string variant;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("model", args->model, "ONNX model file");
+  cmd->add_option("model", args->model, "ONNX model file, or a model folder");
+  cmd->add_option("--variant", args->variant, "For a folder with several models: which (fp32, q4, fp16, int8, ...)");
   cmd->add_flag("--json", args->json, "Print the census as JSON");
   cmd->add_flag("--ops", args->ops,
                 "Print the ops this build implements, one line per registry entry: domain, op, first and last opset");
@@ -30,7 +33,9 @@ void add_inspect_command(CLI::App& app, Action& action) {
         return 0;
       }
       if (args->model.empty()) fail("inspect: give a model (1bit inspect model.onnx) or --ops");
-      const Graph g = load_onnx(args->model);
+      const ModelLocation loc = locate_model(args->model, args->variant);
+      if (loc.layout != "file") fmt::print(stderr, "{} ({} layout): {}\n", args->model, loc.layout, loc.model);
+      const Graph g = load_onnx(loc.model);
       const Census c = take_census(g);
       fmt::print("{}", args->json ? census_json(c) : census_text(c));
       return 0;

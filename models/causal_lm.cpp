@@ -49,7 +49,8 @@ std::string layer_name(const std::string& pattern, int64_t layer) {
 
 }  // namespace
 
-CausalLmBinding bind_causal_lm(const Graph& g, const GenaiConfig* genai) {
+CausalLmBinding bind_causal_lm(const Graph& g, const ModelFiles* files) {
+  const GenaiConfig* genai = files ? &files->genai : nullptr;
   auto explain = [&](const std::string& why) -> Error {
     return Error(fmt::format("{}: not a causal LM graph 1bit can drive: {}\n  inputs:{}\n  outputs:{}\n"
                              "  expected input_ids [batch, seq] int64, optional attention_mask / position_ids, an "
@@ -151,12 +152,15 @@ CausalLmBinding bind_causal_lm(const Graph& g, const GenaiConfig* genai) {
   b.layers = static_cast<int64_t>(layers.size());
   b.kv_heads = fixed_dim(k0, 1);
   b.head_dim = fixed_dim(k0, 3);
-  // genai builds leave the head size symbolic (kv_cache_dim); its config has it.
+  // genai builds leave the head size symbolic (kv_cache_dim); their config, or config.json, has it.
   if (named && b.kv_heads <= 0) b.kv_heads = genai->kv_heads;
   if (named && b.head_dim <= 0) b.head_dim = genai->head_size;
+  if (files && b.kv_heads <= 0) b.kv_heads = files->kv_heads;
+  if (files && b.head_dim <= 0) b.head_dim = files->head_dim;
   if (b.kv_heads <= 0 || b.head_dim <= 0)
-    throw explain(fmt::format("{} must declare fixed kv_heads and head_dim{}", k0.name,
-                              named ? " (or genai_config.json give num_key_value_heads and head_size)" : ""));
+    throw explain(fmt::format("{} must declare fixed kv_heads and head_dim (or genai_config.json / config.json "
+                              "give num_key_value_heads and head_size / head_dim)",
+                              k0.name));
   return b;
 }
 

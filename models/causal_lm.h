@@ -41,7 +41,9 @@ struct CausalLmBinding {
 
 // Throws an Error listing the graph's inputs and outputs when they fit none of
 // the conventions.
-CausalLmBinding bind_causal_lm(const Graph& g, const GenaiConfig* genai = nullptr);
+// `files` (optional): genai_config.json's names, and the cache geometry of
+// genai_config.json or config.json where the graph leaves it symbolic.
+CausalLmBinding bind_causal_lm(const Graph& g, const ModelFiles* files = nullptr);
 
 std::string describe(const CausalLmBinding& b);
 

@@ -22,3 +22,8 @@ set_tests_properties(genai_build_tiny PROPERTIES FIXTURES_SETUP genai_tiny TIMEO
 # the KV cache kept in the session (test_genai.py).
 onebit_add_pytest(genai_tiny_parity TESTS test_genai.py ARGS --genai ${ONEBIT_GENAI_TINY})
 set_tests_properties(genai_tiny_parity PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEOUT 900)
+
+# Model folders: genai and transformers.js onnx/ layouts, --variant, the
+# errors for a folder of no known layout (test_model_folders.py).
+onebit_add_pytest(model_folders TESTS test_model_folders.py ARGS --genai ${ONEBIT_GENAI_TINY})
+set_tests_properties(model_folders PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEOUT 600)
