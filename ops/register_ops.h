@@ -47,5 +47,7 @@ void register_q4_matmul_ops(OpRegistry& r);
 void register_group_query_attention_ops(OpRegistry& r);
 void register_simplified_layer_norm_ops(OpRegistry& r);
 void register_gather_block_quantized_op(OpRegistry& r);
+// ai.onnx 23+: Attention (RMSNormalization and RotaryEmbedding register with their families).
+void register_attention_op(OpRegistry& r);
 
 }  // namespace onebit

@@ -15,12 +15,19 @@
 //   inv_std_var (optional), output 3 input_skip_bias_sum = s (optional) —
 //   the residual stream the next layer adds to.
 //
+// RMSNormalization (ai.onnx 23), what torch.onnx writes for RMSNorm at
+// opset 23+: X [..., D...] (float16, bfloat16, float, double), scale
+// broadcast to X's dims from axis on; attributes axis (−1), epsilon,
+// stash_type (1: compute in float32; double stays double).
+//   Y = X / sqrt(mean(X², axes axis…) + epsilon) · scale
+//
 // Sums accumulate in double, as onnxruntime's CPU kernels do for the skip
 // variant; rows run in parallel.
 #include <cmath>
 
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
+#include "ops/dispatch.h"
 
 namespace onebit {
 
@@ -145,12 +152,95 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
   int64_t skip_rows_ = 1;
 };
 
+class RmsNormalizationKernel : public Kernel {
+ public:
+  explicit RmsNormalizationKernel(const KernelInfo& info)
+      : axis_(info.attrs().get_int("axis", -1)), epsilon_(info.attrs().get_float("epsilon", 1e-5f)) {
+    const int64_t stash = info.attrs().get_int("stash_type", 1);
+    if (stash != 1) fail("attribute stash_type is {}, expected 1 (float32)", stash);
+  }
+
+  void reshape(ReshapeContext& ctx) override {
+    const DType t = ctx.dtype(0);
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64)
+      fail("input X is {}, expected a float type", dtype_name(t));
+    if (ctx.dtype(1) != t) fail("input scale is {}, X is {}; they must agree", dtype_name(ctx.dtype(1)), dtype_name(t));
+    const Shape& x = ctx.shape(0);
+    const int64_t rank = static_cast<int64_t>(x.size());
+    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    if (axis < 0 || axis >= rank) fail("attribute axis {} is outside X's rank {}", axis_, rank);
+    const Shape tail(x.begin() + axis, x.end());
+    const Shape& sc = ctx.shape(1);
+    // scale broadcasts (right-aligned) to the normalized dims.
+    if (sc.size() > tail.size()) fail("scale {} does not broadcast to X {} from axis {}", shape_str(sc), shape_str(x), axis);
+    for (size_t i = 0; i < sc.size(); ++i)
+      if (sc[i] != 1 && sc[i] != tail[tail.size() - sc.size() + i])
+        fail("scale {} does not broadcast to X {} from axis {}", shape_str(sc), shape_str(x), axis);
+    tail_ = tail;
+    d_ = numel(tail);
+    ctx.set_output(0, t, x);
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& X = ctx.input(0);
+    const Tensor& S = ctx.input(1);
+    const int64_t d = d_, rows = d ? X.size() / d : 0;
+    // Each normalized element's scale index, broadcast.
+    std::vector<int64_t> sidx(static_cast<size_t>(d));
+    const Shape& sc = S.shape();
+    for (int64_t i = 0; i < d; ++i) {
+      int64_t rem = i, off = 0, stride = 1;
+      for (size_t k = tail_.size(); k-- > 0;) {
+        const int64_t c = rem % tail_[k];
+        rem /= tail_[k];
+        const size_t from_end = tail_.size() - 1 - k;
+        if (from_end < sc.size()) {
+          const int64_t sd = sc[sc.size() - 1 - from_end];
+          if (sd != 1) off += c * stride;
+          stride *= sd;
+        }
+      }
+      sidx[static_cast<size_t>(i)] = off;
+    }
+    const float eps = epsilon_;
+    dispatch_float(X.dtype(), "RMSNormalization X", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = Arith<T>;
+      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      const T* x = X.data<T>();
+      const T* w = S.data<T>();
+      T* y = ctx.output(0).data<T>();
+      ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const T* xr = x + r * d;
+          double sq = 0;
+          for (int64_t i = 0; i < d; ++i) {
+            const double v = static_cast<double>(A::load(xr[i]));
+            sq += v * v;
+          }
+          const C inv = static_cast<C>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
+          for (int64_t i = 0; i < d; ++i)
+            y[r * d + i] = A::store(static_cast<typename A::C>(static_cast<C>(A::load(xr[i])) * inv *
+                                                               static_cast<C>(A::load(w[sidx[static_cast<size_t>(i)]]))));
+        }
+      });
+    });
+  }
+
+ private:
+  int64_t axis_;
+  float epsilon_;
+  Shape tail_;
+  int64_t d_ = 0;
+};
+
 }  // namespace
 
 void register_simplified_layer_norm_ops(OpRegistry& r) {
   r.add("", "SimplifiedLayerNormalization", 1, kOnnxOpsetMax, make_factory<SimplifiedLayerNormKernel>());
   r.add(kMicrosoftDomain, "SimplifiedLayerNormalization", 1, 1, make_factory<SimplifiedLayerNormKernel>());
   r.add(kMicrosoftDomain, "SkipSimplifiedLayerNormalization", 1, 1, make_factory<SkipSimplifiedLayerNormKernel>());
+  r.add("", "RMSNormalization", 23, kOnnxOpsetMax, make_factory<RmsNormalizationKernel>());
 }
 
 }  // namespace onebit

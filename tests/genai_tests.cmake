@@ -27,3 +27,12 @@ set_tests_properties(genai_tiny_parity PROPERTIES FIXTURES_REQUIRED genai_tiny T
 # errors for a folder of no known layout (test_model_folders.py).
 onebit_add_pytest(model_folders TESTS test_model_folders.py ARGS --genai ${ONEBIT_GENAI_TINY})
 set_tests_properties(model_folders PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEOUT 600)
+
+# The tiny Qwen3 exported at opset 23 (RMSNormalization, RotaryEmbedding;
+# with sdpa the Attention op): parity with onnxruntime and transformers (test_opset23.py).
+onebit_add_pytest(opset23_tiny_parity TESTS test_opset23.py ARGS --tiny ${ONEBIT_TINY})
+set_tests_properties(opset23_tiny_parity PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 900)
+
+# onnxruntime's quantize_dynamic graph of the tiny model on the qd8 GEMM (test_ort_int8.py).
+onebit_add_pytest(ort_int8_tiny TESTS test_ort_int8.py ARGS --tiny ${ONEBIT_TINY})
+set_tests_properties(ort_int8_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)

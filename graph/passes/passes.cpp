@@ -18,6 +18,7 @@ const std::vector<Pass>& pass_list() {
       {"remove-dead-nodes", true, remove_dead_nodes},
       {"fuse-qdq-matmul", true, fuse_qdq_matmul},
       {"fuse-q4-matmul", false, fuse_q4_matmul},
+      {"fuse-ort-dynamic-int8", false, fuse_ort_dynamic_int8},
       {"qd8-matmul", false, qd8_matmul},
       {"fuse-gqa-matmul", false, fuse_gqa_matmul},
       {"fuse-rms-norm", false, fuse_rms_norm},
