@@ -39,6 +39,7 @@ void register_all_ops(OpRegistry& r) {
   register_simplified_layer_norm_ops(r);
   register_gather_block_quantized_op(r);
   register_attention_op(r);
+  register_f16w_matmul_op(r);
 }
 
 const OpRegistry& default_op_registry() {

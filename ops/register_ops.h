@@ -49,5 +49,6 @@ void register_simplified_layer_norm_ops(OpRegistry& r);
 void register_gather_block_quantized_op(OpRegistry& r);
 // ai.onnx 23+: Attention (RMSNormalization and RotaryEmbedding register with their families).
 void register_attention_op(OpRegistry& r);
+void register_f16w_matmul_op(OpRegistry& r);
 
 }  // namespace onebit

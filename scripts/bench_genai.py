@@ -30,11 +30,28 @@ def prompt_ids(n: int, vocab: int) -> list[int]:
     return [100 + (i * 7919) % (vocab - 200) for i in range(n)]
 
 
+def og_folder(model_dir: str, threads: int, tmp: Path) -> str:
+    """The folder as is, or (threads > 0) a copy of it by symlinks whose
+    genai_config.json sets onnxruntime's intra-op threads."""
+    if not threads:
+        return model_dir
+    src = Path(model_dir).resolve()
+    for f in src.iterdir():
+        if f.name != "genai_config.json":
+            (tmp / f.name).symlink_to(f)
+    cfg = json.loads((src / "genai_config.json").read_text())
+    cfg["model"]["decoder"].setdefault("session_options", {})["intra_op_num_threads"] = threads
+    (tmp / "genai_config.json").write_text(json.dumps(cfg))
+    return str(tmp)
+
+
 def og_worker(model_dir: str, lengths: list[int], gen: int, threads: int) -> dict:
     import onnxruntime_genai as og
 
+    tmp = Path(tempfile.mkdtemp(prefix="og-"))
+    model_dir = og_folder(model_dir, threads, tmp)
     t0 = time.perf_counter()
-    model = og.Model(model_dir)  # onnxruntime's default threads: the machine's cores
+    model = og.Model(model_dir)  # threads 0: onnxruntime's default, the machine's cores
     load_s = time.perf_counter() - t0
     vocab = json.loads((Path(model_dir) / "genai_config.json").read_text())["model"]["vocab_size"]
     rows = []
@@ -78,13 +95,14 @@ def main():
     ap.add_argument("--prompt-lengths", default="32,256")
     ap.add_argument("--gen", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=0, help="1bit --threads (0: the machine's cores, as onnxruntime)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for both (1bit --threads, onnxruntime's intra_op_num_threads); 0: each one's default, the machine's cores")
     ap.add_argument("--out", help="write every run as JSON")
     ap.add_argument("--og-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     lengths = [int(x) for x in args.prompt_lengths.split(",")]
     if args.og_worker:
-        print(json.dumps(og_worker(args.model, lengths, args.gen, 0)))
+        print(json.dumps(og_worker(args.model, lengths, args.gen, args.threads)))
         return
     runs = {"1bit": [], "onnxruntime-genai": []}
     for rep in range(args.reps):
@@ -94,13 +112,14 @@ def main():
                 runs[engine].append(onebit(args.onebit, args.model, lengths, args.gen, args.threads))
             else:
                 cmd = [sys.executable, __file__, "--og-worker", "--model", args.model, "--prompt-lengths",
-                       args.prompt_lengths, "--gen", str(args.gen)]
+                       args.prompt_lengths, "--gen", str(args.gen), "--threads", str(args.threads)]
                 r = subprocess.run(cmd, check=True, capture_output=True, text=True)
                 runs[engine].append(json.loads(r.stdout.strip().splitlines()[-1]))
             runs[engine][-1]["load_avg"] = os.getloadavg()[0]
     if args.out:
         Path(args.out).write_text(json.dumps(runs, indent=1))
-    print(f"model {args.model}, gen {args.gen}, {args.reps} reps (medians)")
+    print(f"model {args.model}, gen {args.gen}, threads {args.threads or 'default'}, {args.reps} reps (medians), "
+          f"load average {statistics.median(r['load_avg'] for rs in runs.values() for r in rs):.2f}")
     print(f"{'engine':<20} {'prompt':>6} {'prefill tok/s':>14} {'decode ms/tok':>14} {'peak RSS MiB':>13} {'load s':>7}")
     for engine, rs in runs.items():
         for i, p in enumerate(lengths):

@@ -36,3 +36,7 @@ set_tests_properties(opset23_tiny_parity PROPERTIES FIXTURES_REQUIRED tiny_qwen3
 # onnxruntime's quantize_dynamic graph of the tiny model on the qd8 GEMM (test_ort_int8.py).
 onebit_add_pytest(ort_int8_tiny TESTS test_ort_int8.py ARGS --tiny ${ONEBIT_TINY})
 set_tests_properties(ort_int8_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+
+# float16 weights under float32 compute: F16wMatMul on every weight, parity with onnxruntime (test_f16_weights.py).
+onebit_add_pytest(f16_weights_tiny TESTS test_f16_weights.py ARGS --tiny ${ONEBIT_TINY})
+set_tests_properties(f16_weights_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
