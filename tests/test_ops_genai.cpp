@@ -25,7 +25,6 @@ std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
-std::vector<double> as_doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 struct GqaCase {
   int64_t b = 1, s = 3, past = 2, heads = 4, kv_heads = 2, d = 8, half = 4;  // half: rotary_dim / 2
