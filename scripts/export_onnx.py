@@ -125,10 +125,11 @@ def load_pretrained(path: str, layers: int | None = None) -> torch.nn.Module:
     check_supported(config)
     # Eager attention lowers to MatMul, Mul(scale), Add(mask), Softmax, MatMul.
     # sdpa exports too, but its decomposition adds shape plumbing and splits
-    # the scale over q and k (197 nodes instead of 179 for the tiny Qwen3).
-    config._attn_implementation = "eager"
+    # the scale over q and k (197 nodes instead of 179 for the tiny Qwen3);
+    # at opset 23+ it becomes the Attention op (--attention sdpa).
+    config._attn_implementation = ATTENTION
     log(f"loading checkpoint {path}")
-    model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch.float32, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch.float32, attn_implementation=ATTENTION)
     return model.float().eval()
 
 
