@@ -30,7 +30,7 @@ void add_bench_command(CLI::App& app, Action& action) {
     SessionFlags session;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("model", a->model, "ONNX causal LM")->required();
+  cmd->add_option("model", a->model, "ONNX causal LM (a .onnx file or a model folder)")->required();
   cmd->add_option("--prompt-lengths", a->lengths, "Prompt lengths in tokens")->delimiter(',')->capture_default_str();
   cmd->add_option("--gen", a->gen, "New tokens per run (EOS ignored)")->capture_default_str();
   a->session.add_to(cmd);
@@ -44,6 +44,7 @@ void add_bench_command(CLI::App& app, Action& action) {
       ModelOptions mo;
       mo.session = a->session.options();
       mo.npu = a->session.dispatcher();
+      mo.variant = a->session.variant;
       std::unique_ptr<Model> model = Model::open(a->model, mo);  // as ort-run: last logits row, KV kept
       Session& session = model->session();
       const CausalLmBinding& binding = model->binding();

@@ -23,6 +23,7 @@ int run_chat(const ChatCommand& c) {
   mo.session = c.session.options();
   mo.npu = c.session.dispatcher();
   mo.tokenizer_path = c.tokenizer;
+  mo.variant = c.session.variant;
   mo.need_tokenizer = true;
   std::unique_ptr<Model> model = open_model(c.model, mo);
   if (c.cached && model->binding().cache == CausalLmBinding::Cache::None)

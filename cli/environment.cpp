@@ -79,6 +79,9 @@ void add_max_memory(CLI::App* cmd) {
 
 void SessionFlags::add_to(CLI::App* cmd) {
   add_max_memory(cmd);
+  cmd->add_option("--variant", variant,
+                  "For a model folder with several models: which (fp32 = model.onnx, else the X of model_X.onnx, "
+                  "e.g. q4, fp16, int8, quantized)");
   cmd->add_option("--threads", threads, "Threads (default: the machine's cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--basic", basic, "Basic rewrites only: constant folding and the QDQ fusion (for parity runs)");
   cmd->add_flag("--int8", int8, "Run float MatMuls with constant weights as dynamic int8 (qd8)");

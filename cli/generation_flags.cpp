@@ -128,6 +128,7 @@ Json generation_record(Model& model, const GenerateResult& r, const Sampler* sam
                 {"choose_ms_per_token", n > 0 ? r.choose_ms / static_cast<double>(n) : 0.0}}},
               {"threads", model.session().pool().size()},
               {"cache", model.binding().cache == CausalLmBinding::Cache::None ? "none" : "kv"},
+              {"kv_state", model.session().keeps_kv_state()},  // the cache kept in the session
               {"peak_rss_mib", peak_rss_mib()}};
 }
 

@@ -76,6 +76,7 @@ int plan(const std::string& model_path, const SessionFlags& flags, const std::st
   if (!target) fail("--target: '{}' is not one of npu, npu2", target_name);
   ModelOptions mo;
   mo.session = flags.options();
+  mo.variant = flags.variant;
   std::unique_ptr<Model> model = Model::open(model_path, mo);
   const std::vector<NpuGemm> gemms = npu_gemms(*model, prompt);
   const std::vector<npu::Design> designs = designs_from(designs_file);

@@ -43,6 +43,8 @@ void add_ort_run_command(CLI::App& app, Action& action) {
   cmd->footer(
       "\nExamples:\n"
       "  1bit ort-run model.onnx --prompt \"The capital of France is\" -n 32\n"
+      "  1bit ort-run phi3-mini-int4/ --chat --prompt \"Hi\"            # an onnxruntime-genai folder\n"
+      "  1bit ort-run SmolLM2-135M-Instruct/ --variant q4 --prompt \"Hi\"  # transformers.js: onnx/model_q4.onnx\n"
       "  1bit ort-run model-cached.onnx --cached --chat --prompt \"Tell me a joke\" --temperature 0.7 --top-p 0.9 --seed 1\n"
       "  1bit ort-run model-cached.onnx --chat --prompt \"List three colours\" --stop \"\\n\\n\" --json\n"
       "  1bit ort-run model-cached.onnx --interactive                     # the same as 1bit chat\n"
@@ -54,7 +56,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
     SessionFlags session;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("model", a->model, "ONNX causal LM (exported by scripts/export_onnx.py or Optimum)")->required();
+  cmd->add_option("model", a->model, "ONNX causal LM: a .onnx file, or a model folder (onnxruntime-genai, transformers.js onnx/, our exports)")->required();
   cmd->add_option("--prompt,-p", a->prompt, "Prompt text");
   cmd->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids (comma or space separated), bypassing the tokenizer");
   a->gen.add_to(cmd);
@@ -88,6 +90,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       mo.session = a->session.options();
       mo.npu = a->session.dispatcher();
       mo.tokenizer_path = a->tokenizer;
+      mo.variant = a->session.variant;
       mo.need_tokenizer = !a->prompt.empty() || !a->gen.stop.empty();
       std::unique_ptr<Model> model = open_model(a->model, mo);
       const CausalLmBinding& binding = model->binding();

@@ -50,6 +50,7 @@ struct SessionFlags {
   std::string npu_designs;
   bool npu_trace = false;
   int npu_max_contexts = 4;
+  std::string variant;  // which model of a folder (--variant)
 
   void add_to(CLI::App* cmd);
   // Flags over the environment's defaults (without the NPU: see below).

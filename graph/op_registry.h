@@ -5,11 +5,13 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "graph/kernel.h"
+#include "graph/opsets.h"
 
 namespace onebit {
 
@@ -26,6 +28,13 @@ struct OpEntry {
 class OpRegistry {
  public:
   void add(std::string domain, std::string op_type, int64_t since, int64_t until, KernelFactory create);
+  // One entry per schema version: `sinces` are the op's since-versions in
+  // order (the first at or below kOnnxOpsetMin when the op is older), each
+  // entry running to the next since - 1, the last to kOnnxOpsetMax. The
+  // factory sees the node's opset (KernelInfo::opset()) for behaviour that
+  // changed between versions.
+  void add_versions(const std::string& domain, const std::string& op_type, std::initializer_list<int64_t> sinces,
+                    const KernelFactory& create);
   // The entry covering `opset`, or null.
   const OpEntry* find(const std::string& domain, const std::string& op_type, int64_t opset) const;
   const std::vector<OpEntry>& entries() const { return entries_; }

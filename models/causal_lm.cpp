@@ -40,7 +40,17 @@ int64_t fixed_dim(const Value& v, size_t d) {
 
 }  // namespace
 
-CausalLmBinding bind_causal_lm(const Graph& g) {
+namespace {
+
+std::string layer_name(const std::string& pattern, int64_t layer) {
+  const size_t at = pattern.find("%d");
+  return pattern.substr(0, at) + std::to_string(layer) + pattern.substr(at + 2);
+}
+
+}  // namespace
+
+CausalLmBinding bind_causal_lm(const Graph& g, const ModelFiles* files) {
+  const GenaiConfig* genai = files ? &files->genai : nullptr;
   auto explain = [&](const std::string& why) -> Error {
     return Error(fmt::format("{}: not a causal LM graph 1bit can drive: {}\n  inputs:{}\n  outputs:{}\n"
                              "  expected input_ids [batch, seq] int64, optional attention_mask / position_ids, an "
@@ -49,21 +59,25 @@ CausalLmBinding bind_causal_lm(const Graph& g) {
                              g.path, why, io_list(g, g.inputs), io_list(g, g.outputs)));
   };
   CausalLmBinding b;
-  const Value* ids = find_io(g, g.inputs, "input_ids");
-  if (!ids) throw explain("no input named input_ids");
+  const bool named = genai && genai->present;
+  const auto name_or = [&](const std::string& given, const char* dflt) { return named && !given.empty() ? given : dflt; };
+  const std::string ids_name = name_or(genai ? genai->input_ids : "", "input_ids");
+  const Value* ids = find_io(g, g.inputs, ids_name);
+  if (!ids) throw explain(fmt::format("no input named {}", ids_name));
   if (ids->dtype != DType::I64 && ids->dtype != DType::I32) throw explain("input_ids is not int64 or int32");
   b.input_ids = ids->name;
   b.ids_dtype = ids->dtype;
-  if (const Value* m = find_io(g, g.inputs, "attention_mask")) {
+  if (const Value* m = find_io(g, g.inputs, name_or(genai ? genai->attention_mask : "", "attention_mask"))) {
     b.attention_mask = m->name;
     b.mask_dtype = m->dtype == DType::Undefined ? DType::I64 : m->dtype;
   }
-  if (const Value* p = find_io(g, g.inputs, "position_ids")) {
+  if (const Value* p = find_io(g, g.inputs, name_or(genai ? genai->position_ids : "", "position_ids"))) {
     b.position_ids = p->name;
     b.positions_dtype = p->dtype == DType::Undefined ? DType::I64 : p->dtype;
   }
-  const Value* logits = find_io(g, g.outputs, "logits");
-  if (!logits) throw explain("no output named logits");
+  const std::string logits_name = name_or(genai ? genai->logits : "", "logits");
+  const Value* logits = find_io(g, g.outputs, logits_name);
+  if (!logits) throw explain(fmt::format("no output named {}", logits_name));
   if (logits->has_shape && logits->dims.size() != 3) throw explain("logits is not [batch, seq, vocab]");
   b.logits = logits->name;
 
@@ -85,10 +99,33 @@ CausalLmBinding bind_causal_lm(const Graph& g) {
     return b;
   }
 
+  std::map<int64_t, std::pair<const Value*, const Value*>> layers;
+  if (named && !genai->past_key_names.empty()) {
+    // genai_config.json's patterns, layer by layer.
+    if (genai->past_value_names.empty() || genai->present_key_names.empty() || genai->present_value_names.empty())
+      throw explain(fmt::format("{} names past keys but not all of past values, present keys and present values",
+                                genai->path));
+    for (int64_t layer = 0;; ++layer) {
+      const Value* k = find_io(g, g.inputs, layer_name(genai->past_key_names, layer));
+      const Value* v = find_io(g, g.inputs, layer_name(genai->past_value_names, layer));
+      if (!k && !v) break;
+      if (!k || !v) throw explain(fmt::format("layer {} lacks its key or value ({})", layer, genai->path));
+      for (auto [in, pattern] : {std::pair{k, &genai->present_key_names}, std::pair{v, &genai->present_value_names}}) {
+        const std::string out = layer_name(*pattern, layer);
+        if (!find_io(g, g.outputs, out))
+          throw explain(fmt::format("'{}' has no matching output '{}' ({})", in->name, out, genai->path));
+        b.past_inputs.push_back(in->name);
+        b.present_outputs.push_back(out);
+      }
+      layers[layer] = {k, v};
+    }
+    if (layers.empty()) throw explain(fmt::format("no input '{}' ({})", layer_name(genai->past_key_names, 0), genai->path));
+    if (genai->layers > 0 && static_cast<int64_t>(layers.size()) != genai->layers)
+      throw explain(fmt::format("{} has {} layers, the graph {}", genai->path, genai->layers, layers.size()));
+  }
   // Per layer (Optimum's names): past_key_values.N.key / .value.
   static const std::regex kPast(R"(past_key_values\.(\d+)\.(key|value))");
-  std::map<int64_t, std::pair<const Value*, const Value*>> layers;
-  for (int v : g.inputs) {
+  for (int v : layers.empty() ? g.inputs : std::vector<int>{}) {
     const Value& val = g.value(v);
     std::smatch m;
     if (!std::regex_match(val.name, m, kPast)) continue;
@@ -97,7 +134,7 @@ CausalLmBinding bind_causal_lm(const Graph& g) {
   }
   if (layers.empty()) return b;
   int64_t expect = 0;
-  for (const auto& [layer, kv] : layers) {
+  for (const auto& [layer, kv] : b.past_inputs.empty() ? layers : decltype(layers){}) {
     if (layer != expect) throw explain(fmt::format("past_key_values.{} is missing", expect));
     if (!kv.first || !kv.second) throw explain(fmt::format("layer {} lacks its key or value", layer));
     for (const Value* in : {kv.first, kv.second}) {
@@ -115,7 +152,15 @@ CausalLmBinding bind_causal_lm(const Graph& g) {
   b.layers = static_cast<int64_t>(layers.size());
   b.kv_heads = fixed_dim(k0, 1);
   b.head_dim = fixed_dim(k0, 3);
-  if (b.kv_heads <= 0 || b.head_dim <= 0) throw explain("past_key_values.0.key must declare fixed kv_heads and head_dim");
+  // genai builds leave the head size symbolic (kv_cache_dim); their config, or config.json, has it.
+  if (named && b.kv_heads <= 0) b.kv_heads = genai->kv_heads;
+  if (named && b.head_dim <= 0) b.head_dim = genai->head_size;
+  if (files && b.kv_heads <= 0) b.kv_heads = files->kv_heads;
+  if (files && b.head_dim <= 0) b.head_dim = files->head_dim;
+  if (b.kv_heads <= 0 || b.head_dim <= 0)
+    throw explain(fmt::format("{} must declare fixed kv_heads and head_dim (or genai_config.json / config.json "
+                              "give num_key_value_heads and head_size / head_dim)",
+                              k0.name));
   return b;
 }
 

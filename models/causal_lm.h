@@ -6,6 +6,9 @@
 //   cache, stacked:   past [2*layers, 1, kv_heads, past, head_dim] -> present
 //   cache, per layer: past_key_values.N.key / .value -> present.N.key / .value
 //   logits [batch, seq, vocab]                        (the last position is used)
+// or by the names genai_config.json gives (onnxruntime-genai's builds:
+// past_key_values.%d.key -> present.%d.key, head size and KV heads there
+// when the graph leaves them symbolic).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,7 @@
 
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "models/model_files.h"
 
 namespace onebit {
 
@@ -37,7 +41,9 @@ struct CausalLmBinding {
 
 // Throws an Error listing the graph's inputs and outputs when they fit none of
 // the conventions.
-CausalLmBinding bind_causal_lm(const Graph& g);
+// `files` (optional): genai_config.json's names, and the cache geometry of
+// genai_config.json or config.json where the graph leaves it symbolic.
+CausalLmBinding bind_causal_lm(const Graph& g, const ModelFiles* files = nullptr);
 
 std::string describe(const CausalLmBinding& b);
 

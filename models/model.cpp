@@ -60,11 +60,6 @@ void check_model_path(const std::string& path) {
     if (near.empty()) fail("{}: cannot open: no such file, and {} has no .onnx model", path, dir.string());
     fail("{}: cannot open: no such file; {} has {}", path, dir.string(), listed(near));
   }
-  if (fs::is_directory(st)) {
-    const std::vector<std::string> inside = models_in(path);
-    if (inside.empty()) fail("{}: is a directory with no .onnx model in it", path);
-    fail("{}: is a directory; give one of the models in it: {}", path, listed(inside));
-  }
   if (!fs::is_regular_file(st)) fail("{}: cannot open: not a regular file", path);
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
@@ -73,21 +68,27 @@ void check_model_path(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& options) {
-  check_model_path(path);
+std::unique_ptr<Model> Model::open(const std::string& given, const ModelOptions& options) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(given, ec)) check_model_path(given);
+  const ModelLocation loc = locate_model(given, options.variant);  // a folder: which model, where its side files are
+  const std::string& path = loc.model;
+  if (loc.layout != "file") check_model_path(path);
 
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
-  m->files_ = read_model_files(path);
+  m->location_ = loc;
+  m->files_ = read_model_files(path, loc.side_dir);
   const std::string tok = options.tokenizer_path.empty() ? m->files_.tokenizer_path : options.tokenizer_path;
   if (!tok.empty()) m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(tok));
   else if (options.need_tokenizer)
-    fail("{}: no tokenizer.json beside the model; pass --tokenizer PATH (or --prompt-ids)", path);
+    fail("{}: no tokenizer.json beside the model{}; pass --tokenizer PATH (or --prompt-ids)", path,
+         loc.side_dir.empty() ? "" : " nor in " + loc.side_dir);
 
   // load_seconds: the file to a session ready to run (the tokenizer apart).
   const auto t0 = std::chrono::steady_clock::now();
   Graph graph = load_onnx(path);
-  m->binding_ = bind_causal_lm(graph);
+  m->binding_ = bind_causal_lm(graph, &m->files_);
 
   SessionOptions so = options.session;
   m->npu_ = options.npu;

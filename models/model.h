@@ -30,6 +30,7 @@ struct ModelOptions {
   // only); the model keeps it alive.
   std::shared_ptr<npu::Dispatcher> npu;
   std::string tokenizer_path;  // default: tokenizer.json beside the model
+  std::string variant;         // which model of a folder (locate_model)
   bool need_tokenizer = false;  // no tokenizer found is an error (text prompts)
 };
 
@@ -40,7 +41,8 @@ class Model {
   // one is needed.
   static std::unique_ptr<Model> open(const std::string& path, const ModelOptions& options);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return path_; }  // the .onnx file (a folder resolved)
+  const ModelLocation& location() const { return location_; }
   const ModelFiles& files() const { return files_; }
   const CausalLmBinding& binding() const { return binding_; }
   Session& session() { return *session_; }
@@ -64,6 +66,7 @@ class Model {
  private:
   Model() = default;
   std::string path_;
+  ModelLocation location_;
   ModelFiles files_;
   CausalLmBinding binding_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -21,6 +21,19 @@ struct SamplingDefaults {
   std::vector<std::string> sources;  // the files that set any
 };
 
+// genai_config.json (onnxruntime-genai): the decoder's file and the names of
+// its inputs and outputs, the cache geometry and the context length. The
+// cache names are printf patterns with one %d (the layer).
+struct GenaiConfig {
+  bool present = false;
+  std::string path;      // the file read
+  std::string filename;  // model.decoder.filename
+  std::string input_ids, attention_mask, position_ids;
+  std::string past_key_names, past_value_names;
+  std::string logits, present_key_names, present_value_names;
+  int64_t head_size = 0, kv_heads = 0, layers = 0, context_length = 0;
+};
+
 struct ModelFiles {
   std::string dir;
   std::string tokenizer_path;        // dir/tokenizer.json when it exists
@@ -29,11 +42,36 @@ struct ModelFiles {
   int64_t max_positions = 0;         // config max_position_embeddings, 0 if unknown
   std::string chat_template;         // tokenizer_config chat_template
   std::string model_type;            // config model_type
+  int64_t head_dim = 0, kv_heads = 0;  // config head_dim (or hidden_size / num_attention_heads), num_key_value_heads
   SamplingDefaults sampling;
+  GenaiConfig genai;
 };
 
-// Reads the side files of the model at `model_path`. A file that exists but
-// is malformed is an Error naming it.
-ModelFiles read_model_files(const std::string& model_path);
+// genai_config.json at `path`; an Error names the file and the field at fault.
+GenaiConfig read_genai_config(const std::string& path);
+
+// Reads the side files of the model at `model_path`, from `side_dir` (default:
+// the model's directory). A file that exists but is malformed is an Error
+// naming it.
+ModelFiles read_model_files(const std::string& model_path, const std::string& side_dir = "");
+
+// Where a model given as a file or a folder is. A folder is one of:
+//   genai       genai_config.json naming the decoder's file (onnxruntime-genai);
+//   folder      .onnx files beside tokenizer.json and the configs (model.onnx,
+//               or model-VARIANT.onnx / model_VARIANT.onnx);
+//   onnx/       the transformers.js / Optimum layout: DIR/onnx/model.onnx,
+//               model_fp16.onnx, model_q4.onnx, model_int8.onnx, ..., the
+//               tokenizer and configs in DIR.
+// `variant` picks among several models (fp32 is model.onnx; otherwise the
+// VARIANT of model_VARIANT.onnx); without one a folder with several takes
+// model.onnx, and is an error listing the variants when it has none. A
+// folder that fits no layout is an error listing what it holds.
+struct ModelLocation {
+  std::string model;     // the .onnx file
+  std::string side_dir;  // tokenizer.json, the configs
+  std::string layout;    // "file", "genai", "folder", "onnx/"
+  std::vector<std::string> variants;  // the variants the folder offers
+};
+ModelLocation locate_model(const std::string& path, const std::string& variant = "");
 
 }  // namespace onebit

@@ -176,22 +176,23 @@ class ClipKernel : public Kernel {
 }  // namespace
 
 void register_activation_ops(OpRegistry& r) {
-  auto add = [&](const char* name, int64_t since, Act act) {
-    r.add("", name, since, 21, [act](const KernelInfo& i) { return std::make_unique<ActivationKernel>(i, act); });
+  auto add = [&](const char* name, std::initializer_list<int64_t> sinces, Act act) {
+    r.add_versions("", name, sinces,
+                   [act](const KernelInfo& i) { return std::make_unique<ActivationKernel>(i, act); });
   };
-  // Since-versions from the schemas; versions 22+ only add bfloat16.
-  add("Elu", 6, Act::Elu);
-  add("Selu", 6, Act::Selu);
-  add("Celu", 12, Act::Celu);
-  add("LeakyRelu", 16, Act::LeakyRelu);
-  add("HardSigmoid", 6, Act::HardSigmoid);
-  add("HardSwish", 14, Act::HardSwish);
-  add("ThresholdedRelu", 10, Act::ThresholdedRelu);
-  add("Softplus", 1, Act::Softplus);
-  add("Softsign", 1, Act::Softsign);
-  add("Mish", 18, Act::Mish);
-  add("Gelu", 20, Act::Gelu);
-  r.add("", "Clip", 13, 21, make_factory<ClipKernel>());
+  // Since-versions from the schemas; the versions 22 only add bfloat16.
+  add("Elu", {6, 22}, Act::Elu);
+  add("Selu", {6, 22}, Act::Selu);
+  add("Celu", {12}, Act::Celu);
+  add("LeakyRelu", {16}, Act::LeakyRelu);
+  add("HardSigmoid", {6, 22}, Act::HardSigmoid);
+  add("HardSwish", {14, 22}, Act::HardSwish);
+  add("ThresholdedRelu", {10, 22}, Act::ThresholdedRelu);
+  add("Softplus", {1, 22}, Act::Softplus);
+  add("Softsign", {1, 22}, Act::Softsign);
+  add("Mish", {18, 22}, Act::Mish);
+  add("Gelu", {20}, Act::Gelu);
+  r.add("", "Clip", 13, kOnnxOpsetMax, make_factory<ClipKernel>());
 }
 
 }  // namespace onebit

@@ -255,7 +255,7 @@ class LogicKernel : public Kernel {
 
 void register_binary_ops(OpRegistry& r) {
   auto arith_op = [&](const char* name, int64_t since, Arith2 op) {
-    r.add("", name, since, 21, [op](const KernelInfo& i) { return std::make_unique<ArithKernel>(i, op); });
+    r.add("", name, since, kOnnxOpsetMax, [op](const KernelInfo& i) { return std::make_unique<ArithKernel>(i, op); });
   };
   arith_op("Add", 14, Arith2::Add);
   arith_op("Sub", 14, Arith2::Sub);
@@ -263,17 +263,18 @@ void register_binary_ops(OpRegistry& r) {
   arith_op("Div", 14, Arith2::Div);
   arith_op("Mod", 13, Arith2::Mod);
   arith_op("PRelu", 16, Arith2::PRelu);
-  r.add("", "Pow", 15, 21, make_factory<PowKernel>());
+  r.add("", "Pow", 15, kOnnxOpsetMax, make_factory<PowKernel>());
   auto cmp_op = [&](const char* name, int64_t since, Cmp op) {
-    r.add("", name, since, 21, [op](const KernelInfo& i) { return std::make_unique<CompareKernel>(i, op); });
+    r.add("", name, since, kOnnxOpsetMax, [op](const KernelInfo& i) { return std::make_unique<CompareKernel>(i, op); });
   };
-  cmp_op("Equal", 13, Cmp::Equal);
+  // Equal-19 adds string inputs (not held): the same kernel.
+  r.add_versions("", "Equal", {13, 19}, [](const KernelInfo& i) { return std::make_unique<CompareKernel>(i, Cmp::Equal); });
   cmp_op("Less", 13, Cmp::Less);
   cmp_op("Greater", 13, Cmp::Greater);
   cmp_op("LessOrEqual", 16, Cmp::LessOrEqual);
   cmp_op("GreaterOrEqual", 16, Cmp::GreaterOrEqual);
   auto logic_op = [&](const char* name, int64_t since, Logic op) {
-    r.add("", name, since, 21, [op](const KernelInfo& i) { return std::make_unique<LogicKernel>(i, op); });
+    r.add("", name, since, kOnnxOpsetMax, [op](const KernelInfo& i) { return std::make_unique<LogicKernel>(i, op); });
   };
   logic_op("And", 7, Logic::And);
   logic_op("Or", 7, Logic::Or);

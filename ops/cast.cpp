@@ -182,13 +182,11 @@ class CastKernel : public Kernel {
 void register_cast_ops(OpRegistry& r) {
   auto cast = [](const KernelInfo& i) { return std::make_unique<CastKernel>(i, false); };
   auto cast_like = [](const KernelInfo& i) { return std::make_unique<CastKernel>(i, true); };
-  // 19 added float8 and `saturate`, 21 added int4/uint4; one kernel covers all.
-  r.add("", "Cast", 13, 18, cast);
-  r.add("", "Cast", 19, 20, cast);
-  r.add("", "Cast", 21, 21, cast);
-  r.add("", "CastLike", 15, 18, cast_like);
-  r.add("", "CastLike", 19, 20, cast_like);
-  r.add("", "CastLike", 21, 21, cast_like);
+  // 19 added float8 and `saturate`, 21 int4/uint4, 23 float4e2m1, 24
+  // float8e8m0 and `round_mode` (which only rounds into float8e8m0), 25
+  // int2/uint2: types 1bit does not hold, so one kernel covers every version.
+  r.add_versions("", "Cast", {13, 19, 21, 23, 24, 25}, cast);
+  r.add_versions("", "CastLike", {15, 19, 21, 23, 24, 25}, cast_like);
 }
 
 }  // namespace onebit

@@ -133,8 +133,8 @@ class SplitKernel : public Kernel {
 }  // namespace
 
 void register_concat_split_ops(OpRegistry& r) {
-  r.add("", "Concat", 13, 21, make_factory<ConcatKernel>());
-  r.add("", "Split", 13, 21, make_factory<SplitKernel>());
+  r.add("", "Concat", 13, kOnnxOpsetMax, make_factory<ConcatKernel>());
+  r.add_versions("", "Split", {13, 18}, make_factory<SplitKernel>());  // 18: num_outputs (the kernel reads the opset)
 }
 
 }  // namespace onebit

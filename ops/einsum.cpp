@@ -253,6 +253,6 @@ class EinsumKernel : public Kernel {
 
 }  // namespace
 
-void register_einsum_op(OpRegistry& r) { r.add("", "Einsum", 12, 21, make_factory<EinsumKernel>()); }
+void register_einsum_op(OpRegistry& r) { r.add("", "Einsum", 12, kOnnxOpsetMax, make_factory<EinsumKernel>()); }
 
 }  // namespace onebit

@@ -68,8 +68,8 @@ class TileKernel : public Kernel {
 }  // namespace
 
 void register_expand_tile_ops(OpRegistry& r) {
-  r.add("", "Expand", 13, 21, make_factory<ExpandKernel>());
-  r.add("", "Tile", 13, 21, make_factory<TileKernel>());
+  r.add("", "Expand", 13, kOnnxOpsetMax, make_factory<ExpandKernel>());
+  r.add("", "Tile", 13, kOnnxOpsetMax, make_factory<TileKernel>());
 }
 
 }  // namespace onebit

@@ -152,9 +152,9 @@ class GatherNDKernel : public Kernel {
 }  // namespace
 
 void register_gather_ops(OpRegistry& r) {
-  r.add("", "Gather", 13, 21, make_factory<GatherKernel>());
-  r.add("", "GatherElements", 13, 21, make_factory<GatherElementsKernel>());
-  r.add("", "GatherND", 13, 21, make_factory<GatherNDKernel>());
+  r.add("", "Gather", 13, kOnnxOpsetMax, make_factory<GatherKernel>());
+  r.add("", "GatherElements", 13, kOnnxOpsetMax, make_factory<GatherElementsKernel>());
+  r.add("", "GatherND", 13, kOnnxOpsetMax, make_factory<GatherNDKernel>());
 }
 
 }  // namespace onebit

@@ -160,6 +160,6 @@ class GemmKernel : public Kernel {
 
 }  // namespace
 
-void register_gemm_ops(OpRegistry& r) { r.add("", "Gemm", 11, 21, make_factory<GemmKernel>()); }
+void register_gemm_ops(OpRegistry& r) { r.add("", "Gemm", 11, kOnnxOpsetMax, make_factory<GemmKernel>()); }
 
 }  // namespace onebit

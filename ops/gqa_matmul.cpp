@@ -9,6 +9,7 @@
 // lie input-4 floats apart instead of T·d. Without inputs 2 and 3 (the
 // kv-state pass on multi-head attention) rep is 1.
 #include "ops/broadcast.h"
+#include "ops/dispatch.h"
 #include "graph/op_registry.h"
 #include "ops/sgemm.h"
 #include "base/thread_pool.h"
@@ -27,8 +28,12 @@ class GqaMatMulKernel : public Kernel {
         state_(info.has_input(4)), config_(&sgemm_config()) {}
 
   void reshape(ReshapeContext& ctx) override {
-    if (ctx.dtype(0) != DType::F32 || ctx.dtype(1) != DType::F32)
-      fail("inputs are {} and {}, expected float32", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
+    // float32 runs the GEMM; float16 / bfloat16 / double (a fusion that
+    // could not see the dtype) run the reference loop below, in float.
+    const DType t = ctx.dtype(0);
+    if ((t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64) || ctx.dtype(1) != t)
+      fail("inputs are {} and {}, expected float32 (or one float type)", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
+    if (t != DType::F32 && state_) fail("the KV state is float32; the cache here is {}", dtype_name(t));
     const Shape& a = ctx.shape(0);
     if (a.size() != 4 || ctx.shape(1).size() != 4)
       fail("expected A [b,h,S,X] and KV [b,kvh,T,d], got {} and {}", shape_str(a), shape_str(ctx.shape(1)));
@@ -47,7 +52,7 @@ class GqaMatMulKernel : public Kernel {
     const int64_t x = trans_b_ ? kv[3] : kv[2];
     if (a[0] != kv[0] || a[1] != kv[1] * rep || a[3] != x)
       fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * rep, kv[2], kv[3]);
-    ctx.set_output(0, DType::F32, {a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]});
+    ctx.set_output(0, t, {a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]});
     const size_t m = static_cast<size_t>(rep * a[2]);
     const size_t n = static_cast<size_t>(trans_b_ ? kv[2] : kv[3]), k = static_cast<size_t>(x);
     ctx.set_workspace(align_up(sgemm_workspace(*config_, m, n, k, false, trans_b_)) *
@@ -63,6 +68,7 @@ class GqaMatMulKernel : public Kernel {
     if (head_stride < t * d) fail("KV heads are {} floats apart, less than {} positions of {}", head_stride, t, d);
     const int64_t h = A.dim(1), s = A.dim(2), rep = h / kvh;
     if (Y.size() == 0) return;
+    if (A.dtype() != DType::F32) return run_reference(A, KV, Y, rep);
     const size_t m = static_cast<size_t>(rep * s), x = static_cast<size_t>(A.dim(3));
     const size_t n = static_cast<size_t>(trans_b_ ? t : d), k = x;
     const size_t slot = align_up(sgemm_workspace(*config_, m, n, k, false, trans_b_));
@@ -89,6 +95,30 @@ class GqaMatMulKernel : public Kernel {
     } else {
       for (int64_t task = 0; task < tasks; ++task) one(task, ws, &pool);
     }
+  }
+
+  // Y[b, n, i, j] = Σx A[b, n, i, x] · KV[b, n / rep, ·], in float (the non-float32 path).
+  void run_reference(const Tensor& A, const Tensor& KV, Tensor& Y, int64_t rep) const {
+    const int64_t b = A.dim(0), h = A.dim(1), s = A.dim(2), x = A.dim(3), t = KV.dim(2), d = KV.dim(3);
+    const int64_t n = trans_b_ ? t : d, kvh = KV.dim(1);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hi = 0; hi < h; ++hi) {
+        const int64_t g = hi / rep;
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t k = 0; k < x; ++k) {
+              const double a = tensor_double_at(A, ((bi * h + hi) * s + i) * x + k);
+              const int64_t kv = trans_b_ ? ((bi * kvh + g) * t + j) * d + k : ((bi * kvh + g) * t + k) * d + j;
+              acc += a * tensor_double_at(KV, kv);
+            }
+            const int64_t o = ((bi * h + hi) * s + i) * n + j;
+            dispatch_float(Y.dtype(), "GqaMatMul output", [&](auto tag) {
+              using T = typename decltype(tag)::type;
+              Y.data<T>()[o] = Arith<T>::store(static_cast<typename Arith<T>::C>(acc));
+            });
+          }
+      }
   }
 
   std::string describe() const override {

@@ -249,15 +249,16 @@ class ChannelNormKernel : public Kernel {
 }  // namespace
 
 void register_layer_norm_ops(OpRegistry& r) {
-  r.add("", "LayerNormalization", 17, 21, make_factory<LayerNormKernel>());
+  r.add("", "LayerNormalization", 17, kOnnxOpsetMax, make_factory<LayerNormKernel>());
   // GroupNormalization-18 took scale and bias per group; 21 made them per
   // channel (and added stash_type). Different semantics, separate entries.
   r.add("", "GroupNormalization", 18, 20,
         [](const KernelInfo& i) { return std::make_unique<ChannelNormKernel>(i, true, true); });
-  r.add("", "GroupNormalization", 21, 21,
+  r.add("", "GroupNormalization", 21, kOnnxOpsetMax,
         [](const KernelInfo& i) { return std::make_unique<ChannelNormKernel>(i, true, false); });
-  r.add("", "InstanceNormalization", 6, 21,
-        [](const KernelInfo& i) { return std::make_unique<ChannelNormKernel>(i, false, false); });
+  // InstanceNormalization-22 only adds bfloat16.
+  r.add_versions("", "InstanceNormalization", {6, 22},
+                 [](const KernelInfo& i) { return std::make_unique<ChannelNormKernel>(i, false, false); });
 }
 
 }  // namespace onebit

@@ -163,7 +163,7 @@ class MatMulKernel : public Kernel {
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
-  r.add("", "MatMul", 1, 21, make_factory<MatMulKernel>());
+  r.add("", "MatMul", 1, kOnnxOpsetMax, make_factory<MatMulKernel>());
   r.add(kOneBitDomain, "MatMul", 1, 1, make_factory<MatMulKernel>());
 }
 

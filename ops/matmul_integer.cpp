@@ -114,10 +114,65 @@ class MatMulIntegerKernel : public Kernel {
   }
 };
 
+// com.microsoft::MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zero_point,
+// b_zero_point, bias): onnxruntime's fusion of MatMulInteger with its scale
+// Mul (and bias Add). A [..., K] uint8/int8, B [K, N] uint8/int8, a_scale a
+// scalar, b_scale a scalar or [N], zero points like their scales, bias [N]:
+//   Y[..., n] = (Σk (A − a_zp)(B − b_zp)) · a_scale · b_scale[n] + bias[n].
+// A plain loop; graph/passes/ort_dynamic_int8.cpp puts the int8 GEMM
+// (Qd8MatMul) in its place when a DynamicQuantizeLinear feeds it.
+class MatMulIntegerToFloatKernel : public Kernel {
+ public:
+  explicit MatMulIntegerToFloatKernel(const KernelInfo&) {}
+
+  void reshape(ReshapeContext& ctx) override {
+    for (int i : {0, 1})
+      if (!byte_type(ctx.dtype(i))) fail("input {} is {}, expected uint8 or int8", i, dtype_name(ctx.dtype(i)));
+    const Shape& a = ctx.shape(0);
+    const Shape& b = ctx.shape(1);
+    if (a.empty() || b.size() != 2 || a.back() != b[0])
+      fail("A {} and B {}: expected A [..., K] and B [K, N]", shape_str(a), shape_str(b));
+    const int64_t n = b[1];
+    for (int i : {2, 3, 6})
+      if (ctx.has_input(i) && ctx.dtype(i) != DType::F32) fail("input {} is {}, expected float32", i, dtype_name(ctx.dtype(i)));
+    if (numel(ctx.shape(2)) != 1) fail("a_scale has shape {}, expected a scalar", shape_str(ctx.shape(2)));
+    if (numel(ctx.shape(3)) != 1 && numel(ctx.shape(3)) != n)
+      fail("b_scale has shape {}, expected a scalar or [N={}]", shape_str(ctx.shape(3)), n);
+    if (ctx.has_input(5) && numel(ctx.shape(5)) != numel(ctx.shape(3)))
+      fail("b_zero_point has shape {}, expected b_scale's {}", shape_str(ctx.shape(5)), shape_str(ctx.shape(3)));
+    if (ctx.has_input(6) && numel(ctx.shape(6)) != n) fail("bias has shape {}, expected [N={}]", shape_str(ctx.shape(6)), n);
+    Shape y = a;
+    y.back() = n;
+    ctx.set_output(0, DType::F32, y);
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& A = ctx.input(0);
+    const Tensor& B = ctx.input(1);
+    const int64_t k = B.dim(0), n = B.dim(1), m = k ? A.size() / k : 0;
+    const float as = ctx.input(2).data<float>()[0];
+    const Tensor& bs = ctx.input(3);
+    const int64_t az = ctx.has_input(4) ? tensor_int_at(ctx.input(4), 0) : 0;
+    float* y = ctx.output(0).data<float>();
+    const float* bias = ctx.has_input(6) ? ctx.input(6).data<float>() : nullptr;
+    ctx.pool().parallel_for(m, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t per = bs.size() == 1 ? 0 : j;
+          const int64_t bz = ctx.has_input(5) ? tensor_int_at(ctx.input(5), per) : 0;
+          int64_t acc = 0;
+          for (int64_t i = 0; i < k; ++i) acc += (tensor_int_at(A, r * k + i) - az) * (tensor_int_at(B, i * n + j) - bz);
+          y[r * n + j] = static_cast<float>(acc) * as * bs.data<float>()[per] + (bias ? bias[j] : 0.0f);
+        }
+    });
+  }
+};
+
 }  // namespace
 
 void register_matmul_integer_ops(OpRegistry& r) {
-  r.add("", "MatMulInteger", 10, 21, make_factory<MatMulIntegerKernel>());
+  r.add("", "MatMulInteger", 10, kOnnxOpsetMax, make_factory<MatMulIntegerKernel>());
+  r.add(kMicrosoftDomain, "MatMulIntegerToFloat", 1, 1, make_factory<MatMulIntegerToFloatKernel>());
 }
 
 }  // namespace onebit

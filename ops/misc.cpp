@@ -280,11 +280,11 @@ class NonZeroKernel : public Kernel {
 }  // namespace
 
 void register_misc_ops(OpRegistry& r) {
-  r.add("", "CumSum", 14, 21, make_factory<CumSumKernel>());
-  r.add("", "Trilu", 14, 21, make_factory<TriluKernel>());
-  r.add("", "EyeLike", 9, 21, make_factory<EyeLikeKernel>());
-  r.add("", "OneHot", 11, 21, make_factory<OneHotKernel>());
-  r.add("", "NonZero", 13, 21, make_factory<NonZeroKernel>());
+  r.add("", "CumSum", 14, kOnnxOpsetMax, make_factory<CumSumKernel>());
+  r.add("", "Trilu", 14, kOnnxOpsetMax, make_factory<TriluKernel>());
+  r.add_versions("", "EyeLike", {9, 22}, make_factory<EyeLikeKernel>());  // 22: bfloat16
+  r.add("", "OneHot", 11, kOnnxOpsetMax, make_factory<OneHotKernel>());
+  r.add("", "NonZero", 13, kOnnxOpsetMax, make_factory<NonZeroKernel>());
 }
 
 }  // namespace onebit

@@ -103,6 +103,9 @@ class PadKernel : public Kernel {
 
 }  // namespace
 
-void register_pad_op(OpRegistry& r) { r.add("", "Pad", 18, 21, make_factory<PadKernel>()); }
+void register_pad_op(OpRegistry& r) { 
+  // 19 added mode wrap (the kernel reads the opset); 21, 23, 24, 25 add types.
+  r.add_versions("", "Pad", {18, 19, 21, 23, 24, 25}, make_factory<PadKernel>());
+ }
 
 }  // namespace onebit

@@ -186,6 +186,15 @@ class QuantizeKernel : public Kernel {
     if (!opset21_attrs && (a.has("block_size") || a.has("output_dtype")))
       fail("attributes 'block_size' and 'output_dtype' need ai.onnx opset 21; this node is opset {}", info.opset());
     if (block_ < 0) fail("attribute 'block_size' is {}, expected 0 (none) or a positive block size", block_);
+    // precision (opset 23): the type x / y_scale is computed in; 0 means the
+    // scale's type. 1bit divides in float32 for every scale type.
+    const bool v23 = info.node().domain.empty() && info.opset() >= 23;
+    const int64_t precision = a.get_int("precision", 0);
+    if (a.has("precision") && !v23)
+      fail("attribute 'precision' needs ai.onnx opset 23; this node is opset {}", info.opset());
+    if (precision != 0 && precision != static_cast<int64_t>(DType::F32))
+      fail("attribute 'precision' is {}, expected 0 (the scale's type) or 1 (float32): 1bit divides in float32",
+           precision);
     check_float8(output_dtype_, "attribute 'output_dtype'");
     if (output_dtype_ != 0 && !(dtype_supported(static_cast<int32_t>(output_dtype_)) &&
                                 is_quant_type(static_cast<DType>(output_dtype_))))
@@ -292,6 +301,14 @@ class DequantizeKernel : public Kernel {
     if (!opset21_attrs && info.attrs().has("block_size"))
       fail("attribute 'block_size' needs ai.onnx opset 21; this node is opset {}", info.opset());
     if (block_ < 0) fail("attribute 'block_size' is {}, expected 0 (none) or a positive block size", block_);
+    // output_dtype (opset 23): the output's float type; 0 means the scale's.
+    output_dtype_ = info.attrs().get_int("output_dtype", 0);
+    if (info.attrs().has("output_dtype") && !(info.node().domain.empty() && info.opset() >= 23))
+      fail("attribute 'output_dtype' needs ai.onnx opset 23; this node is opset {}", info.opset());
+    const DType od = static_cast<DType>(output_dtype_);
+    if (output_dtype_ != 0 && od != DType::F32 && od != DType::F16 && od != DType::BF16)
+      fail("attribute 'output_dtype' is {}, expected 0 (the scale's type), float (1), float16 (10) or bfloat16 (16)",
+           output_dtype_);
   }
 
   void reshape(ReshapeContext& ctx) override {
@@ -302,7 +319,7 @@ class DequantizeKernel : public Kernel {
     if (ctx.has_input(2) && ctx.dtype(2) != xt)
       fail("input 2 (x_zero_point) is {}, x is {}; they must agree", dtype_name(ctx.dtype(2)), dtype_name(xt));
     layout_of(ctx, axis_, block_);
-    ctx.set_output(0, st, ctx.shape(0));
+    ctx.set_output(0, output_dtype_ ? static_cast<DType>(output_dtype_) : st, ctx.shape(0));
   }
 
   void run(RunContext& ctx) override {
@@ -314,10 +331,16 @@ class DequantizeKernel : public Kernel {
     if (X.size() == 0) return;
     const bool sgn = X.dtype() == DType::I4;
     dispatch_float(S.dtype(), "DequantizeLinear x_scale", [&](auto stag) {
+     dispatch_float(Y.dtype(), "DequantizeLinear output", [&](auto otag) {
       using ST = typename decltype(stag)::type;
-      using A = Arith<ST>;
+      using OT = typename decltype(otag)::type;
+      // The scale loads as ST, the result stores as the output type.
+      struct A {
+        static auto load(ST v) { return Arith<ST>::load(v); }
+        static OT store(float v) { return Arith<OT>::store(static_cast<typename Arith<OT>::C>(v)); }
+      };
       const ST* scale = S.data<ST>();
-      ST* y = Y.data<ST>();
+      OT* y = Y.data<OT>();
       dispatch_quant(X.dtype(), [&](auto qtag) {
         using Q = typename decltype(qtag)::type;
         const void* x = X.raw();
@@ -346,11 +369,12 @@ class DequantizeKernel : public Kernel {
           }
         });
       });
+     });
     });
   }
 
  private:
-  int64_t axis_ = 1, block_ = 0;
+  int64_t axis_ = 1, block_ = 0, output_dtype_ = 0;
 };
 
 // DynamicQuantizeLinear (opset 11), uint8 only. Following the reference
@@ -400,17 +424,19 @@ void register_quantize_ops(OpRegistry& r) {
     return [v21](const KernelInfo& i) -> std::unique_ptr<Kernel> { return std::make_unique<DequantizeKernel>(i, v21); };
   };
   // 13: per tensor / per axis, int8/uint8. 19: float8 and f16/bf16 scales.
-  // 21: blocked, int4/uint4/int16/uint16, output_dtype.
+  // 21: blocked, int4/uint4/int16/uint16, output_dtype (Q). 23: float4e2m1,
+  // DequantizeLinear's output_dtype, QuantizeLinear's precision (the kernels
+  // read the node's opset). 24, 25: float8e8m0 and 2-bit types, not held.
   r.add("", "QuantizeLinear", 13, 18, q(false));
   r.add("", "QuantizeLinear", 19, 20, q(false));
-  r.add("", "QuantizeLinear", 21, 21, q(true));
+  r.add_versions("", "QuantizeLinear", {21, 23, 24, 25}, q(true));
   r.add("", "DequantizeLinear", 13, 18, dq(false));
   r.add("", "DequantizeLinear", 19, 20, dq(false));
-  r.add("", "DequantizeLinear", 21, 21, dq(true));
+  r.add_versions("", "DequantizeLinear", {21, 23, 24, 25}, dq(true));
   // ONNX Runtime's contrib ops: the same operators (axis, 16-bit and 4-bit types).
   r.add(kMicrosoftDomain, "QuantizeLinear", 1, 1, q(true));
   r.add(kMicrosoftDomain, "DequantizeLinear", 1, 1, dq(true));
-  r.add("", "DynamicQuantizeLinear", 11, 21, make_factory<DynamicQuantizeKernel>());
+  r.add("", "DynamicQuantizeLinear", 11, kOnnxOpsetMax, make_factory<DynamicQuantizeKernel>());
 }
 
 }  // namespace onebit

@@ -470,7 +470,7 @@ void register_reduce_ops(OpRegistry& r) {
     r.add("", name, since, until, [op](const KernelInfo& i) { return std::make_unique<ReduceKernel>(i, op); });
   };
   // ReduceSum took `axes` as an input at 13, the others at 18; Max/Min added bool at 20.
-  add("ReduceSum", 13, 21, Red::Sum);
+  add("ReduceSum", 13, kOnnxOpsetMax, Red::Sum);
   struct Entry {
     const char* name;
     Red op;
@@ -479,15 +479,15 @@ void register_reduce_ops(OpRegistry& r) {
                          Entry{"ReduceL2", Red::L2}, Entry{"ReduceLogSum", Red::LogSum},
                          Entry{"ReduceLogSumExp", Red::LogSumExp}, Entry{"ReduceSumSquare", Red::SumSquare}}) {
     add(e.name, 13, 17, e.op);
-    add(e.name, 18, 21, e.op);
+    add(e.name, 18, kOnnxOpsetMax, e.op);
   }
   for (const Entry& e : {Entry{"ReduceMax", Red::Max}, Entry{"ReduceMin", Red::Min}}) {
     add(e.name, 13, 17, e.op);
     add(e.name, 18, 19, e.op);
-    add(e.name, 20, 21, e.op);
+    add(e.name, 20, kOnnxOpsetMax, e.op);
   }
-  r.add("", "ArgMax", 13, 21, [](const KernelInfo& i) { return std::make_unique<ArgKernel>(i, true); });
-  r.add("", "ArgMin", 13, 21, [](const KernelInfo& i) { return std::make_unique<ArgKernel>(i, false); });
+  r.add("", "ArgMax", 13, kOnnxOpsetMax, [](const KernelInfo& i) { return std::make_unique<ArgKernel>(i, true); });
+  r.add("", "ArgMin", 13, kOnnxOpsetMax, [](const KernelInfo& i) { return std::make_unique<ArgKernel>(i, false); });
 }
 
 }  // namespace onebit

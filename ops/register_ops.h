@@ -43,5 +43,12 @@ void register_kv_append_op(OpRegistry& r);
 void register_rms_norm_op(OpRegistry& r);
 void register_rotary_op(OpRegistry& r);
 void register_q4_matmul_ops(OpRegistry& r);
+// onnxruntime's contrib ops of onnxruntime-genai's builds.
+void register_group_query_attention_ops(OpRegistry& r);
+void register_simplified_layer_norm_ops(OpRegistry& r);
+void register_gather_block_quantized_op(OpRegistry& r);
+// ai.onnx 23+: Attention (RMSNormalization and RotaryEmbedding register with their families).
+void register_attention_op(OpRegistry& r);
+void register_f16w_matmul_op(OpRegistry& r);
 
 }  // namespace onebit

@@ -5,6 +5,7 @@
 // is computed with the float operations of the unfused nodes, in their
 // order, so the result is bit-identical.
 #include "ops/broadcast.h"
+#include "ops/dispatch.h"
 #include "graph/op_registry.h"
 #include "base/thread_pool.h"
 
@@ -76,8 +77,100 @@ class RotaryHalfKernel : public Kernel {
   int64_t half_;
 };
 
+// RotaryEmbedding (ai.onnx 23), as torch.onnx writes it at opset 23+ (the
+// onnx reference: onnx/reference/ops/op_rotary_embedding.py):
+//   X [B, N, S, H], or [B, S, N·H] with num_heads; the first R dims of each
+//   head rotate (rotary_embedding_dim, 0: all H), the rest pass through.
+//   cos_cache, sin_cache [B, S, R/2], or [max_position, R/2] indexed by
+//   position_ids [B, S]. interleaved: pairs (x[2i], x[2i+1]); else halves
+//   (x[i], x[i + R/2]). y1 = cos·x1 − sin·x2, y2 = sin·x1 + cos·x2.
+class RotaryEmbeddingKernel : public Kernel {
+ public:
+  explicit RotaryEmbeddingKernel(const KernelInfo& info)
+      : heads_(info.attrs().get_int("num_heads", 0)), rot_(info.attrs().get_int("rotary_embedding_dim", 0)),
+        interleaved_(info.attrs().get_int("interleaved", 0) != 0) {}
+
+  void reshape(ReshapeContext& ctx) override {
+    const DType t = ctx.dtype(0);
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
+      fail("input X is {}, expected float, float16 or bfloat16", dtype_name(t));
+    for (int i : {1, 2})
+      if (ctx.dtype(i) != t) fail("input {} is {}, X is {}; they must agree", i, dtype_name(ctx.dtype(i)), dtype_name(t));
+    const Shape& x = ctx.shape(0);
+    if (x.size() != 3 && x.size() != 4) fail("input X has shape {}, expected [B, N, S, H] or [B, S, hidden]", shape_str(x));
+    if (x.size() == 3 && (heads_ <= 0 || x[2] % heads_ != 0))
+      fail("3D input X {} needs attribute num_heads dividing its hidden size (num_heads = {})", shape_str(x), heads_);
+    const int64_t b = x[0], s = x.size() == 4 ? x[2] : x[1];
+    const int64_t h = x.size() == 4 ? x[3] : x[2] / heads_;
+    const int64_t rot = rot_ ? rot_ : h;
+    if (rot > h || rot % 2 != 0) fail("rotary_embedding_dim {} must be even and at most the head size {}", rot, h);
+    const Shape& c = ctx.shape(1);
+    const bool ids = ctx.has_input(3);
+    if (ids && ctx.shape(3) != Shape{b, s}) fail("position_ids has shape {}, expected [{}, {}]", shape_str(ctx.shape(3)), b, s);
+    const bool ok = ids ? (c.size() == 2 && c[1] == rot / 2) : (c == Shape{b, s, rot / 2});
+    if (!ok || ctx.shape(2) != c)
+      fail("cos_cache {} and sin_cache {} must be {} with last dim rotary_embedding_dim / 2 = {}", shape_str(c),
+           shape_str(ctx.shape(2)), ids ? "[max_position, R/2]" : fmt::format("[{}, {}, R/2]", b, s), rot / 2);
+    ctx.set_output(0, t, x);
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& X = ctx.input(0);
+    const Shape& x = X.shape();
+    const bool four = x.size() == 4;
+    const int64_t b = x[0], n = four ? x[1] : heads_, s = four ? x[2] : x[1], h = four ? x[3] : x[2] / heads_;
+    const int64_t rot = rot_ ? rot_ : h, half = rot / 2;
+    const Tensor& C = ctx.input(1);
+    const Tensor& S = ctx.input(2);
+    const Tensor* P = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    const int64_t max_pos = P ? C.dim(0) : 0;
+    dispatch_float(X.dtype(), "RotaryEmbedding X", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = Arith<T>;
+      const T* xp = X.data<T>();
+      const T* cp = C.data<T>();
+      const T* sp = S.data<T>();
+      T* yp = ctx.output(0).data<T>();
+      ctx.pool().parallel_for(b * n * s, std::max<int64_t>(1, 2048 / std::max<int64_t>(h, 1)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          // r walks (b, n, s) for 4D, (b, s, n) for 3D: the memory order.
+          int64_t bi, ni, si;
+          if (four) bi = r / (n * s), ni = (r / s) % n, si = r % s;
+          else bi = r / (s * n), si = (r / n) % s, ni = r % n;
+          (void)ni;
+          int64_t row = bi * s + si;
+          if (P) {
+            const int64_t pos = tensor_int_at(*P, bi * s + si);
+            if (pos < 0 || pos >= max_pos) fail("position_ids[{}, {}] = {} is outside the cache's {} positions", bi, si, pos, max_pos);
+            row = pos;
+          }
+          const T* xr = xp + r * h;
+          T* yr = yp + r * h;
+          const T* cr = cp + row * half;
+          const T* sr = sp + row * half;
+          for (int64_t i = 0; i < half; ++i) {
+            const int64_t a = interleaved_ ? 2 * i : i, c = interleaved_ ? 2 * i + 1 : i + half;
+            const float x1 = static_cast<float>(A::load(xr[a])), x2 = static_cast<float>(A::load(xr[c]));
+            const float co = static_cast<float>(A::load(cr[i])), si_ = static_cast<float>(A::load(sr[i]));
+            yr[a] = A::store(static_cast<typename A::C>(co * x1 - si_ * x2));
+            yr[c] = A::store(static_cast<typename A::C>(si_ * x1 + co * x2));
+          }
+          for (int64_t i = rot; i < h; ++i) yr[i] = xr[i];
+        }
+      });
+    });
+  }
+
+ private:
+  int64_t heads_, rot_;
+  bool interleaved_;
+};
+
 }  // namespace
 
-void register_rotary_op(OpRegistry& r) { r.add(kOneBitDomain, "RotaryHalf", 1, 1, make_factory<RotaryHalfKernel>()); }
+void register_rotary_op(OpRegistry& r) {
+  r.add(kOneBitDomain, "RotaryHalf", 1, 1, make_factory<RotaryHalfKernel>());
+  r.add("", "RotaryEmbedding", 23, kOnnxOpsetMax, make_factory<RotaryEmbeddingKernel>());
+}
 
 }  // namespace onebit

@@ -20,9 +20,9 @@ Reduction parse_reduction(const KernelInfo& info) {
   if (r == "none") return Reduction::None;
   if (r == "add") return Reduction::Add;
   if (r == "mul") return Reduction::Mul;
-  if (r == "max") return Reduction::Max;
-  if (r == "min") return Reduction::Min;
-  fail("attribute 'reduction' is '{}', expected none, add, mul, max or min", r);
+  if (info.opset() >= 18 && r == "max") return Reduction::Max;  // max and min came with opset 18
+  if (info.opset() >= 18 && r == "min") return Reduction::Min;
+  fail("attribute 'reduction' is '{}', expected none, add, mul{}", r, info.opset() >= 18 ? ", max or min" : "");
 }
 
 int64_t fix_index(int64_t i, int64_t dim) {
@@ -137,8 +137,8 @@ class ScatterElementsKernel : public Kernel {
 }  // namespace
 
 void register_scatter_ops(OpRegistry& r) {
-  r.add("", "ScatterND", 16, 21, make_factory<ScatterNDKernel>());
-  r.add("", "ScatterElements", 16, 21, make_factory<ScatterElementsKernel>());
+  r.add_versions("", "ScatterND", {16, 18}, make_factory<ScatterNDKernel>());
+  r.add_versions("", "ScatterElements", {16, 18}, make_factory<ScatterElementsKernel>());
 }
 
 }  // namespace onebit

@@ -241,8 +241,18 @@ class ConstantOfShapeKernel : public Kernel {
 
 class RangeKernel : public Kernel {
  public:
-  explicit RangeKernel(const KernelInfo&) {}
+  explicit RangeKernel(const KernelInfo& info) {
+    // stash_type (opset 27): the precision of start + i·delta for 16-bit
+    // floats; 1 (float32, the default) is what the loop below computes in.
+    const int64_t stash = info.attrs().get_int("stash_type", 1);
+    if (info.attrs().has("stash_type") && info.opset() < 27)
+      fail("attribute 'stash_type' needs ai.onnx opset 27; this node is opset {}", info.opset());
+    if (stash != 1) fail("attribute 'stash_type' is {}, expected 1 (float32)", stash);
+    v27_ = info.opset() >= 27;
+  }
   void reshape(ReshapeContext& ctx) override {
+    if (!v27_ && (ctx.dtype(0) == DType::F16 || ctx.dtype(0) == DType::BF16))
+      fail("input 0 is {}: Range takes 16-bit floats from ai.onnx opset 27", dtype_name(ctx.dtype(0)));
     for (int i = 0; i < 3; ++i) {
       if (ctx.rank(i) != 0 && numel(ctx.shape(i)) != 1) fail("input {} must be a scalar, got {}", i, shape_str(ctx.shape(i)));
       if (ctx.dtype(i) != ctx.dtype(0))
@@ -275,20 +285,26 @@ class RangeKernel : public Kernel {
       }
     });
   }
+
+ private:
+  bool v27_ = false;
 };
 
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
-  r.add("", "Shape", 15, 21, make_factory<ShapeKernel>());
-  r.add("", "Size", 13, 21, make_factory<SizeKernel>());
-  r.add("", "Reshape", 14, 21, make_factory<ReshapeKernel>());
-  r.add("", "Flatten", 13, 21, make_factory<FlattenKernel>());
-  r.add("", "Squeeze", 13, 21, make_factory<SqueezeKernel>());
-  r.add("", "Unsqueeze", 13, 21, make_factory<UnsqueezeKernel>());
-  r.add("", "Constant", 13, 21, make_factory<ConstantKernel>());
-  r.add("", "ConstantOfShape", 9, 21, make_factory<ConstantOfShapeKernel>());
-  r.add("", "Range", 11, 21, make_factory<RangeKernel>());
+  // Versions 19, 21, 23, 24 and 25 of these add types (float8, 4-bit,
+  // float4e2m1, float8e8m0, 2-bit); the kernels move bytes of any held type.
+  r.add_versions("", "Shape", {15, 19, 21, 23, 24, 25}, make_factory<ShapeKernel>());
+  r.add_versions("", "Size", {13, 19, 21, 23, 24, 25}, make_factory<SizeKernel>());
+  r.add_versions("", "Reshape", {14, 19, 21, 23, 24, 25}, make_factory<ReshapeKernel>());
+  r.add_versions("", "Flatten", {13, 21, 23, 24, 25}, make_factory<FlattenKernel>());
+  r.add_versions("", "Squeeze", {13, 21, 23, 24, 25}, make_factory<SqueezeKernel>());
+  r.add_versions("", "Unsqueeze", {13, 21, 23, 24, 25}, make_factory<UnsqueezeKernel>());
+  r.add_versions("", "Constant", {13, 19, 21, 23, 24, 25}, make_factory<ConstantKernel>());
+  r.add_versions("", "ConstantOfShape", {9, 20, 21, 23, 24, 25}, make_factory<ConstantOfShapeKernel>());
+  // Range-27 adds float16/bfloat16 and stash_type, the precision of start + i·delta.
+  r.add_versions("", "Range", {11, 27}, make_factory<RangeKernel>());
 }
 
 }  // namespace onebit

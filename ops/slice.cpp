@@ -108,6 +108,6 @@ class SliceKernel : public Kernel {
 
 }  // namespace
 
-void register_slice_op(OpRegistry& r) { r.add("", "Slice", 13, 21, make_factory<SliceKernel>()); }
+void register_slice_op(OpRegistry& r) { r.add("", "Slice", 13, kOnnxOpsetMax, make_factory<SliceKernel>()); }
 
 }  // namespace onebit

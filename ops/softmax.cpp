@@ -235,7 +235,7 @@ class SoftmaxKernel : public Kernel {
 
 void register_softmax_ops(OpRegistry& r) {
   auto add = [&](const char* name, Mode mode) {
-    r.add("", name, 13, 21, [mode](const KernelInfo& i) { return std::make_unique<SoftmaxKernel>(i, mode); });
+    r.add("", name, 13, kOnnxOpsetMax, [mode](const KernelInfo& i) { return std::make_unique<SoftmaxKernel>(i, mode); });
   };
   add("Softmax", Mode::Softmax);
   add("LogSoftmax", Mode::LogSoftmax);

@@ -93,6 +93,8 @@ class TopKKernel : public Kernel {
 
 }  // namespace
 
-void register_topk_op(OpRegistry& r) { r.add("", "TopK", 11, 21, make_factory<TopKKernel>()); }
+void register_topk_op(OpRegistry& r) { 
+  r.add_versions("", "TopK", {11, 24}, make_factory<TopKKernel>());  // 24: bfloat16
+ }
 
 }  // namespace onebit

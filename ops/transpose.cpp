@@ -51,6 +51,9 @@ class TransposeKernel : public Kernel {
 
 }  // namespace
 
-void register_transpose_op(OpRegistry& r) { r.add("", "Transpose", 13, 21, make_factory<TransposeKernel>()); }
+void register_transpose_op(OpRegistry& r) { 
+  // 21, 23, 24, 25 add 4-bit, float4e2m1, float8e8m0 and 2-bit types.
+  r.add_versions("", "Transpose", {13, 21, 23, 24, 25}, make_factory<TransposeKernel>());
+ }
 
 }  // namespace onebit

@@ -209,32 +209,34 @@ void register_unary_ops(OpRegistry& r) {
     const char* name;
     int64_t since;  // last schema version at or below 21
     UOp op;
+    bool v22 = false;  // a version 22 exists (it adds bfloat16 only)
   };
-  // Since-versions from the operator schemas; versions 22+ only add types.
+  // Since-versions from the operator schemas.
   static const Entry entries[] = {
       {"Abs", 13, UOp::Abs},       {"Neg", 13, UOp::Neg},          {"Exp", 13, UOp::Exp},
       {"Log", 13, UOp::Log},       {"Sqrt", 13, UOp::Sqrt},        {"Reciprocal", 13, UOp::Reciprocal},
-      {"Sin", 7, UOp::Sin},        {"Cos", 7, UOp::Cos},           {"Tan", 7, UOp::Tan},
-      {"Asin", 7, UOp::Asin},      {"Acos", 7, UOp::Acos},         {"Atan", 7, UOp::Atan},
-      {"Sinh", 9, UOp::Sinh},      {"Cosh", 9, UOp::Cosh},         {"Asinh", 9, UOp::Asinh},
-      {"Acosh", 9, UOp::Acosh},    {"Atanh", 9, UOp::Atanh},       {"Tanh", 13, UOp::Tanh},
+      {"Sin", 7, UOp::Sin, true},      {"Cos", 7, UOp::Cos, true},       {"Tan", 7, UOp::Tan, true},
+      {"Asin", 7, UOp::Asin, true},    {"Acos", 7, UOp::Acos, true},     {"Atan", 7, UOp::Atan, true},
+      {"Sinh", 9, UOp::Sinh, true},    {"Cosh", 9, UOp::Cosh, true},     {"Asinh", 9, UOp::Asinh, true},
+      {"Acosh", 9, UOp::Acosh, true},  {"Atanh", 9, UOp::Atanh, true},   {"Tanh", 13, UOp::Tanh},
       {"Sigmoid", 13, UOp::Sigmoid}, {"Relu", 14, UOp::Relu},      {"Erf", 13, UOp::Erf},
-      {"Floor", 13, UOp::Floor},   {"Ceil", 13, UOp::Ceil},        {"Round", 11, UOp::Round},
+      {"Floor", 13, UOp::Floor},   {"Ceil", 13, UOp::Ceil},        {"Round", 11, UOp::Round, true},
       {"Sign", 13, UOp::Sign},     {"Not", 1, UOp::Not},           {"BitwiseNot", 18, UOp::BitwiseNot},
   };
   for (const Entry& e : entries) {
     const UOp op = e.op;
-    r.add("", e.name, e.since, 21, [op](const KernelInfo& i) { return std::make_unique<UnaryKernel>(i, op); });
+    const KernelFactory make = [op](const KernelInfo& i) { return std::make_unique<UnaryKernel>(i, op); };
+    if (e.v22) r.add_versions("", e.name, {e.since, 22}, make);
+    else r.add("", e.name, e.since, kOnnxOpsetMax, make);
   }
   // IsNaN and IsInf gained float8 inputs at 20 (not held by 1bit); same kernel.
-  for (auto [since, until] : {std::pair<int64_t, int64_t>{13, 19}, {20, 21}})
+  for (auto [since, until] : {std::pair<int64_t, int64_t>{13, 19}, {20, kOnnxOpsetMax}})
     r.add("", "IsNaN", since, until, [](const KernelInfo& i) { return std::make_unique<UnaryKernel>(i, UOp::IsNaN); });
-  for (auto [since, until] : {std::pair<int64_t, int64_t>{10, 19}, {20, 21}})
+  for (auto [since, until] : {std::pair<int64_t, int64_t>{10, 19}, {20, kOnnxOpsetMax}})
     r.add("", "IsInf", since, until, [](const KernelInfo& i) { return std::make_unique<UnaryKernel>(i, UOp::IsInf); });
-  // Identity versions 19 and 21 add float8 and 4-bit types; one kernel.
-  r.add("", "Identity", 16, 18, make_factory<IdentityKernel>());
-  r.add("", "Identity", 19, 20, make_factory<IdentityKernel>());
-  r.add("", "Identity", 21, 21, make_factory<IdentityKernel>());
+  // Identity versions 19, 21, 23, 24 and 25 add types (float8, 4-bit,
+  // float4e2m1, float8e8m0, 2-bit); one kernel.
+  r.add_versions("", "Identity", {16, 19, 21, 23, 24, 25}, make_factory<IdentityKernel>());
 }
 
 }  // namespace onebit

@@ -142,13 +142,13 @@ class WhereKernel : public Kernel {
 
 void register_variadic_ops(OpRegistry& r) {
   auto add = [&](const char* name, Nary op) {
-    r.add("", name, 13, 21, [op](const KernelInfo& i) { return std::make_unique<NaryKernel>(i, op); });
+    r.add("", name, 13, kOnnxOpsetMax, [op](const KernelInfo& i) { return std::make_unique<NaryKernel>(i, op); });
   };
   add("Sum", Nary::Sum);
   add("Mean", Nary::Mean);
   add("Max", Nary::Max);
   add("Min", Nary::Min);
-  r.add("", "Where", 16, 21, make_factory<WhereKernel>());
+  r.add("", "Where", 16, kOnnxOpsetMax, make_factory<WhereKernel>());
 }
 
 }  // namespace onebit

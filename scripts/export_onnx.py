@@ -66,6 +66,10 @@ from onebit_tools.ort import session
 logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
 
 OPSET = 21
+# transformers' attention implementation the export traces: "eager" (explicit
+# MatMul / Softmax), or "sdpa" (scaled_dot_product_attention, which torch.onnx
+# writes as the Attention op at opset 23+); set by --attention.
+ATTENTION = "eager"
 # Above this many bytes of weights the graph is saved with external data.
 # protobuf's hard limit is 2 GiB; stay clear of it.
 EXTERNAL_DATA_THRESHOLD = int(1.8e9)
@@ -121,10 +125,11 @@ def load_pretrained(path: str, layers: int | None = None) -> torch.nn.Module:
     check_supported(config)
     # Eager attention lowers to MatMul, Mul(scale), Add(mask), Softmax, MatMul.
     # sdpa exports too, but its decomposition adds shape plumbing and splits
-    # the scale over q and k (197 nodes instead of 179 for the tiny Qwen3).
-    config._attn_implementation = "eager"
+    # the scale over q and k (197 nodes instead of 179 for the tiny Qwen3);
+    # at opset 23+ it becomes the Attention op (--attention sdpa).
+    config._attn_implementation = ATTENTION
     log(f"loading checkpoint {path}")
-    model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch.float32, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch.float32, attn_implementation=ATTENTION)
     return model.float().eval()
 
 
@@ -133,12 +138,12 @@ def load_random(config_path: str, layers: int | None = None, seed: int = 0) -> t
     config = AutoConfig.from_pretrained(config_path)
     cut_layers(config, layers)
     check_supported(config)
-    config._attn_implementation = "eager"
+    config._attn_implementation = ATTENTION
     log(f"random init from {config_path} (seed {seed})")
     torch.manual_seed(seed)
     # transformers' own init: normal(0, initializer_range) for linear and
     # embedding weights, which gives small but non-degenerate logits.
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=ATTENTION)
     randomize_norms(model, torch.Generator().manual_seed(seed + 1))
     return model.float().eval()
 
@@ -218,7 +223,7 @@ def sample_inputs(shape: ModelShape, cached: bool, batch: int, seq: int, past_le
 # --------------------------------------------------------------------------
 
 
-def export_program(wrapper: CausalLMExport) -> ir.Model:
+def export_program(wrapper: CausalLMExport, opset: int = OPSET) -> ir.Model:
     """torch.export + torch.onnx at opset 21 with the onnxscript optimizer.
 
     Sample sizes are >= 2 on purpose: torch.export specialises a dimension
@@ -240,7 +245,7 @@ def export_program(wrapper: CausalLMExport) -> ir.Model:
             wrapper,
             args,
             dynamo=True,
-            opset_version=OPSET,
+            opset_version=opset,
             input_names=input_names,
             output_names=output_names,
             dynamic_shapes=dynamic_shapes,
@@ -416,14 +421,15 @@ class ExportResult:
 
 
 def export_model(
-    hf_model, out: Path, cached: bool, external_data: bool | None = None, source: str = "", seed: int = 0, verify: bool = True
+    hf_model, out: Path, cached: bool, external_data: bool | None = None, source: str = "", seed: int = 0, verify: bool = True,
+    opset: int = OPSET,
 ) -> ExportResult:
     """Export one graph (default or cached), save it, check it with ORT."""
     wrapper = CausalLMExport(hf_model, cached).eval()
     kind = "cached" if cached else "default"
     log(f"exporting {kind} graph -> {out}")
     t0 = time.time()
-    model = export_program(wrapper)
+    model = export_program(wrapper, opset)
     tidy(model)
     stamp_metadata(model, hf_model, cached, source)
     nbytes = weight_bytes(model)
@@ -460,6 +466,11 @@ def parse_args(argv=None):
         help=f"weights in <output>.data (automatic above {EXTERNAL_DATA_THRESHOLD / 1e9:.1f} GB)",
     )
     p.add_argument("--check", action="store_true", help="print the graph census after export")
+    p.add_argument("--attention", choices=["eager", "sdpa"], default="eager",
+                   help="attention as traced: eager (MatMul/Softmax) or sdpa (the Attention op at opset 23+)")
+    p.add_argument("--opset", type=int, default=OPSET,
+                   help=f"ai.onnx opset to export at (default {OPSET}; 23+ lets torch.onnx write Attention, "
+                        "RMSNormalization and RotaryEmbedding)")
     p.add_argument("--no-verify", action="store_true", help="skip the onnxruntime comparison")
     args = p.parse_args(argv)
     if args.config and not args.random_init:
@@ -470,7 +481,9 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    global ATTENTION
     args = parse_args(argv)
+    ATTENTION = args.attention
     torch.set_grad_enabled(False)
     t0 = time.time()
     if args.model:
@@ -489,6 +502,7 @@ def main(argv=None) -> int:
         source=source,
         seed=args.seed,
         verify=not args.no_verify,
+        opset=args.opset,
     )
     if args.check:
         print(onnx_census.format_census(onnx_census.census(str(result.path))))

@@ -64,34 +64,63 @@ def run_onebit(onebit: str, model: str, prompt_args: list[str], n: int, extra: l
     return d.logits, d.ids, d.prompt
 
 
-def ort_greedy(model: str, prompt: np.ndarray, n: int, eos: set[int]):
+def ort_greedy(model: str, prompt: np.ndarray, n: int, eos: set[int], follow: np.ndarray | None = None):
+    """onnxruntime's greedy run: per-step logits and argmax ids. With `follow`
+    (1bit's ids), each step feeds follow[step] instead of its own choice, so
+    every step's logits are on 1bit's sequence (teacher forcing)."""
     from onebit_tools.ort import session
 
     sess = session(model)
     names = {i.name: i for i in sess.get_inputs()}
     cached = "past" in names
+    # Per-layer caches (Optimum, onnxruntime-genai): past_key_values.N.key -> present.N.key.
+    layers = sorted(k for k in names if k.startswith("past_key_values."))
+    dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
     ids = [int(t) for t in prompt]
     logits_out, chosen = [], []
     past = None
     if cached:
         shp = names["past"].shape
         past = np.zeros((shp[0], 1, shp[2], 0, shp[4]), dtype=np.float32)
+    if layers:
+        head = _head_size(model, names[layers[0]].shape)
+        past = {k: np.zeros((1, names[k].shape[1], 0, head), dtype=dtypes[names[k].type]) for k in layers}
     for step in range(n):
-        feed_ids = ids if not cached or step == 0 else ids[-1:]
+        feed_ids = ids if not (cached or layers) or step == 0 else ids[-1:]
         feed = {"input_ids": np.array([feed_ids], dtype=np.int64)}
         if cached:
             feed["past"] = past
+        if layers:
+            feed.update(past)
+        if "attention_mask" in names:
+            feed["attention_mask"] = np.ones((1, len(ids)), dtype=np.int64)
+        if "position_ids" in names:
+            feed["position_ids"] = np.arange(len(ids) - len(feed_ids), len(ids), dtype=np.int64)[None]
         outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
-        last = outs["logits"][0, -1]
+        last = outs["logits"][0, -1].astype(np.float32)
         if cached:
             past = outs["present"]
+        if layers:
+            past = {k: outs["present" + k[len("past_key_values"):]] for k in layers}
         tok = int(np.argmax(last))
         logits_out.append(last.astype(np.float32))
         chosen.append(tok)
+        if follow is not None:
+            if step + 1 >= len(follow):
+                break
+            tok = int(follow[step])
         ids.append(tok)
         if tok in eos:
             break
     return np.stack(logits_out), np.array(chosen)
+
+
+def _head_size(model: str, shape) -> int:
+    """The cache's head size: declared, else genai_config.json's head_size."""
+    if isinstance(shape[3], int):
+        return shape[3]
+    cfg = Path(model).parent / "genai_config.json"
+    return int(json.loads(cfg.read_text())["model"]["decoder"]["head_size"])
 
 
 def hf_model(args):
@@ -133,10 +162,11 @@ def hf_greedy(args, prompt: np.ndarray, n: int, eos: set[int]):
 def eos_ids(model: str) -> set[int]:
     d = Path(model).parent
     ids: set[int] = set()
-    for name in ("generation_config.json", "config.json"):
+    for name in ("generation_config.json", "genai_config.json", "config.json"):
         p = d / name
         if p.exists():
-            v = json.loads(p.read_text()).get("eos_token_id")
+            j = json.loads(p.read_text())
+            v = j.get("model", {}).get("eos_token_id") if name == "genai_config.json" else j.get("eos_token_id")
             if v is not None:
                 ids.update(v if isinstance(v, list) else [v])
             if ids:
@@ -169,6 +199,8 @@ def main():
     ap.add_argument("--max-kl", type=float, default=1e-6, help="fail above this mean KL (nats)")
     ap.add_argument("--require-top1", type=float, default=1.0, help="fail below this top-1 agreement")
     ap.add_argument("--json", help="write the statistics here")
+    ap.add_argument("--teacher-force", action="store_true",
+                    help="onnxruntime follows 1bit's tokens, so every step compares logits on the same sequence")
     args = ap.parse_args()
 
     prompt_args = ["--prompt", args.prompt] if args.prompt else ["--prompt-ids", args.prompt_ids or ""]
@@ -182,7 +214,7 @@ def main():
             ref, ref_ids = np.load(args.compare), np.load(args.compare[:-4] + ".ids.npy")
             results["vs_dump"] = compare(ref, ref_ids, got, got_ids)
         if not args.compare and not args.no_ort:
-            ref, ref_ids = ort_greedy(args.model, prompt, args.n, eos)
+            ref, ref_ids = ort_greedy(args.model, prompt, args.n, eos, got_ids if args.teacher_force else None)
             results["vs_onnxruntime"] = compare(ref, ref_ids, got, got_ids)
         if args.hf or args.config:
             ref, ref_ids = hf_greedy(args, prompt, args.n, eos)

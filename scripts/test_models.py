@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Small models the tests share, exported once into the build directory.
 
-  test_models.py tiny --out DIR   # tiny random Qwen3: DIR/model.onnx, DIR/model-cached.onnx
+  test_models.py tiny --out DIR   # tiny random Qwen3: DIR/model.onnx, DIR/model-cached.onnx,
+                                  # DIR/model-cached-op23.onnx, DIR/model-cached-op23-sdpa.onnx
 
 An export is redone only when its file is missing or older than the export
 script or the config, so a second ctest run reuses it.
@@ -25,8 +26,11 @@ def stale(target: Path, *sources: Path) -> bool:
     return any(s.stat().st_mtime > t for s in sources)
 
 
-def export(out: Path, cached: bool):
-    target = out / ("model-cached.onnx" if cached else "model.onnx")
+def export(out: Path, cached: bool, opset: int | None = None, attention: str = "eager"):
+    name = "model-cached" if cached else "model"
+    if opset:
+        name += f"-op{opset}" + ("-sdpa" if attention == "sdpa" else "")
+    target = out / f"{name}.onnx"
     if not stale(target, HERE / "export_onnx.py", TINY_CONFIG):
         print(f"up to date: {target}")
         return
@@ -34,6 +38,8 @@ def export(out: Path, cached: bool):
            "-o", str(target)]
     if cached:
         cmd.append("--cached")
+    if opset:
+        cmd += ["--opset", str(opset), "--attention", attention]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 
@@ -42,6 +48,10 @@ def tiny(out: Path):
     out.mkdir(parents=True, exist_ok=True)
     export(out, cached=False)
     export(out, cached=True)
+    # Opset 23: torch.onnx writes RMSNormalization and RotaryEmbedding, and
+    # with sdpa attention the Attention op.
+    export(out, cached=True, opset=23)
+    export(out, cached=True, opset=23, attention="sdpa")
     for name in ("tokenizer.json", "tokenizer_config.json"):
         src, dst = QWEN3 / name, out / name
         if src.exists() and stale(dst, src):

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "graph/graph.h"
+#include "graph/opsets.h"
 
 namespace onebit {
 
@@ -17,9 +18,9 @@ struct LoadOptions {
   // Upper bound on the bytes protobuf may parse. Protobuf itself cannot go
   // past 2 GiB - 1; larger models keep their weights in external data.
   uint64_t max_model_bytes = (uint64_t{1} << 31) - 1;
-  // ai.onnx opsets this build implements.
-  int64_t min_opset = 17;
-  int64_t max_opset = 21;
+  // ai.onnx opsets this build implements (graph/opsets.h).
+  int64_t min_opset = kOnnxOpsetMin;
+  int64_t max_opset = kOnnxOpsetMax;
 };
 
 Graph load_onnx(const std::string& path, const LoadOptions& options = {});

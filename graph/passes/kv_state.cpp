@@ -22,6 +22,17 @@
 // Per-layer caches (`past_key_values.N.key` → `present.N.key`, as Optimum
 // exports) are matched the same way.
 //
+// onnxruntime's GroupQueryAttention (onnxruntime-genai's builds) takes the
+// cache whole, past_key_values.N.key/value in and present.N.key/value out,
+//
+//   GroupQueryAttention(qkv, -, -, past_key, past_value, seqlens_k, total, cos, sin) -> out, present_key, present_value
+//
+// and becomes com.onebit::GroupQueryAttention on the same inputs with only
+// its first output: the kernel keeps the layer's cache and appends to it
+// (ops/group_query_attention.cpp). Every named input must be a GQA's
+// past_key or past_value (or read by Shape), and every present output a
+// graph output nothing inside the graph reads.
+//
 // Multi-head attention (no repeat_kv, so no GqaMatMul yet) reads the cache
 // through MatMul(Q, Transpose(cache)) and MatMul(P, cache); those products
 // become GqaMatMuls with one query head per KV head.
@@ -114,6 +125,61 @@ void refuse(const Graph& g, PassContext& ctx, const std::string& why) {
   report_refusals(g, ctx, "kv_state", {{why, 1}});
 }
 
+bool is_ort_gqa(const Node& n) { return n.op_type == "GroupQueryAttention" && n.domain == "com.microsoft"; }
+
+// The GroupQueryAttention form (above). Returns false when the graph has no
+// GQA node reading a named input (the Concat form applies then).
+bool keep_gqa_state(Graph& g, PassContext& ctx, const std::set<int>& named,
+                    const std::vector<std::vector<int>>& consumers) {
+  std::vector<int> nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (is_ort_gqa(n) && n.inputs.size() > 4 && (named.count(n.inputs[3]) || named.count(n.inputs[4])))
+      nodes.push_back(static_cast<int>(i));
+  }
+  if (nodes.empty()) return false;
+  std::set<int> pasts, presents;
+  for (int i : nodes) {
+    const Node& n = g.node(i);
+    for (int slot : {3, 4}) {
+      if (!named.count(n.inputs[static_cast<size_t>(slot)]))
+        return refuse(g, ctx, fmt::format("{} input {} is no named KV-cache input", g.node_ref(n), slot)), true;
+      if (!pasts.insert(n.inputs[static_cast<size_t>(slot)]).second)
+        return refuse(g, ctx, fmt::format("{} shares its past with another node", g.node_ref(n))), true;
+    }
+    for (size_t o = 1; o < 3; ++o) {
+      const int v = o < n.outputs.size() ? n.outputs[o] : -1;
+      if (v < 0) continue;
+      if (!g.value(v).is_output || !consumers[static_cast<size_t>(v)].empty())
+        return refuse(g, ctx, fmt::format("{} output '{}' is read inside the graph", g.node_ref(n), g.value(v).name)),
+               true;
+      presents.insert(v);
+    }
+  }
+  if (pasts != named) return refuse(g, ctx, "not every KV-cache input is a GroupQueryAttention past"), true;
+  for (int p : pasts)
+    for (int r : consumers[static_cast<size_t>(p)]) {
+      const Node& c = g.node(r);
+      if (is_ort_gqa(c) || (c.op_type == "Shape" && c.domain.empty())) continue;
+      return refuse(g, ctx, fmt::format("input '{}' is read by {}", g.value(p).name, g.node_ref(c))), true;
+    }
+  for (int i : nodes) {
+    Node& n = g.node(i);
+    n.domain = kOneBitDomain;
+    n.opset = 1;
+    n.outputs.resize(1);
+  }
+  std::vector<int> outputs;
+  for (int o : g.outputs) {
+    if (presents.count(o)) g.value(o).is_output = false;
+    else outputs.push_back(o);
+  }
+  g.outputs = outputs;
+  g.relink();
+  ctx.report.count("kv_state", static_cast<int64_t>(nodes.size()));
+  return true;
+}
+
 }  // namespace
 
 void keep_kv_state(Graph& g, PassContext& ctx) {
@@ -133,6 +199,7 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
     list.erase(std::remove_if(list.begin(), list.end(), [&](int n) { return !live[static_cast<size_t>(n)]; }),
                list.end());
   auto readers = [&](int v) -> const std::vector<int>& { return consumers[static_cast<size_t>(v)]; };
+  if (keep_gqa_state(g, ctx, named, consumers)) return;
 
   std::vector<Append> appends;
   std::set<int> presents, pasts, matched_nodes;

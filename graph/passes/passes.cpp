@@ -6,7 +6,8 @@ namespace onebit {
 
 // The order matters: the last-position cut first, while the LM head is
 // still a plain MatMul (or DequantizeLinear -> MatMul); a transposed constant
-// weight is handed to its MatMul before folding could copy it; folding next
+// weight is handed to its MatMul before folding could copy it, and a
+// float16 weight behind a Cast to its F16wMatMul before folding could widen it; folding next
 // so fusions see constants; dead nodes after folding; then the fusions,
 // which match on constant weights; the KV state after the GQA fusion, whose
 // nodes it re-points.
@@ -14,10 +15,12 @@ const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
       {"last-position-outputs", true, keep_last_position},
       {"matmul-transposed-weight", true, fuse_matmul_transpose},
+      {"f16-weight-matmul", false, fuse_f16_weight_matmul},
       {"fold-constants", true, fold_constants},
       {"remove-dead-nodes", true, remove_dead_nodes},
       {"fuse-qdq-matmul", true, fuse_qdq_matmul},
       {"fuse-q4-matmul", false, fuse_q4_matmul},
+      {"fuse-ort-dynamic-int8", false, fuse_ort_dynamic_int8},
       {"qd8-matmul", false, qd8_matmul},
       {"fuse-gqa-matmul", false, fuse_gqa_matmul},
       {"fuse-rms-norm", false, fuse_rms_norm},

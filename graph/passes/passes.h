@@ -57,6 +57,8 @@ void remove_dead_nodes(Graph& g, PassContext& ctx);      // dead_nodes.cpp
 void fuse_qdq_matmul(Graph& g, PassContext& ctx);        // qdq_fusion.cpp
 void fuse_q4_matmul(Graph& g, PassContext& ctx);         // q4_fusion.cpp
 void qd8_matmul(Graph& g, PassContext& ctx);             // qd8_matmul.cpp
+void fuse_ort_dynamic_int8(Graph& g, PassContext& ctx);  // ort_dynamic_int8.cpp
+void fuse_f16_weight_matmul(Graph& g, PassContext& ctx); // f16_weight_matmul.cpp
 void fuse_gqa_matmul(Graph& g, PassContext& ctx);        // gqa_fusion.cpp
 void fuse_rms_norm(Graph& g, PassContext& ctx);          // rms_norm_fusion.cpp
 void fuse_rotary(Graph& g, PassContext& ctx);            // rotary_fusion.cpp

@@ -147,6 +147,19 @@ const SgemmConfig& sgemm_config() {
   return chosen;
 }
 
+const F16wGemmConfig kF16wScalar{Isa::Scalar, f32_f16w_gemm_ukernel_4x16__scalar, "f32_f16w_gemm_ukernel_4x16__scalar"};
+const F16wGemmConfig kF16wAvx2{Isa::Avx2, f32_f16w_gemm_ukernel_4x16__avx2, "f32_f16w_gemm_ukernel_4x16__avx2"};
+
+const F16wGemmConfig* f16w_gemm_config_for(Isa isa) {
+  if (!cpu_supports(isa)) return nullptr;
+  return isa == Isa::Scalar ? &kF16wScalar : &kF16wAvx2;  // AVX-512 CPUs run the AVX2 family (bound by reads)
+}
+
+const F16wGemmConfig& f16w_gemm_config() {
+  static const F16wGemmConfig& chosen = *f16w_gemm_config_for(isa_limit());
+  return chosen;
+}
+
 const VecMathConfig* vec_math_config_for(Isa isa) {
   if (!cpu_supports(isa)) return nullptr;
   return isa == Isa::Scalar ? &kVecScalar : &kVecAvx2;  // no 512-bit family: the loop is bound by exp's latency

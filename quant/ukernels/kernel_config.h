@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "base/cpu_features.h"
+#include "quant/ukernels/f16w_ukernels.h"
 #include "quant/ukernels/f32_ukernels.h"
 #include "quant/ukernels/f32_vexp_ukernels.h"
 #include "quant/ukernels/q4_ukernels.h"
@@ -64,6 +65,16 @@ struct Q4GemmConfig {
 
 const Q4GemmConfig& q4_gemm_config();
 const Q4GemmConfig* q4_gemm_config_for(Isa isa);
+
+// float32 activations × float16 weights (ops/f16w_matmul.cpp).
+struct F16wGemmConfig {
+  Isa isa;
+  F32F16wGemmUkernel gemm;
+  const char* gemm_name;
+};
+
+const F16wGemmConfig& f16w_gemm_config();
+const F16wGemmConfig* f16w_gemm_config_for(Isa isa);
 
 // Elementwise float math (the vectorised exp and sigmoid).
 struct VecMathConfig {

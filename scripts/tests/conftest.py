@@ -25,6 +25,8 @@ def pytest_addoption(parser):
     g.addoption("--onebit", default=default_onebit(), help="the 1bit binary (default $ONEBIT_CLI, else build/1bit)")
     g.addoption("--tiny", default=os.environ.get("ONEBIT_TINY", str(REPO / "build/models/qwen3-tiny")),
                 help="the tiny Qwen3 export of scripts/test_models.py (default $ONEBIT_TINY, else build/models/qwen3-tiny)")
+    g.addoption("--genai", default=os.environ.get("ONEBIT_GENAI", str(REPO / "build/models/genai-tiny")),
+                help="the onnxruntime-genai builds of scripts/genai_models.py (default $ONEBIT_GENAI, else build/models/genai-tiny)")
     g.addoption("--model", action="append", default=[], help="graph to check (repeatable; each module has a default)")
     g.addoption("--onebit-arg", action="append", default=[], help="extra argument for 1bit (repeatable)")
     g.addoption("--work", help="directory for files a check writes and keeps (default: a pytest temporary directory)")

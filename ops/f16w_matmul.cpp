@@ -1,0 +1,91 @@
+// com.onebit::F16wMatMul(x float [..., K], W constant float16 [K, N]) —
+// written by graph/passes/f16_weight_matmul.cpp for MatMul(x, Cast(W, to
+// float)): the "float16 weights, float32 compute" graphs. The weight stays
+// float16, packed once at create into 16-column panels ([N/16][K][16]
+// halves, columns past N zero), and each product widens it in registers
+// (quant/ukernels/f16w_ukernels.h): a decode step reads 2 bytes a weight
+// instead of the 4 a folded float32 copy would. The result is the float
+// product of the float16 values, as the unfused Cast → MatMul computes it
+// (up to the order of the sums).
+#include <cstring>
+
+#include "base/memory_budget.h"
+#include "base/thread_pool.h"
+#include "graph/op_registry.h"
+#include "quant/ukernels/kernel_config.h"
+
+namespace onebit {
+
+namespace {
+
+class F16wMatMulKernel : public Kernel {
+ public:
+  explicit F16wMatMulKernel(const KernelInfo& info) : config_(&f16w_gemm_config()) {
+    const Tensor* w = info.constant(1);
+    if (!w || w->rank() != 2 || w->dtype() != DType::F16)
+      fail("the weight ('{}') must be a constant float16 [K, N] tensor", info.input_name(1));
+    k_ = w->dim(0);
+    n_ = w->dim(1);
+    panels_ = (n_ + static_cast<int64_t>(kF16wNR) - 1) / static_cast<int64_t>(kF16wNR);
+    const size_t count = static_cast<size_t>(panels_ * k_) * kF16wNR;
+    bytes_ = (count * sizeof(uint16_t) + 63) / 64 * 64;
+    auto* p = static_cast<uint16_t*>(budgeted_alloc(bytes_, 64, fmt::format("packing float16 weight [{}, {}]", k_, n_)));
+    const size_t bytes = bytes_;
+    packed_ = std::shared_ptr<uint16_t>(p, [bytes](uint16_t* q) { budgeted_free(q, bytes, 64); });
+    const uint16_t* src = w->data<uint16_t>();
+    for (int64_t pn = 0; pn < panels_; ++pn)
+      for (int64_t i = 0; i < k_; ++i)
+        for (size_t j = 0; j < kF16wNR; ++j) {
+          const int64_t col = pn * static_cast<int64_t>(kF16wNR) + static_cast<int64_t>(j);
+          p[(static_cast<size_t>(pn * k_ + i)) * kF16wNR + j] = col < n_ ? src[i * n_ + col] : 0;
+        }
+  }
+  bool packs_constant(int input) const override { return input == 1; }
+
+  void reshape(ReshapeContext& ctx) override {
+    if (ctx.dtype(0) != DType::F32) fail("input A is {}, expected float32", dtype_name(ctx.dtype(0)));
+    const Shape& x = ctx.shape(0);
+    if (x.empty() || x.back() != k_) fail("input A has shape {}, expected [..., K={}]", shape_str(x), k_);
+    Shape y = x;
+    y.back() = n_;
+    ctx.set_output(0, DType::F32, y);
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& X = ctx.input(0);
+    const int64_t m = k_ ? X.size() / k_ : 0;
+    if (m == 0) return;
+    const float* x = X.data<float>();
+    float* y = ctx.output(0).data<float>();
+    const uint16_t* w = packed_.get();
+    const size_t mr = kF16wMR, k = static_cast<size_t>(k_), n = static_cast<size_t>(n_);
+    // Panels split over the threads; each streams its panels once per MR rows.
+    const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(k_, 1));
+    ctx.pool().parallel_for(panels_, grain, [&](int64_t p0, int64_t p1) {
+      for (int64_t pn = p0; pn < p1; ++pn) {
+        const size_t col = static_cast<size_t>(pn) * kF16wNR, nc = std::min(kF16wNR, n - col);
+        for (size_t r = 0; r < static_cast<size_t>(m); r += mr)
+          config_->gemm(std::min(mr, static_cast<size_t>(m) - r), k, x + r * k, k,
+                        w + static_cast<size_t>(pn) * k * kF16wNR, y + r * n + col, n, nc);
+      }
+    });
+  }
+
+  std::string describe() const override {
+    return fmt::format("float16 weight {}x{} ({} MB packed), {}", k_, n_, bytes_ >> 20, config_->gemm_name);
+  }
+
+ private:
+  const F16wGemmConfig* config_;
+  int64_t k_ = 0, n_ = 0, panels_ = 0;
+  size_t bytes_ = 0;
+  std::shared_ptr<uint16_t> packed_;  // [panels][K][16] float16 bits
+};
+
+}  // namespace
+
+void register_f16w_matmul_op(OpRegistry& r) {
+  r.add(kOneBitDomain, "F16wMatMul", 1, 1, make_factory<F16wMatMulKernel>());
+}
+
+}  // namespace onebit

@@ -1,0 +1,444 @@
+// com.microsoft::GroupQueryAttention — onnxruntime's contrib op, as
+// onnxruntime-genai's model builder writes one per decoder layer — and
+// com.onebit::GroupQueryAttention, the same node after graph/passes/kv_state.cpp
+// gave it the KV cache to keep (its present outputs dropped).
+//
+// Inputs (onnxruntime's ContribOperators.md, GroupQueryAttention):
+//   0 query          [B, S, N·H], or Q|K|V packed [B, S, (N + 2·kvN)·H] when 1, 2 are absent
+//   1 key, 2 value   [B, S, kvN·H] (optional)
+//   3 past_key, 4 past_value  [B, kvN, P, H] (optional; P may exceed the past:
+//                    a shared buffer, past_present_share_buffer)
+//   5 seqlens_k      int32 [B]: each sequence's total length − 1
+//   6 total_sequence_length  int32 scalar
+//   7 cos_cache, 8 sin_cache  [max_position, R/2] (do_rotary; R ≤ H rotated dims)
+//   9 position_ids   int64 [B, S] (optional; else derived from seqlens_k)
+//  10 attention_bias [B|1, N|1, S, T] (optional)   11 head_sink [N] (optional)
+// Attributes: num_heads N, kv_num_heads kvN, scale (0: 1/√H), softcap,
+//   local_window_size (−1: none), do_rotary, rotary_interleaved,
+//   smooth_softmax; qk_output must be 0.
+// Outputs: 0 [B, S, N·H]; 1 present_key, 2 present_value [B, kvN, max(T, P), H].
+//
+// Per sequence b: T_b = seqlens_k[b] + 1 positions, of which the first
+// P_b = T_b − S are the past (0 on the first prompt, S = total). Query s
+// sits at position P_b + s and attends to keys t ≤ P_b + s (and, with a
+// window W, t > P_b + s − W). Rotary rotates Q and the new K at those
+// positions. The query heads of KV head g are g·rep … g·rep + rep − 1
+// (rep = N / kvN).
+//
+// The math reuses the float GEMM (ops/sgemm.h) and the vectorised exp: per
+// decode step one GEMM of rep rows per KV head for Q·Kᵀ and one for P·V,
+// reading the cache in place; a prompt runs one GEMM of S rows per head.
+//
+// The KV state (com.onebit): the kernel keeps each layer's cache [kvN, C, H]
+// with room for C positions and appends the S new ones in place; `past` is
+// then read for its shape only and the session has no present outputs. It
+// follows one sequence (batch 1): a past of 0 starts again.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "base/memory_budget.h"
+#include "base/sizes.h"
+#include "base/thread_pool.h"
+#include "graph/op_registry.h"
+#include "ops/sgemm.h"
+#include "quant/ukernels/kernel_config.h"
+
+namespace onebit {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// One layer's cache kept across runs: [kvh][capacity][d] floats.
+class KvStore {
+ public:
+  float* data() const { return data_.get(); }
+  int64_t capacity() const { return capacity_; }
+  int64_t length = 0;  // positions held
+
+  // Room for `positions` per head, keeping what is held.
+  void reserve(int64_t kvh, int64_t d, int64_t positions) {
+    if (kvh != kvh_ || d != d_) {
+      kvh_ = kvh;
+      d_ = d;
+      length = capacity_ = 0;
+      data_.reset();
+    }
+    if (positions <= capacity_) return;
+    const int64_t capacity = std::max(positions, capacity_ + capacity_ / 2);
+    const size_t want = checked_mul_u64(static_cast<uint64_t>(kvh) * static_cast<uint64_t>(d),
+                                        static_cast<uint64_t>(capacity) * sizeof(float), "the KV state");
+    const size_t bytes = (want + 63) / 64 * 64;
+    float* p = static_cast<float*>(
+        budgeted_alloc(bytes, 64, fmt::format("growing the KV state to {} positions", capacity)));
+    std::shared_ptr<float> fresh(p, [bytes](float* q) { budgeted_free(q, bytes, 64); });
+    for (int64_t h = 0; h < kvh && length > 0; ++h)
+      std::memcpy(p + h * capacity * d, data_.get() + h * capacity_ * d, static_cast<size_t>(length * d) * sizeof(float));
+    data_ = std::move(fresh);
+    capacity_ = capacity;
+  }
+
+ private:
+  std::shared_ptr<float> data_;
+  int64_t kvh_ = 0, d_ = 0, capacity_ = 0;
+};
+
+class GroupQueryAttentionKernel : public Kernel {
+ public:
+  explicit GroupQueryAttentionKernel(const KernelInfo& info)
+      : state_(info.node().domain == kOneBitDomain), config_(&sgemm_config()) {
+    const Attributes& a = info.attrs();
+    heads_ = a.get_int("num_heads", 0);
+    kv_heads_ = a.get_int("kv_num_heads", 0);
+    if (heads_ <= 0 || kv_heads_ <= 0 || heads_ % kv_heads_ != 0)
+      fail("attributes num_heads = {} and kv_num_heads = {}: expected both positive, num_heads a multiple of "
+           "kv_num_heads",
+           heads_, kv_heads_);
+    scale_ = a.get_float("scale", 0.0f);
+    softcap_ = a.get_float("softcap", 0.0f);
+    if (softcap_ < 0) fail("attribute softcap is {}, expected 0 (none) or positive", softcap_);
+    window_ = a.get_int("local_window_size", -1);
+    rotary_ = a.get_int("do_rotary", 0) != 0;
+    interleaved_ = a.get_int("rotary_interleaved", 0) != 0;
+    smooth_ = a.get_int("smooth_softmax", 0) != 0;
+    if (const int64_t qk = a.get_int("qk_output", 0); qk != 0)
+      fail("attribute qk_output is {}, expected 0: the attention scores are not an output 1bit writes", qk);
+    packed_ = !info.has_input(1);
+    if (packed_ != !info.has_input(2)) fail("inputs key and value must be given together, or neither (packed QKV)");
+    if (rotary_ && (!info.has_input(7) || !info.has_input(8)))
+      fail("attribute do_rotary is 1 but input {} is missing", info.has_input(7) ? "sin_cache" : "cos_cache");
+    if (!info.has_input(5) || !info.has_input(6))
+      fail("input {} is required", info.has_input(5) ? "total_sequence_length" : "seqlens_k");
+    if (state_ && (info.has_output(1) || info.has_output(2)))
+      fail("a node that keeps the KV state has no present outputs");
+  }
+
+  // Kept state: the past is read for its shape only.
+  bool needs_input_data(int input) const override { return !(state_ && (input == 3 || input == 4)); }
+
+  void reshape(ReshapeContext& ctx) override {
+    for (int i : {0, 1, 2, 3, 4, 7, 8, 10, 11})
+      if (ctx.has_input(i) && ctx.dtype(i) != DType::F32)
+        fail("input {} ({}) is {}, expected float32", i, input_name(i), dtype_name(ctx.dtype(i)));
+    for (int i : {5, 6})
+      if (ctx.dtype(i) != DType::I32) fail("input {} ({}) is {}, expected int32", i, input_name(i), dtype_name(ctx.dtype(i)));
+    const Shape& q = ctx.shape(0);
+    if (q.size() != 3) fail("input query has shape {}, expected [batch, sequence, hidden]", shape_str(q));
+    const int64_t b = q[0], s = q[1];
+    const int64_t width = packed_ ? heads_ + 2 * kv_heads_ : heads_;
+    if (q[2] % width != 0)
+      fail("input query's last dim {} is not a multiple of {} heads{}", q[2], width, packed_ ? " (packed Q, K, V)" : "");
+    const int64_t d = q[2] / width;
+    if (!packed_)
+      for (int i : {1, 2})
+        if (ctx.shape(i) != Shape{b, s, kv_heads_ * d})
+          fail("input {} ({}) has shape {}, expected [{}, {}, {}]", i, input_name(i), shape_str(ctx.shape(i)), b, s,
+               kv_heads_ * d);
+    int64_t past_len = 0;
+    if (ctx.has_input(3) != ctx.has_input(4)) fail("inputs past_key and past_value must be given together");
+    if (ctx.has_input(3)) {
+      for (int i : {3, 4}) {
+        const Shape& p = ctx.shape(i);
+        if (p.size() != 4 || p[0] != b || p[1] != kv_heads_ || p[3] != d)
+          fail("input {} ({}) has shape {}, expected [{}, {}, past, {}]", i, input_name(i), shape_str(p), b, kv_heads_, d);
+      }
+      if (ctx.shape(3) != ctx.shape(4))
+        fail("past_key {} and past_value {} differ in shape", shape_str(ctx.shape(3)), shape_str(ctx.shape(4)));
+      past_len = ctx.shape(3)[2];
+    }
+    if (numel(ctx.shape(5)) != b) fail("input seqlens_k has shape {}, expected [{}]", shape_str(ctx.shape(5)), b);
+    if (numel(ctx.shape(6)) != 1) fail("input total_sequence_length has shape {}, expected a scalar", shape_str(ctx.shape(6)));
+    if (rotary_) {
+      const Shape& c = ctx.shape(7);
+      if (c.size() != 2 || ctx.shape(8) != c || 2 * c[1] > d || c[1] == 0)
+        fail("cos_cache {} and sin_cache {} must both be [max_position, rotary_dim / 2] with rotary_dim ≤ head size {}",
+             shape_str(c), shape_str(ctx.shape(8)), d);
+    }
+    if (ctx.has_input(9) && ctx.shape(9) != Shape{b, s})
+      fail("input position_ids has shape {}, expected [{}, {}]", shape_str(ctx.shape(9)), b, s);
+    if (ctx.has_input(11) && numel(ctx.shape(11)) != heads_)
+      fail("input head_sink has shape {}, expected [{}]", shape_str(ctx.shape(11)), heads_);
+    // The total length: known when it derives from input shapes (the
+    // attention mask's), else planned at run time.
+    const int64_t total = *ctx.value(6).data<int32_t>();
+    if (total < s) fail("total_sequence_length {} is less than the sequence length {}", total, s);
+    int64_t t_max = 0;
+    if (state_) {
+      if (b != 1) fail("the kept KV state follows one sequence; the batch is {}", b);
+      t_max = std::max(total, past_len + s);
+      k_.reserve(kv_heads_, d, t_max);  // the decode steps then grow nothing
+      v_.reserve(kv_heads_, d, t_max);
+    } else {
+      t_max = std::max(total, past_len);
+      for (int o : {1, 2})
+        if (ctx.has_output(o)) ctx.set_output(o, DType::F32, {b, kv_heads_, t_max, d});
+    }
+    if (ctx.has_input(10)) {
+      const Shape& m = ctx.shape(10);
+      if (m.size() != 4 || (m[0] != 1 && m[0] != b) || (m[1] != 1 && m[1] != heads_) || m[2] != s || m[3] < total)
+        fail("input attention_bias has shape {}, expected [{} or 1, {} or 1, {}, ≥ {}]", shape_str(m), b, heads_, s, total);
+    }
+    ctx.set_output(0, DType::F32, {b, s, heads_ * d});
+    const Plan p = plan(b, s, d, t_max);
+    ctx.set_workspace(p.q_bytes + p.slot * static_cast<size_t>(ThreadPool::default_threads()));
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& Q = ctx.input(0);
+    const int64_t b = Q.dim(0), s = Q.dim(1);
+    const int64_t width = packed_ ? heads_ + 2 * kv_heads_ : heads_;
+    const int64_t d = Q.dim(2) / width, rep = heads_ / kv_heads_;
+    const int64_t past_buf = ctx.has_input(3) ? ctx.input(3).dim(2) : 0;
+    const int64_t total = *ctx.input(6).data<int32_t>();
+    const int32_t* seqlens = ctx.input(5).data<int32_t>();
+    const bool first_prompt = s == total;
+    // Positions of sequence b: past P_b, total T_b.
+    std::vector<int64_t> past(static_cast<size_t>(b)), len(static_cast<size_t>(b));
+    for (int64_t i = 0; i < b; ++i) {
+      const int64_t t = int64_t{seqlens[i]} + 1;
+      const int64_t p = first_prompt ? 0 : t - s;
+      if (t < 1 || t > total || p < 0 || (!first_prompt && p + s > total))
+        fail("seqlens_k[{}] = {} does not fit a sequence of {} new positions in a total of {}", i, seqlens[i], s, total);
+      past[static_cast<size_t>(i)] = p;
+      len[static_cast<size_t>(i)] = first_prompt ? std::min(t, s) : t;
+    }
+
+    // Where the cache lives: the kept state, or the present outputs.
+    const float *kc, *vc;
+    int64_t head_stride;  // floats between KV heads
+    int64_t batch_stride;
+    if (state_) {
+      const int64_t p = past[0];
+      if (p == 0) k_.length = v_.length = 0;
+      if (p != k_.length)
+        fail("the KV state holds {} positions but the past is {}: it follows one sequence, which starts again with an "
+             "empty past",
+             k_.length, p);
+      if (past_buf != p)
+        fail("past_key declares {} positions, seqlens_k says {}: with the KV state kept the past is its length",
+             past_buf, p);
+      k_.reserve(kv_heads_, d, p + s);
+      v_.reserve(kv_heads_, d, p + s);
+      head_stride = k_.capacity() * d;
+      batch_stride = kv_heads_ * head_stride;
+      kc = k_.data();
+      vc = v_.data();
+    } else {
+      Tensor& pk = ctx.output(1);
+      Tensor& pv = ctx.output(2);
+      const int64_t tp = pk.dim(2);
+      head_stride = tp * d;
+      batch_stride = kv_heads_ * head_stride;
+      // The past as it is (all P rows: with a shared buffer its tail belongs to the caller).
+      if (past_buf > 0) {
+        const int64_t rows = std::min(past_buf, tp);
+        for (int o : {3, 4}) {
+          const float* src = ctx.input(o).data<float>();
+          float* dst = (o == 3 ? pk : pv).data<float>();
+          for (int64_t h = 0; h < b * kv_heads_; ++h)
+            std::memcpy(dst + h * head_stride, src + h * past_buf * d, static_cast<size_t>(rows * d) * sizeof(float));
+        }
+      }
+      kc = pk.data<float>();
+      vc = pv.data<float>();
+    }
+    for (int64_t i = 0; i < b; ++i)
+      if (past[static_cast<size_t>(i)] + s > (state_ ? k_.capacity() : head_stride / d))
+        fail("sequence {} needs {} positions, the cache has {}", i, past[static_cast<size_t>(i)] + s,
+             state_ ? k_.capacity() : head_stride / d);
+
+    // The workspace reshape sized: for the same total length.
+    const Plan pl = plan(b, s, d, state_ ? std::max(total, past_buf + s) : std::max(total, past_buf));
+    auto* ws = static_cast<unsigned char*>(ctx.workspace());
+    float* qr = reinterpret_cast<float*>(ws);  // [B, S, N, H]: rotated queries
+    unsigned char* slots = ws + pl.q_bytes;
+
+    // Rotate Q into the workspace and write the new K (rotated) and V at
+    // positions P_b … P_b + S − 1 of the cache.
+    const float* qin = Q.data<float>();
+    const float* kin = packed_ ? qin + heads_ * d : ctx.input(1).data<float>();
+    const float* vin = packed_ ? qin + (heads_ + kv_heads_) * d : ctx.input(2).data<float>();
+    const int64_t q_row = Q.dim(2), kv_row = packed_ ? q_row : kv_heads_ * d;
+    const int64_t* pos_ids = ctx.has_input(9) ? ctx.input(9).data<int64_t>() : nullptr;
+    const float* cos = rotary_ ? ctx.input(7).data<float>() : nullptr;
+    const float* sin = rotary_ ? ctx.input(8).data<float>() : nullptr;
+    const int64_t half = rotary_ ? ctx.input(7).dim(1) : 0, max_pos = rotary_ ? ctx.input(7).dim(0) : 0;
+    float* kw = const_cast<float*>(kc);
+    float* vw = const_cast<float*>(vc);
+    ctx.pool().parallel_for(b * s, std::max<int64_t>(1, 64 / std::max<int64_t>(1, heads_)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t bi = r / s, si = r % s;
+        const int64_t pos = pos_ids ? pos_ids[r] : past[static_cast<size_t>(bi)] + si;
+        if (rotary_ && (pos < 0 || pos >= max_pos))
+          fail("position {} is outside the rotary cache of {} positions", pos, max_pos);
+        const float* cr = rotary_ ? cos + pos * half : nullptr;
+        const float* sr = rotary_ ? sin + pos * half : nullptr;
+        for (int64_t n = 0; n < heads_; ++n) rotate(qin + r * q_row + n * d, qr + (r * heads_ + n) * d, d, cr, sr, half);
+        const int64_t at = past[static_cast<size_t>(bi)] + si;
+        for (int64_t g = 0; g < kv_heads_; ++g) {
+          float* kd = kw + bi * batch_stride + g * head_stride + at * d;
+          rotate(kin + r * kv_row + g * d, kd, d, cr, sr, half);
+          std::memcpy(vw + bi * batch_stride + g * head_stride + at * d, vin + r * kv_row + g * d,
+                      static_cast<size_t>(d) * sizeof(float));
+        }
+      }
+    });
+    if (state_) k_.length = v_.length = past[0] + s;
+
+    // Attention, one task per (sequence, KV head) when decoding (rep rows),
+    // else per (sequence, head) (S rows).
+    const bool grouped = s == 1;
+    const int64_t per_b = grouped ? kv_heads_ : heads_;
+    const int64_t tasks = b * per_b;
+    const float scale = scale_ > 0 ? scale_ : 1.0f / std::sqrt(static_cast<float>(d));
+    const float* bias = ctx.has_input(10) ? ctx.input(10).data<float>() : nullptr;
+    const Shape bias_shape = bias ? ctx.input(10).shape() : Shape{};
+    const float* sink = ctx.has_input(11) ? ctx.input(11).data<float>() : nullptr;
+    float* out = ctx.output(0).data<float>();
+    const int64_t out_row = heads_ * d;
+    auto one = [&](int64_t task, unsigned char* slot, ThreadPool* inner) {
+      const int64_t bi = task / per_b, u = task % per_b;
+      const int64_t g = grouped ? u : u / rep;
+      const int64_t p = past[static_cast<size_t>(bi)], t = p + s;
+      const int64_t valid_end = len[static_cast<size_t>(bi)];  // keys past this are padding
+      const size_t m = static_cast<size_t>(grouped ? rep : s);
+      const int64_t head0 = grouped ? g * rep : u;
+      // Rows: grouped, the rep heads of one position (H apart); else the S positions of one head (N·H apart).
+      const float* a = qr + (bi * s * heads_ + head0) * d;
+      const size_t lda = static_cast<size_t>(grouped ? d : heads_ * d);
+      const float* kb = kc + bi * batch_stride + g * head_stride;
+      const float* vb = vc + bi * batch_stride + g * head_stride;
+      float* scores = reinterpret_cast<float*>(slot);
+      void* gemm_ws = slot + pl.scores_bytes;
+      const size_t tn = static_cast<size_t>(t);
+      sgemm(*config_, m, tn, static_cast<size_t>(d), a, lda, false, kb, static_cast<size_t>(d), true, nullptr, scores,
+            tn, gemm_ws, inner);
+      for (size_t row = 0; row < m; ++row) {
+        const int64_t si = grouped ? 0 : static_cast<int64_t>(row);
+        const int64_t head = grouped ? head0 + static_cast<int64_t>(row) : head0;
+        const int64_t qpos = p + si;
+        int64_t hi = std::min(qpos, valid_end - 1) + 1;  // keys [lo, hi)
+        int64_t lo = window_ > 0 ? std::max<int64_t>(0, qpos + 1 - window_) : 0;
+        if (first_prompt) hi = std::min(hi, valid_end);
+        float* sr = scores + row * tn;
+        const float* br = bias ? bias + bias_offset(bias_shape, bi, head, si) : nullptr;
+        softmax_row(sr, tn, lo, std::max(lo, hi), scale, br, sink ? sink[head] : (smooth_ ? 0.0f : NAN), sink || smooth_);
+      }
+      float* o = out + (bi * s) * out_row + head0 * d;
+      sgemm(*config_, m, static_cast<size_t>(d), tn, scores, tn, false, vb, static_cast<size_t>(d), false, nullptr, o,
+            static_cast<size_t>(grouped ? d : out_row), gemm_ws, inner);
+    };
+    ThreadPool& pool = ctx.pool();
+    const int64_t ranges = std::min<int64_t>({pool.size(), tasks, ThreadPool::default_threads()});
+    if (ranges > 1) {
+      const int64_t per = (tasks + ranges - 1) / ranges;
+      pool.run(ranges, [&](int64_t r) {
+        for (int64_t task = r * per; task < std::min(tasks, (r + 1) * per); ++task)
+          one(task, slots + static_cast<size_t>(r) * pl.slot, nullptr);
+      });
+    } else {
+      for (int64_t task = 0; task < tasks; ++task) one(task, slots, &pool);
+    }
+  }
+
+  std::string describe() const override {
+    return fmt::format("GQA {} heads / {} KV heads{}{}, {}", heads_, kv_heads_, rotary_ ? ", rotary" : "",
+                       state_ ? fmt::format(", KV state {} of {} positions", k_.length, k_.capacity()) : "",
+                       config_->gemm_name);
+  }
+
+ private:
+  struct Plan {
+    size_t q_bytes = 0;       // rotated queries
+    size_t scores_bytes = 0;  // one task's scores
+    size_t slot = 0;          // one thread's scores + GEMM workspace
+  };
+
+  Plan plan(int64_t b, int64_t s, int64_t d, int64_t t) const {
+    Plan p;
+    p.q_bytes = align_up(static_cast<size_t>(b * s * heads_ * d) * sizeof(float));
+    const size_t m = static_cast<size_t>(s == 1 ? heads_ / kv_heads_ : s);
+    const size_t tn = static_cast<size_t>(std::max<int64_t>(t, 1)), dn = static_cast<size_t>(d);
+    p.scores_bytes = align_up(m * tn * sizeof(float));
+    const size_t gemm = std::max(sgemm_workspace(*config_, m, tn, dn, false, true),
+                                 sgemm_workspace(*config_, m, dn, tn, false, false));
+    p.slot = p.scores_bytes + align_up(gemm);
+    return p;
+  }
+
+  // y = x with its first 2·half dims rotated by (cos, sin); the rest copied.
+  void rotate(const float* x, float* y, int64_t d, const float* c, const float* sn, int64_t half) const {
+    if (!c) {
+      std::memcpy(y, x, static_cast<size_t>(d) * sizeof(float));
+      return;
+    }
+    if (interleaved_) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = x[2 * i], x2 = x[2 * i + 1];
+        y[2 * i] = x1 * c[i] - x2 * sn[i];
+        y[2 * i + 1] = x2 * c[i] + x1 * sn[i];
+      }
+    } else {
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = x[i], x2 = x[i + half];
+        y[i] = x1 * c[i] - x2 * sn[i];
+        y[i + half] = x2 * c[i] + x1 * sn[i];
+      }
+    }
+    for (int64_t i = 2 * half; i < d; ++i) y[i] = x[i];
+  }
+
+  static int64_t bias_offset(const Shape& m, int64_t bi, int64_t head, int64_t si) {
+    const int64_t b = m[0] == 1 ? 0 : bi, h = m[1] == 1 ? 0 : head;
+    return ((b * m[1] + h) * m[2] + si) * m[3];
+  }
+
+  // Row of scores [0, n): keys [lo, hi) are attended (scaled, soft-capped,
+  // biased), the rest get weight 0. With a sink (head_sink, or 0 for
+  // smooth_softmax) the denominator has one more term, e^(sink − max).
+  void softmax_row(float* r, size_t n, int64_t lo, int64_t hi, float scale, const float* bias, float sink,
+                   bool has_sink) const {
+    for (int64_t j = lo; j < hi; ++j) {
+      float v = r[j] * scale;
+      if (softcap_ > 0) v = softcap_ * std::tanh(v / softcap_);
+      if (bias) v += bias[j];
+      r[j] = v;
+    }
+    float mx = has_sink ? sink : -std::numeric_limits<float>::infinity();
+    for (int64_t j = lo; j < hi; ++j) mx = std::max(mx, r[j]);
+    for (int64_t j = lo; j < hi; ++j) r[j] -= mx;
+    if (hi > lo) vec_math_config().exp(static_cast<size_t>(hi - lo), r + lo, r + lo);
+    double sum = has_sink ? std::exp(static_cast<double>(sink - mx)) : 0.0;
+    for (int64_t j = lo; j < hi; ++j) sum += r[j];
+    const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+    for (int64_t j = lo; j < hi; ++j) r[j] *= inv;
+    for (int64_t j = 0; j < lo; ++j) r[j] = 0;
+    for (size_t j = static_cast<size_t>(std::max<int64_t>(hi, 0)); j < n; ++j) r[j] = 0;
+  }
+
+  static const char* input_name(int i) {
+    static const char* names[] = {"query",     "key",       "value",        "past_key",       "past_value", "seqlens_k",
+                                  "total_sequence_length", "cos_cache", "sin_cache", "position_ids", "attention_bias",
+                                  "head_sink"};
+    return i >= 0 && i < 12 ? names[i] : "?";
+  }
+
+  bool state_;
+  const SgemmConfig* config_;
+  int64_t heads_ = 0, kv_heads_ = 0, window_ = -1;
+  float scale_ = 0, softcap_ = 0;
+  bool rotary_ = false, interleaved_ = false, smooth_ = false, packed_ = false;
+  KvStore k_, v_;  // the kept state (com.onebit)
+};
+
+}  // namespace
+
+void register_group_query_attention_ops(OpRegistry& r) {
+  r.add(kMicrosoftDomain, "GroupQueryAttention", 1, 1, make_factory<GroupQueryAttentionKernel>());
+  r.add(kOneBitDomain, "GroupQueryAttention", 1, 1, make_factory<GroupQueryAttentionKernel>());
+}
+
+}  // namespace onebit

@@ -1,0 +1,246 @@
+// The RMS norms onnxruntime's transformer optimizer and onnxruntime-genai's
+// builder write (onnxruntime's contrib ops):
+//
+// SimplifiedLayerNormalization (registered by onnxruntime in the ai.onnx
+// domain, version 1): X [..., D], scale [D]; attributes axis (−1), epsilon,
+// stash_type (1: float32).
+//   Y = X / sqrt(mean(X², axes axis…) + epsilon) · scale;  output 1 (optional)
+//   inv_std_var = 1 / sqrt(mean(X²) + epsilon), shaped as X with 1 from axis on.
+//
+// com.microsoft::SkipSimplifiedLayerNormalization: input [..., D], skip
+// (input's shape, or broadcast over leading dims), gamma [D], bias [D]
+// (optional); attribute epsilon.
+//   s = input + skip + bias;  output 0 = s / sqrt(mean(s²) + epsilon) · gamma,
+//   output 1 mean (optional; 0: the RMS norm subtracts none), output 2
+//   inv_std_var (optional), output 3 input_skip_bias_sum = s (optional) —
+//   the residual stream the next layer adds to.
+//
+// RMSNormalization (ai.onnx 23), what torch.onnx writes for RMSNorm at
+// opset 23+: X [..., D...] (float16, bfloat16, float, double), scale
+// broadcast to X's dims from axis on; attributes axis (−1), epsilon,
+// stash_type (1: compute in float32; double stays double).
+//   Y = X / sqrt(mean(X², axes axis…) + epsilon) · scale
+//
+// Sums accumulate in double, as onnxruntime's CPU kernels do for the skip
+// variant; rows run in parallel.
+#include <cmath>
+
+#include "base/thread_pool.h"
+#include "graph/op_registry.h"
+#include "ops/dispatch.h"
+
+namespace onebit {
+
+namespace {
+
+float inv_rms(const float* x, int64_t n, float eps) {
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(x[i]) * x[i];
+  return static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + eps));
+}
+
+class SimplifiedLayerNormKernel : public Kernel {
+ public:
+  explicit SimplifiedLayerNormKernel(const KernelInfo& info)
+      : axis_(info.attrs().get_int("axis", -1)), epsilon_(info.attrs().get_float("epsilon", 1e-5f)) {
+    const int64_t stash = info.attrs().get_int("stash_type", 1);
+    if (stash != 1) fail("attribute stash_type is {}, expected 1 (float32)", stash);
+  }
+
+  void reshape(ReshapeContext& ctx) override {
+    if (ctx.dtype(0) != DType::F32 || ctx.dtype(1) != DType::F32)
+      fail("inputs X and scale are {} and {}, expected float32", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
+    const Shape& x = ctx.shape(0);
+    const int64_t rank = static_cast<int64_t>(x.size());
+    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    if (axis < 0 || axis >= rank) fail("attribute axis {} is outside X's rank {}", axis_, rank);
+    const Shape tail(x.begin() + axis, x.end());
+    if (numel(ctx.shape(1)) != numel(tail))
+      fail("scale {} does not match X {} from axis {}", shape_str(ctx.shape(1)), shape_str(x), axis);
+    ctx.set_output(0, DType::F32, x);
+    if (ctx.has_output(1)) {
+      Shape s = x;
+      for (int64_t i = axis; i < rank; ++i) s[static_cast<size_t>(i)] = 1;
+      ctx.set_output(1, DType::F32, s);
+    }
+    d_ = numel(tail);
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& X = ctx.input(0);
+    const int64_t d = d_, rows = d ? X.size() / d : 0;
+    const float* x = X.data<float>();
+    const float* w = ctx.input(1).data<float>();
+    float* y = ctx.output(0).data<float>();
+    float* inv_out = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
+    const float eps = epsilon_;
+    ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x + r * d;
+        float* yr = y + r * d;
+        const float inv = inv_rms(xr, d, eps);
+        for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv * w[i];
+        if (inv_out) inv_out[r] = inv;
+      }
+    });
+  }
+
+ private:
+  int64_t axis_;
+  float epsilon_;
+  int64_t d_ = 0;
+};
+
+class SkipSimplifiedLayerNormKernel : public Kernel {
+ public:
+  explicit SkipSimplifiedLayerNormKernel(const KernelInfo& info) : epsilon_(info.attrs().get_float("epsilon", 1e-5f)) {}
+
+  void reshape(ReshapeContext& ctx) override {
+    for (int i : {0, 1, 2, 3})
+      if (ctx.has_input(i) && ctx.dtype(i) != DType::F32)
+        fail("input {} is {}, expected float32", i, dtype_name(ctx.dtype(i)));
+    const Shape& x = ctx.shape(0);
+    if (x.size() < 2) fail("input has shape {}, expected [..., hidden]", shape_str(x));
+    const int64_t d = x.back();
+    const Shape& skip = ctx.shape(1);
+    // skip: the input's shape, or its trailing dims (broadcast over the leading ones).
+    if (skip.empty() || skip.size() > x.size() || !std::equal(skip.begin(), skip.end(), x.end() - static_cast<long>(skip.size())))
+      fail("skip {} does not match input {} (equal, or its trailing dims)", shape_str(skip), shape_str(x));
+    if (numel(ctx.shape(2)) != d) fail("gamma {} does not match the hidden size {}", shape_str(ctx.shape(2)), d);
+    if (ctx.has_input(3) && numel(ctx.shape(3)) != d)
+      fail("bias {} does not match the hidden size {}", shape_str(ctx.shape(3)), d);
+    ctx.set_output(0, DType::F32, x);
+    Shape stat = x;
+    stat.back() = 1;
+    for (int o : {1, 2})
+      if (ctx.has_output(o)) ctx.set_output(o, DType::F32, stat);
+    if (ctx.has_output(3)) ctx.set_output(3, DType::F32, x);
+    skip_rows_ = numel(skip) / d;
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& X = ctx.input(0);
+    const int64_t d = X.shape().back(), rows = d ? X.size() / d : 0;
+    const float* x = X.data<float>();
+    const float* sk = ctx.input(1).data<float>();
+    const float* w = ctx.input(2).data<float>();
+    const float* bias = ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr;
+    float* y = ctx.output(0).data<float>();
+    float* mean_out = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
+    float* inv_out = ctx.has_output(2) ? ctx.output(2).data<float>() : nullptr;
+    float* sum_out = ctx.has_output(3) ? ctx.output(3).data<float>() : nullptr;
+    const float eps = epsilon_;
+    const int64_t skip_rows = skip_rows_;
+    ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x + r * d;
+        const float* sr = sk + (r % skip_rows) * d;
+        // s lands in output 3 when asked for, else in y (normalised in place).
+        float* s = sum_out ? sum_out + r * d : y + r * d;
+        for (int64_t i = 0; i < d; ++i) s[i] = xr[i] + sr[i] + (bias ? bias[i] : 0.0f);
+        const float inv = inv_rms(s, d, eps);
+        float* yr = y + r * d;
+        for (int64_t i = 0; i < d; ++i) yr[i] = s[i] * inv * w[i];
+        if (mean_out) mean_out[r] = 0.0f;
+        if (inv_out) inv_out[r] = inv;
+      }
+    });
+  }
+
+ private:
+  float epsilon_;
+  int64_t skip_rows_ = 1;
+};
+
+class RmsNormalizationKernel : public Kernel {
+ public:
+  explicit RmsNormalizationKernel(const KernelInfo& info)
+      : axis_(info.attrs().get_int("axis", -1)), epsilon_(info.attrs().get_float("epsilon", 1e-5f)) {
+    const int64_t stash = info.attrs().get_int("stash_type", 1);
+    if (stash != 1) fail("attribute stash_type is {}, expected 1 (float32)", stash);
+  }
+
+  void reshape(ReshapeContext& ctx) override {
+    const DType t = ctx.dtype(0);
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64)
+      fail("input X is {}, expected a float type", dtype_name(t));
+    if (ctx.dtype(1) != t) fail("input scale is {}, X is {}; they must agree", dtype_name(ctx.dtype(1)), dtype_name(t));
+    const Shape& x = ctx.shape(0);
+    const int64_t rank = static_cast<int64_t>(x.size());
+    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    if (axis < 0 || axis >= rank) fail("attribute axis {} is outside X's rank {}", axis_, rank);
+    const Shape tail(x.begin() + axis, x.end());
+    const Shape& sc = ctx.shape(1);
+    // scale broadcasts (right-aligned) to the normalized dims.
+    if (sc.size() > tail.size()) fail("scale {} does not broadcast to X {} from axis {}", shape_str(sc), shape_str(x), axis);
+    for (size_t i = 0; i < sc.size(); ++i)
+      if (sc[i] != 1 && sc[i] != tail[tail.size() - sc.size() + i])
+        fail("scale {} does not broadcast to X {} from axis {}", shape_str(sc), shape_str(x), axis);
+    tail_ = tail;
+    d_ = numel(tail);
+    ctx.set_output(0, t, x);
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& X = ctx.input(0);
+    const Tensor& S = ctx.input(1);
+    const int64_t d = d_, rows = d ? X.size() / d : 0;
+    // Each normalized element's scale index, broadcast.
+    std::vector<int64_t> sidx(static_cast<size_t>(d));
+    const Shape& sc = S.shape();
+    for (int64_t i = 0; i < d; ++i) {
+      int64_t rem = i, off = 0, stride = 1;
+      for (size_t k = tail_.size(); k-- > 0;) {
+        const int64_t c = rem % tail_[k];
+        rem /= tail_[k];
+        const size_t from_end = tail_.size() - 1 - k;
+        if (from_end < sc.size()) {
+          const int64_t sd = sc[sc.size() - 1 - from_end];
+          if (sd != 1) off += c * stride;
+          stride *= sd;
+        }
+      }
+      sidx[static_cast<size_t>(i)] = off;
+    }
+    const float eps = epsilon_;
+    dispatch_float(X.dtype(), "RMSNormalization X", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using A = Arith<T>;
+      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      const T* x = X.data<T>();
+      const T* w = S.data<T>();
+      T* y = ctx.output(0).data<T>();
+      ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const T* xr = x + r * d;
+          double sq = 0;
+          for (int64_t i = 0; i < d; ++i) {
+            const double v = static_cast<double>(A::load(xr[i]));
+            sq += v * v;
+          }
+          const C inv = static_cast<C>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
+          for (int64_t i = 0; i < d; ++i)
+            y[r * d + i] = A::store(static_cast<typename A::C>(static_cast<C>(A::load(xr[i])) * inv *
+                                                               static_cast<C>(A::load(w[sidx[static_cast<size_t>(i)]]))));
+        }
+      });
+    });
+  }
+
+ private:
+  int64_t axis_;
+  float epsilon_;
+  Shape tail_;
+  int64_t d_ = 0;
+};
+
+}  // namespace
+
+void register_simplified_layer_norm_ops(OpRegistry& r) {
+  r.add("", "SimplifiedLayerNormalization", 1, kOnnxOpsetMax, make_factory<SimplifiedLayerNormKernel>());
+  r.add(kMicrosoftDomain, "SimplifiedLayerNormalization", 1, 1, make_factory<SimplifiedLayerNormKernel>());
+  r.add(kMicrosoftDomain, "SkipSimplifiedLayerNormalization", 1, 1, make_factory<SkipSimplifiedLayerNormKernel>());
+  r.add("", "RMSNormalization", 23, kOnnxOpsetMax, make_factory<RmsNormalizationKernel>());
+}
+
+}  // namespace onebit

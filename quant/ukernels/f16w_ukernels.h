@@ -1,0 +1,27 @@
+// Float GEMM microkernels over float16 weights (float32 activations and
+// accumulators): the weights stay half-size in memory and are widened in
+// registers, so a decode step reads 2 bytes per weight. Named as the other
+// families (f32_f16w_gemm_ukernel_<MR>x<NR>__<isa>); the __scalar one is the
+// reference. Only kernel_config.cpp refers to these names; ops/f16w_matmul.cpp
+// drives them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace onebit {
+
+// One packed panel of float16 weights: k rows of kF16wNR halves.
+inline constexpr size_t kF16wNR = 16, kF16wMR = 4;
+
+// C[m×nc] = A[m×k] · B, B one panel [k][16] of float16 bits, m <= kF16wMR,
+// nc <= 16 columns stored; A rows lda apart, C rows ldc apart.
+using F32F16wGemmUkernel = void (*)(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,
+                                    size_t ldc, size_t nc);
+
+void f32_f16w_gemm_ukernel_4x16__scalar(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,
+                                        size_t ldc, size_t nc);
+void f32_f16w_gemm_ukernel_4x16__avx2(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,
+                                      size_t ldc, size_t nc);
+
+}  // namespace onebit

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""onnxruntime-genai builds of a tiny model, for the tests (ctest fixture).
+
+  genai_models.py tiny --out DIR [--precision fp32 int4 fp16]
+
+writes DIR/checkpoint (a seeded random-init Llama of scripts/configs/
+llama-tiny.json saved with transformers' save_pretrained, with the real
+Qwen3 tokenizer of ../shared/models/qwen3, whose ids the vocabulary covers)
+and DIR/genai-PRECISION, what
+
+  python -m onnxruntime_genai.models.builder -i DIR/checkpoint -o DIR/genai-PRECISION -p PRECISION -e cpu
+
+writes: model.onnx (+ .data), genai_config.json and the tokenizer files, as
+a user's build of a downloaded checkpoint would be. Each step is redone only
+when its output is missing or older than this script or the config, so a
+second ctest run reuses them.
+"""
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CONFIG = HERE / "configs" / "llama-tiny.json"
+QWEN3 = HERE.parent.parent / "shared" / "models" / "qwen3"
+SEED = 0
+
+
+def stale(target: Path, *sources: Path) -> bool:
+    if not target.exists():
+        return True
+    t = target.stat().st_mtime
+    return any(s.stat().st_mtime > t for s in sources)
+
+
+def checkpoint(out: Path) -> Path:
+    ckpt = out / "checkpoint"
+    if not stale(ckpt / "model.safetensors", Path(__file__), CONFIG):
+        print(f"up to date: {ckpt}")
+        return ckpt
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+
+    ckpt.mkdir(parents=True, exist_ok=True)
+    config = AutoConfig.from_pretrained(str(CONFIG))
+    torch.manual_seed(SEED)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    # RMSNorm weights start at 1; spread them so the norms are exercised.
+    g = torch.Generator().manual_seed(SEED + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.5 * torch.rand(p.shape, generator=g))
+    model.save_pretrained(str(ckpt))
+    GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
+                     do_sample=False).save_pretrained(str(ckpt))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(QWEN3 / name, ckpt / name)
+    print(f"wrote {ckpt}")
+    return ckpt
+
+
+def build(ckpt: Path, out: Path, precision: str) -> None:
+    target = out / f"genai-{precision}"
+    if not stale(target / "model.onnx", Path(__file__), CONFIG, ckpt / "model.safetensors"):
+        print(f"up to date: {target}")
+        return
+    if target.exists():
+        shutil.rmtree(target)
+    cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(ckpt), "-o", str(target), "-p",
+           precision, "-e", "cpu", "-c", str(out / "cache")]
+    print("+", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True)  # the builder's progress bars stay out of the log
+    if p.returncode != 0:
+        sys.exit(f"the builder failed ({p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
+    print(f"wrote {target}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("which", choices=["tiny"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--precision", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4", "fp16"])
+    args = ap.parse_args()
+    out = Path(args.out)
+    ckpt = checkpoint(out)
+    for p in args.precision:
+        build(ckpt, out, p)
+
+
+if __name__ == "__main__":
+    main()

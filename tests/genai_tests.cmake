@@ -1,0 +1,42 @@
+# Newer opsets and the graphs people already have (issue 12): the op
+# registry against the onnx package's schemas, and onnxruntime-genai's
+# builds of a tiny model against onnxruntime and onnxruntime-genai's own
+# generator.
+include(${CMAKE_CURRENT_LIST_DIR}/pytest.cmake)
+
+# Every ai.onnx op's registry entries span its schema versions up to the
+# newest opset the pinned onnx defines (test_opset_ranges.py).
+onebit_add_pytest(opset_ranges_match_onnx TESTS test_opset_ranges.py)
+set_tests_properties(opset_ranges_match_onnx PROPERTIES TIMEOUT 300)
+
+# onnxruntime-genai's builder on a tiny random Llama checkpoint (fp32, int4),
+# cached under the build directory (scripts/genai_models.py).
+set(ONEBIT_GENAI_TINY ${PROJECT_BINARY_DIR}/models/genai-tiny)
+add_test(NAME genai_build_tiny
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/genai_models.py tiny --out ${ONEBIT_GENAI_TINY}
+          --precision fp32 int4)
+set_tests_properties(genai_build_tiny PROPERTIES FIXTURES_SETUP genai_tiny TIMEOUT 900)
+
+# 1bit ort-run on those builds: the same greedy tokens as onnxruntime-genai's
+# generator (int4: until a near tie), per-step logits against onnxruntime,
+# the KV cache kept in the session (test_genai.py).
+onebit_add_pytest(genai_tiny_parity TESTS test_genai.py ARGS --genai ${ONEBIT_GENAI_TINY})
+set_tests_properties(genai_tiny_parity PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEOUT 900)
+
+# Model folders: genai and transformers.js onnx/ layouts, --variant, the
+# errors for a folder of no known layout (test_model_folders.py).
+onebit_add_pytest(model_folders TESTS test_model_folders.py ARGS --genai ${ONEBIT_GENAI_TINY})
+set_tests_properties(model_folders PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEOUT 600)
+
+# The tiny Qwen3 exported at opset 23 (RMSNormalization, RotaryEmbedding;
+# with sdpa the Attention op): parity with onnxruntime and transformers (test_opset23.py).
+onebit_add_pytest(opset23_tiny_parity TESTS test_opset23.py ARGS --tiny ${ONEBIT_TINY})
+set_tests_properties(opset23_tiny_parity PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 900)
+
+# onnxruntime's quantize_dynamic graph of the tiny model on the qd8 GEMM (test_ort_int8.py).
+onebit_add_pytest(ort_int8_tiny TESTS test_ort_int8.py ARGS --tiny ${ONEBIT_TINY})
+set_tests_properties(ort_int8_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+
+# float16 weights under float32 compute: F16wMatMul on every weight, parity with onnxruntime (test_f16_weights.py).
+onebit_add_pytest(f16_weights_tiny TESTS test_f16_weights.py ARGS --tiny ${ONEBIT_TINY})
+set_tests_properties(f16_weights_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)

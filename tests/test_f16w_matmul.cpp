@@ -1,0 +1,103 @@
+// float16 weights under float32 compute (graph/passes/f16_weight_matmul.cpp,
+// ops/f16w_matmul.cpp): MatMul(x, Cast(W16)) built in code and run with and
+// without the pass (the same products of the same float16 values), node
+// counts, the cases that must not fire, and the microkernel families
+// against the scalar reference over tile edges.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "base/dtype.h"
+#include "graph/onnx/onnx_loader.h"
+#include "graph/passes/passes.h"
+#include "graph/session.h"
+#include "model_builder.h"
+#include "ops/register_ops.h"
+#include "quant/ukernels/kernel_config.h"
+
+using namespace onebit;
+using onebit::test::ModelBuilder;
+using onebit::test::scratch_dir;
+
+namespace {
+
+constexpr int32_t kFloat = 1, kFloat16 = 10;
+
+std::vector<float> randn(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<uint16_t> halves(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+  return h;
+}
+
+Graph build(int64_t m, int64_t k, int64_t n, bool cast_is_output) {
+  ModelBuilder b;
+  b.input("x", kFloat, {m, k}).output("y", kFloat, {m, n});
+  b.initializer<uint16_t>("w16", kFloat16, {k, n}, halves(randn(static_cast<size_t>(k * n), 2)));
+  ModelBuilder::attr_int(b.node("Cast", {"w16"}, {"w"}), "to", kFloat);
+  b.node("MatMul", {"x", "w"}, {"y"});
+  if (cast_is_output) b.output("w", kFloat, {k, n});
+  const std::string path = scratch_dir("f16w") + "/model.onnx";
+  b.save(path);
+  return load_onnx(path);
+}
+
+SessionOptions before_pass() {
+  SessionOptions o;
+  const auto& passes = pass_list();
+  for (size_t i = 0; i < passes.size(); ++i)
+    if (std::string(passes[i].name) == "f16-weight-matmul") o.stop_after_pass = static_cast<int>(i);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("f16w: MatMul of a Cast float16 weight runs on the float16 panels", "[fusion][f16w]") {
+  for (int64_t m : {1, 3, 7}) {
+    const int64_t k = 37, n = 45;  // n past two panels, k odd
+    Session fused(build(m, k, n, false), default_op_registry());
+    Session plain(build(m, k, n, false), default_op_registry(), before_pass());
+    CHECK(fused.pass_report().get("f16w_fused") == 1);
+    CHECK(fused.graph().nodes.size() == 1);
+    CHECK(fused.graph().nodes[0].op_type == "F16wMatMul");
+    Tensor x = Tensor::allocate(DType::F32, {m, k});
+    const std::vector<float> xv = randn(static_cast<size_t>(m * k), 7);
+    std::copy(xv.begin(), xv.end(), x.data<float>());
+    const Tensor a = fused.run({{"x", x}})[0], b = plain.run({{"x", x}})[0];
+    REQUIRE(a.shape() == b.shape());
+    for (int64_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a.data<float>()[i] - b.data<float>()[i]) <= 1e-4f);
+  }
+}
+
+TEST_CASE("f16w must not fire when the widened weight is read elsewhere", "[fusion][f16w][must-not-fire]") {
+  Session s(build(2, 16, 16, true), default_op_registry());
+  CHECK(s.pass_report().get("f16w_fused") == 0);
+  CHECK(s.pass_report().get("f16w_refused:cast_read_elsewhere") == 1);
+}
+
+TEST_CASE("f16w microkernels match the scalar reference over tile edges", "[ukernel][f16w]") {
+  const F16wGemmConfig* ref = f16w_gemm_config_for(Isa::Scalar);
+  REQUIRE(ref);
+  for (Isa isa : {Isa::Avx2}) {
+    const F16wGemmConfig* c = f16w_gemm_config_for(isa);
+    if (!c) continue;  // this CPU lacks it
+    for (size_t m = 1; m <= kF16wMR; ++m)
+      for (size_t k : {size_t{1}, size_t{15}, size_t{64}, size_t{129}})
+        for (size_t nc : {size_t{16}, size_t{5}}) {
+          const std::vector<float> a = randn(m * k, static_cast<unsigned>(m * 100 + k));
+          const std::vector<uint16_t> b = halves(randn(k * kF16wNR, static_cast<unsigned>(k)));
+          std::vector<float> want(m * 16, -1.f), got(m * 16, -1.f);
+          ref->gemm(m, k, a.data(), k, b.data(), want.data(), 16, nc);
+          c->gemm(m, k, a.data(), k, b.data(), got.data(), 16, nc);
+          for (size_t i = 0; i < want.size(); ++i) CHECK(std::fabs(want[i] - got[i]) <= 1e-4f * (1 + std::fabs(want[i])));
+        }
+  }
+}
