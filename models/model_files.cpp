@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/paths.h"
 
 namespace onebit {
 
@@ -199,6 +200,7 @@ ModelLocation locate_model(const std::string& path, const std::string& variant) 
     const GenaiConfig g = read_genai_config((dir / "genai_config.json").string());
     if (g.filename.empty()) fail("{}: model.decoder.filename is missing", g.path);
     if (!fs::exists(dir / g.filename)) fail("{}: names the decoder '{}', which is not in {}", g.path, g.filename, path);
+    with_context(g.path, [&] { resolve_inside(dir.string(), g.filename, "model.decoder.filename"); });
     if (!variant.empty() && variant != variant_of(g.filename))
       fail("{}: an onnxruntime-genai folder holds one model ({}); --variant {} does not apply", path, g.filename, variant);
     loc.model = (dir / g.filename).string();

@@ -5,6 +5,7 @@
 // against the scalar reference over tile edges.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cmath>
 #include <random>
 
@@ -45,7 +46,8 @@ Graph build(int64_t m, int64_t k, int64_t n, bool cast_is_output) {
   ModelBuilder::attr_int(b.node("Cast", {"w16"}, {"w"}), "to", kFloat);
   b.node("MatMul", {"x", "w"}, {"y"});
   if (cast_is_output) b.output("w", kFloat, {k, n});
-  const std::string path = scratch_dir("f16w") + "/model.onnx";
+  // One directory per process: ctest runs the cases of this file at once.
+  const std::string path = scratch_dir("f16w_" + std::to_string(::getpid())) + "/model.onnx";
   b.save(path);
   return load_onnx(path);
 }

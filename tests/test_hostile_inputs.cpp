@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -18,6 +19,7 @@
 #include "graph/npy.h"
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
+#include "models/model_files.h"
 #include "model_builder.h"
 #include "ops/register_ops.h"
 
@@ -431,4 +433,30 @@ TEST_CASE("hostile: an exception inside a parallel kernel reaches the caller (no
   CHECK_THROWS_WITH(s.run({{"a", a}, {"b", d}}), Catch::Contains("division by zero"));
   for (int i = 0; i < (1 << 16); ++i) d.data<int32_t>()[i] = 2;
   CHECK_NOTHROW(s.run({{"a", a}, {"b", d}}));  // the pool is still usable
+}
+
+TEST_CASE("hostile: a genai_config.json cannot name a decoder outside its folder", "[hostile][files]") {
+  namespace fs = std::filesystem;
+  const std::string outside = scratch_dir("hostile_genai_outside");
+  ModelBuilder::write_file(outside + "/model.onnx", "not read");
+  const std::string dir = scratch_dir("hostile_genai");
+  const auto locate_error = [&](const std::string& filename) {
+    ModelBuilder::write_file(dir + "/genai_config.json",
+                             R"({"model": {"decoder": {"filename": ")" + filename + R"("}}})");
+    try {
+      (void)locate_model(dir, "");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    FAIL("located a decoder named '" << filename << "'");
+    return std::string();
+  };
+  CHECK_THAT(locate_error("../hostile_genai_outside/model.onnx"), Catch::Contains("'..'"));
+  CHECK_THAT(locate_error(outside + "/model.onnx"), Catch::Contains("absolute"));
+  fs::remove(dir + "/link.onnx");
+  fs::create_symlink(outside + "/model.onnx", dir + "/link.onnx");
+  CHECK_THAT(locate_error("link.onnx"), Catch::Contains("outside") && Catch::Contains("genai_config.json"));
+  ModelBuilder::write_file(dir + "/inside.onnx", "found, not read");
+  ModelBuilder::write_file(dir + "/genai_config.json", R"({"model": {"decoder": {"filename": "inside.onnx"}}})");
+  CHECK(locate_model(dir, "").model == dir + "/inside.onnx");
 }

@@ -8,6 +8,7 @@
 // the node-by-node result; cases where it must not fire keep every node.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cmath>
 #include <random>
 
@@ -80,7 +81,8 @@ Graph build(Form form, const Weights& w) {
     }
     b.node("Mul", {"accf", "s"}, {"y"});
   }
-  const std::string path = scratch_dir("ort_int8") + "/model.onnx";
+  // One directory per process: ctest runs the cases of this file at once.
+  const std::string path = scratch_dir("ort_int8_" + std::to_string(::getpid())) + "/model.onnx";
   b.save(path);
   return load_onnx(path);
 }

@@ -4,7 +4,6 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <limits.h>
 #include <onnx/onnx_pb.h>
-#include <stdlib.h>
 
 #include <cstring>
 #include <filesystem>
@@ -13,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "base/paths.h"
 #include "graph/onnx/onnx_wire.h"
 #include "graph/validate.h"
 
@@ -29,7 +29,6 @@ constexpr const char* kMicrosoftDomain = "com.microsoft";
 struct LoadState {
   std::string name;  // model file as given, for messages
   std::string dir;   // directory external data resolves against
-  std::string dir_real;
   std::map<std::string, std::shared_ptr<MappedFile>> external;
   std::shared_ptr<const onnx::ModelProto> model;
   // The mapped .onnx file when loading from one, and where each
@@ -50,29 +49,12 @@ uint64_t parse_u64(const std::string& s, const std::string& what) {
   return v;
 }
 
-// Resolves `location` inside the model's directory: no absolute path, no
-// '..' component, and the real path (symlinks followed) must stay inside.
+// Resolves `location` inside the model's directory (base/paths.h: no
+// absolute path, no '..', the real path must stay inside).
 std::shared_ptr<MappedFile> external_file(LoadState& st, const std::string& location) {
   auto it = st.external.find(location);
   if (it != st.external.end()) return it->second;
-  if (location.empty()) fail("external data location is empty");
-  const fs::path loc(location);
-  if (loc.is_absolute()) fail("external data location '{}' is absolute; it must be relative to the model", location);
-  for (const auto& part : loc)
-    if (part == "..") fail("external data location '{}' leaves the model's directory ('..')", location);
-  if (st.dir_real.empty()) {
-    char buf[PATH_MAX];
-    if (!::realpath(st.dir.c_str(), buf)) fail("cannot resolve the model directory '{}'", st.dir);
-    st.dir_real = buf;
-  }
-  const std::string joined = (fs::path(st.dir) / loc).string();
-  char buf[PATH_MAX];
-  if (!::realpath(joined.c_str(), buf)) fail("external data file '{}' does not exist ({})", location, joined);
-  const std::string real = buf;
-  if (real.compare(0, st.dir_real.size(), st.dir_real) != 0 ||
-      (real.size() > st.dir_real.size() && real[st.dir_real.size()] != '/'))
-    fail("external data location '{}' resolves to '{}', outside the model's directory '{}'", location, real,
-         st.dir_real);
+  const std::string real = resolve_inside(st.dir, location, "external data location");
   auto f = MappedFile::open(real);
   st.external.emplace(location, f);
   return f;
