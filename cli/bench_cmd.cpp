@@ -1,6 +1,8 @@
 // `1bit bench MODEL --prompt-lengths 16,64,256,1024 --gen 128`: prefill
-// tok/s, decode ms/token, achieved GB/s against the streaming-read bandwidth
-// measured in the same run, peak RSS and load time.
+// tok/s, decode ms/token, the GB/s a decode step achieves reading weights and
+// KV cache against the read limit measured in the same run (models/bench.h:
+// the kernels' access pattern, and an independent STREAM-like reduce), peak
+// RSS and load time.
 
 #include <chrono>
 #include <fmt/format.h>
@@ -51,17 +53,23 @@ void add_bench_command(CLI::App& app, Action& action) {
       const SessionOptions& opts = session.options();
       const double load_s = model->load_seconds();
       const uint64_t weights = weight_bytes_per_pass(session.graph());
-      const double bandwidth = a->no_bandwidth ? 0 : measure_read_bandwidth_isolated(session.pool().size());
+      const ReadLimit limit = a->no_bandwidth ? ReadLimit{} : measure_read_limit_isolated(session.pool().size());
+      const double bandwidth = limit.limit_gbs();
       const int64_t vocab = model->vocab() > 0 ? model->vocab() : 32000;
       fmt::print("model {}\n  threads {} | cache {} | load {:.2f} s (RSS {:.0f} MiB, peak {:.0f}) | weights read per "
-                 "pass {:.1f} MB | streaming read {:.1f} GB/s\n",
+                 "pass {:.1f} MB\n",
                  a->model, session.pool().size(), binding.cache == CausalLmBinding::Cache::None ? "none" : "KV",
-                 load_s, rss_mib(), peak_rss_mib(), weights / 1e6, bandwidth);
-      fmt::print("  {:>6} {:>5} {:>12} {:>12} {:>10} {:>10} {:>8}\n", "prompt", "gen", "prefill t/s", "decode ms/t",
-                 "decode t/s", "GB/s", "of peak");
+                 load_s, rss_mib(), peak_rss_mib(), weights / 1e6);
+      if (bandwidth > 0)
+        fmt::print("  read limit {:.1f} GB/s: probe {:.1f} ({} streams per thread, {} loads, best of {}), STREAM-like "
+                   "reduce {:.1f}\n",
+                   bandwidth, limit.probe_gbs, limit.streams, limit.loads, limit.trials, limit.reduce_gbs);
+      fmt::print("  {:>6} {:>5} {:>12} {:>12} {:>10} {:>10} {:>8} {:>9}\n", "prompt", "gen", "prefill t/s",
+                 "decode ms/t", "decode t/s", "weight GB/s", "KV GB/s", "of limit");
       Generator& gen = model->generator();
       Json json = {{"model", a->model},           {"threads", session.pool().size()}, {"load_s", load_s},
-                   {"weight_bytes", weights},     {"bandwidth_gbs", bandwidth},       {"rows", Json::array()}};
+                   {"weight_bytes", weights},     {"bandwidth_gbs", bandwidth},       {"probe_gbs", limit.probe_gbs},
+                   {"reduce_gbs", limit.reduce_gbs}, {"rows", Json::array()}};
       for (size_t i = 0; i < a->lengths.size(); ++i) {
         GenerateOptions go;
         go.max_new_tokens = a->gen;
@@ -78,9 +86,13 @@ void add_bench_command(CLI::App& app, Action& action) {
         const int64_t steps = r.decode_steps();
         const double ms = steps > 0 ? r.decode_ms / steps : 0;
         const double gbs = ms > 0 ? weights / (ms / 1000.0) / 1e9 : 0;
-        fmt::print("  {:>6} {:>5} {:>12.1f} {:>12.2f} {:>10.2f} {:>10.1f} {:>7.0f}%\n", a->lengths[i], r.tokens.size(),
-                   a->lengths[i] / (r.prefill_ms / 1000.0), ms, ms > 0 ? 1000.0 / ms : 0, gbs,
-                   bandwidth > 0 ? 100.0 * gbs / bandwidth : 0);
+        // The cache a decode step reads: its mean past over the steps.
+        const uint64_t kv = kv_bytes_per_step(binding, a->lengths[i] + (steps + 1) / 2);
+        const double kv_gbs = ms > 0 ? kv / (ms / 1000.0) / 1e9 : 0;
+        const double pct = bandwidth > 0 ? 100.0 * (gbs + kv_gbs) / bandwidth : 0;
+        fmt::print("  {:>6} {:>5} {:>12.1f} {:>12.2f} {:>10.2f} {:>11.1f} {:>8.2f} {:>8.0f}%\n", a->lengths[i],
+                   r.tokens.size(), a->lengths[i] / (r.prefill_ms / 1000.0), ms, ms > 0 ? 1000.0 / ms : 0, gbs, kv_gbs,
+                   pct);
         std::fflush(stdout);
         if (opts.profile)
           fmt::print(stderr, "prefill of {} tokens, {}decode steps, {}", a->lengths[i], prefill_profile,
@@ -89,7 +101,9 @@ void add_bench_command(CLI::App& app, Action& action) {
                                 {"gen", r.tokens.size()},
                                 {"prefill_ms", r.prefill_ms},
                                 {"decode_ms_per_token", ms},
-                                {"weight_gbs", gbs}});
+                                {"weight_gbs", gbs},
+                                {"kv_gbs", kv_gbs},
+                                {"limit_pct", pct}});
       }
       fmt::print("  peak RSS {:.0f} MiB\n", peak_rss_mib());
       if (model->npu()) fmt::print("  {}\n", model->npu()->summary());

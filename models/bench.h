@@ -22,12 +22,30 @@ class ThreadPool;
 // and the small tensors shape ops read.
 uint64_t weight_bytes_per_pass(const Graph& g);
 
-// Streaming read bandwidth (GB/s) over a buffer far larger than the caches,
-// using the pool's threads; the best of a few passes.
-double measure_read_bandwidth(ThreadPool& pool, size_t bytes = size_t{1} << 30);
+// The read limit a decode step is measured against (GB/s), taken with the
+// run's thread count over a buffer far larger than the caches, best of
+// `trials` passes each:
+//   probe   the access pattern the GEMM kernels use: each thread reads its
+//           share as `streams` interleaved streams (one per output panel),
+//           with the widest loads the CPU has (AVX-512 where present);
+//   reduce  an independent STREAM-like reduce: a plain C++ sum of 64-bit
+//           words, as the compiler vectorises it, 8 accumulators;
+//   limit   the better of the two: the best read this machine sustained.
+struct ReadLimit {
+  double probe_gbs = 0, reduce_gbs = 0;
+  int streams = 0, trials = 0;
+  const char* loads = "";  // "avx512" or "avx2"
+  double limit_gbs() const { return probe_gbs > reduce_gbs ? probe_gbs : reduce_gbs; }
+};
+ReadLimit measure_read_limit(ThreadPool& pool, size_t bytes = size_t{1} << 30, int streams = 8, int trials = 7);
 // The same in a child process with `threads` threads, so the probe's
-// buffer never counts in this process's peak RSS.
-double measure_read_bandwidth_isolated(int threads);
+// buffer never counts in this process's peak RSS. Zeros when it fails.
+ReadLimit measure_read_limit_isolated(int threads);
+
+// Bytes of KV cache a decode step reads at `past` positions of history
+// (keys and values of every layer), from the binding's cache geometry; 0
+// when the graph keeps no cache or its geometry is unknown.
+uint64_t kv_bytes_per_step(const CausalLmBinding& b, int64_t past);
 
 struct BenchRow {
   int64_t prompt_tokens = 0;

@@ -336,7 +336,7 @@ class DequantizeKernel : public Kernel {
       using OT = typename decltype(otag)::type;
       // The scale loads as ST, the result stores as the output type.
       struct A {
-        static auto load(ST v) { return Arith<ST>::load(v); }
+        static typename Arith<ST>::C load(ST v) { return Arith<ST>::load(v); }
         static OT store(float v) { return Arith<OT>::store(static_cast<typename Arith<OT>::C>(v)); }
       };
       const ST* scale = S.data<ST>();
