@@ -5,6 +5,7 @@
 #include "ops/axis.h"
 #include "ops/op_util.h"
 #include "graph/op_registry.h"
+#include "base/sizes.h"
 #include "base/thread_pool.h"
 
 namespace onebit {
@@ -108,7 +109,7 @@ class SplitKernel : public Kernel {
     } else if (!split_attr_.empty()) {
       sizes = split_attr_;
     } else if (num_outputs_ > 0) {
-      const int64_t chunk = (dim + num_outputs_ - 1) / num_outputs_;  // the last chunk takes the remainder
+      const int64_t chunk = ceil_div(dim, num_outputs_);  // the last chunk takes the remainder
       for (int i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - chunk * i)));
     } else {
       if (dim % n != 0) fail("axis {} of size {} does not split evenly into {} outputs", axis, dim, n);
@@ -118,7 +119,7 @@ class SplitKernel : public Kernel {
     int64_t total = 0;
     for (int64_t s : sizes) {
       if (s < 0) fail("split has a negative size ({})", s);
-      total += s;
+      total = checked_add(total, s, "the split sizes");
     }
     if (total != dim) fail("split sizes sum to {}, axis {} has size {}", total, axis, dim);
     return sizes;

@@ -115,7 +115,7 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
     for (int o : {1, 2})
       if (ctx.has_output(o)) ctx.set_output(o, DType::F32, stat);
     if (ctx.has_output(3)) ctx.set_output(3, DType::F32, x);
-    skip_rows_ = numel(skip) / d;
+    skip_rows_ = d > 0 ? numel(skip) / d : 0;
   }
 
   void run(RunContext& ctx) override {

@@ -21,6 +21,7 @@
 #include "graph/session.h"
 #include "models/model_files.h"
 #include "model_builder.h"
+#include "ops/broadcast.h"
 #include "ops/register_ops.h"
 
 using namespace onebit;
@@ -459,4 +460,24 @@ TEST_CASE("hostile: a genai_config.json cannot name a decoder outside its folder
   ModelBuilder::write_file(dir + "/inside.onnx", "found, not read");
   ModelBuilder::write_file(dir + "/genai_config.json", R"({"model": {"decoder": {"filename": "inside.onnx"}}})");
   CHECK(locate_model(dir, "").model == dir + "/inside.onnx");
+}
+
+TEST_CASE("hostile: an empty broadcast output runs no loop (was 3.6e8 empty runs: minutes)", "[hostile][regression]") {
+  // Found by fuzz_onnx: Equal of [1] and [1, 3, 14719, 8191, 0] looped once
+  // per index of the non-empty dims.
+  const BroadcastPlan plan({{1}, {1, 3, 14719, 8191, 0}}, {1, 3, 14719, 8191, 0});
+  CHECK(plan.outer() == 0);
+  CHECK(BroadcastPlan({{int64_t{1} << 40, 1, 0}, {1, int64_t{1} << 40, 1}}, {int64_t{1} << 40, int64_t{1} << 40, 0})
+            .outer() == 0);  // the other dims' product (2^80) is never formed
+  ModelBuilder b;
+  b.initializer<int64_t>("a", kInt64, {1}, {1});
+  b.initializer<int64_t>("e", kInt64, {1, 3, 14719, 8191, 0}, {});
+  b.input("x", kInt64, {1}).output("y", 9, {1, 3, 14719, 8191, 0});
+  b.node("Add", {"x", "e"}, {"s"});
+  b.node("Equal", {"s", "a"}, {"y"});
+  Tensor x = Tensor::allocate(DType::I64, {1});
+  x.data<int64_t>()[0] = 1;
+  const auto y = run(save(b, "hostile_empty_broadcast"), {{"x", x}});
+  CHECK(y[0].shape() == Shape{1, 3, 14719, 8191, 0});
+  CHECK(y[0].size() == 0);
 }

@@ -2,8 +2,17 @@
 // constants or graph inputs) and fuzzed attributes, built as a real ONNX
 // model and run through the loader, folding and the session. The op table is
 // the registry itself, so a new op is fuzzed without touching this file.
+//
+// Input: an op named in text, so that a kept input replays the same op
+// however the registry grows — "QuantizeLinear\0", "com.onebit:Qd8MatMul\0"
+// then one byte, the ai.onnx opset (clamped to the entry's versions) — or,
+// for any other input, two bytes picking a registry entry and one picking
+// an opset it covers. The rest: inputs (dtype, rank, dims, constant or
+// graph input, data), outputs, attributes.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -44,21 +53,56 @@ const char* kAttrs[] = {"axis",     "axes",      "keepdims",   "perm",         "
                         "transA",   "transB",    "exclusive",  "reverse",      "upper",   "allowzero",
                         "num_outputs", "split",  "batch_dims", "reduction",    "equation", "start",
                         "end",      "fmod",      "noop_with_empty_axes", "select_last_index", "stash_type",
-                        "block_size", "output_dtype", "saturate", "half", "transB"};
+                        "block_size", "output_dtype", "saturate", "half", "transB",
+                        "num_heads", "kv_num_heads", "do_rotary", "rotary_interleaved", "scale", "softcap",
+                        "local_window_size", "bits", "quantize_axis", "gather_axis", "interleaved",
+                        "rotary_embedding_dim", "is_causal", "q_num_heads", "precision", "accuracy_level", "K", "N"};
+
+constexpr int64_t kMinOpset = 17, kMaxOpset = 27;  // ai.onnx versions the loader takes
+
+// The ai.onnx opset a node of `e` is built at: `want` clamped to the
+// versions `e` covers and the loader takes.
+int64_t opset_for(const onebit::OpEntry& e, int64_t want) {
+  if (!e.domain.empty()) return 21;
+  const int64_t lo = std::max(e.since, kMinOpset), hi = std::max(lo, std::min(e.until, kMaxOpset));
+  return std::clamp(want, lo, hi);
+}
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace onebit;
   if (size < 4) return 0;
-  Bytes in(data, size);
   const auto& entries = default_op_registry().entries();
-  const OpEntry& e = entries[in.u8() % entries.size()];
+  const OpEntry* entry = nullptr;
+  int64_t opset = 21;
+  const auto* nul = static_cast<const uint8_t*>(std::memchr(data, 0, std::min<size_t>(size, 64)));
+  if (nul && ((data[0] >= 'A' && data[0] <= 'Z') || (data[0] >= 'a' && data[0] <= 'z'))) {
+    const std::string name(reinterpret_cast<const char*>(data), static_cast<size_t>(nul - data));
+    const size_t colon = name.find(':');
+    const std::string domain = colon == std::string::npos ? "" : name.substr(0, colon);
+    const std::string op = colon == std::string::npos ? name : name.substr(colon + 1);
+    const size_t at = static_cast<size_t>(nul - data) + 1;
+    const int64_t want = at < size ? data[at] : 21;
+    for (const OpEntry& e : entries)
+      if (e.op_type == op && e.domain == domain && (!entry || (e.since <= want && want <= e.until))) entry = &e;
+    if (!entry) return 0;
+    opset = opset_for(*entry, want);
+    data += std::min(size, at + 1);
+    size -= std::min(size, at + 1);
+  }
+  Bytes in(data, size);
+  if (!entry) {
+    const size_t pick = (static_cast<size_t>(in.u8()) << 8 | in.u8()) % entries.size();
+    entry = &entries[pick];
+    opset = opset_for(*entry, kMinOpset + in.u8() % (kMaxOpset - kMinOpset + 1));
+  }
+  const OpEntry& e = *entry;
   onnx::ModelProto m;
   m.set_ir_version(10);
   auto* os = m.add_opset_import();
   os->set_domain("");
-  os->set_version(21);
+  os->set_version(opset);
   if (!e.domain.empty()) {
     auto* d = m.add_opset_import();
     d->set_domain(e.domain);
