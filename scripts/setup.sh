@@ -6,7 +6,7 @@
 #      quantization, reference checks and benchmarks — never by the runtime:
 #      the main job's requirements.txt, and with --dev (scripts/test.sh) the
 #      tests' and benchmarks' requirements-dev.txt too;
-#   3. a Release build in build/; with --dev also the sanitized clang build
+#   3. a Release build in build/ (the `1bit` binary; with --dev every target); with --dev also the sanitized clang build
 #      (ASan + UBSan + libFuzzer, scripts/build_sanitized.sh) in build-asan/,
 #      whose tests the main build's ctest runs.
 # Re-running skips what is already done.
@@ -48,6 +48,9 @@ if [ "$dev" = 1 ]; then
   scripts/build_sanitized.sh
   sanitized=(-DONEBIT_SANITIZED_DIR="$root/build-asan")
 fi
+# The main job needs only the `1bit` binary; the tests build everything.
+targets=(--target onebit_cli)
+[ "$dev" = 1 ] && targets=()
 echo "setup: building (Release) in build/"
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${sanitized[@]}" > /dev/null
-cmake --build "$root/build" -j "$(nproc)"
+cmake --build "$root/build" -j "$(nproc)" "${targets[@]}"
