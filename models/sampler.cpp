@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/error.h"
 #include "quant/ukernels/kernel_config.h"
@@ -28,6 +29,14 @@ uint64_t splitmix64(uint64_t& x) {
 }
 
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// A weight's bucket for top-p's radix selection: its top 11 bits (sign 0,
+// exponent, 3 mantissa bits); positive floats order as their bits.
+uint32_t weight_bucket(float w) {
+  uint32_t bits;
+  std::memcpy(&bits, &w, sizeof bits);
+  return (bits >> 20) & 0x7ff;  // a NaN weight with its sign set stays in range
+}
 
 }  // namespace
 
@@ -188,21 +197,22 @@ int32_t Sampler::choose(const float* logits, int64_t vocab, std::span<const int3
       }
       return static_cast<int32_t>(end - 1);
     }
-    // Candidates: the tokens whose weight reaches a threshold, in id order.
-    // min-p gives it; for top-p alone it starts at 1e-2 of the largest and
-    // falls until the tokens above it hold the mass p, so that the nucleus
-    // (a prefix in decreasing weight) is among them.
-    const double target = static_cast<double>(params_.top_p) * total;
-    for (float threshold = params_.min_p > 0 ? params_.min_p : 1e-2f;; threshold /= 16) {
-      if (threshold < 1e-30f) threshold = 0;
-      cand_.clear();
-      double mass = 0;
+    // Candidates, in id order: for min-p the tokens whose weight reaches
+    // it; for top-p alone those at or above the bucket of weights (by their
+    // top bits, as top_p_filter buckets them) where the mass counted from
+    // the largest reaches p, so that the nucleus is among them.
+    cand_.clear();
+    if (params_.min_p > 0) {
       for (size_t i = 0; i < n; ++i)
-        if (scratch_[i] >= threshold) {
-          cand_.push_back({static_cast<int32_t>(i), logits[i], scratch_[i]});
-          mass += scratch_[i];
-        }
-      if (params_.min_p > 0 || mass >= target || threshold == 0) break;
+        if (scratch_[i] >= params_.min_p) cand_.push_back({static_cast<int32_t>(i), logits[i], scratch_[i]});
+    } else {
+      const double target = static_cast<double>(params_.top_p) * total;
+      bucket_mass_.assign(0x800, 0.0);
+      for (size_t i = 0; i < n; ++i) bucket_mass_[weight_bucket(scratch_[i])] += scratch_[i];
+      uint32_t b = 0x7ff;
+      for (double mass = 0; b > 0 && mass + bucket_mass_[b] < target;) mass += bucket_mass_[b--];
+      for (size_t i = 0; i < n; ++i)
+        if (weight_bucket(scratch_[i]) >= b) cand_.push_back({static_cast<int32_t>(i), logits[i], scratch_[i]});
     }
     // The logits the candidates report: both lists are in id order.
     size_t c = 0;
@@ -222,28 +232,11 @@ int32_t Sampler::choose(const float* logits, int64_t vocab, std::span<const int3
     for (size_t i = 0; i < cand_.size(); ++i)
       if (cand_[i].weight >= threshold) cand_[m++] = cand_[i];
   }
-  // top-p over the mass of every token (after top-k, before min-p): walk in
-  // decreasing logit and stop at the first token whose preceding mass
-  // reaches p. The min-p tokens are a prefix of that order, so the walk
-  // needs only them.
+  // top-p over the mass of every token (after top-k, before min-p): the
+  // tokens in decreasing logit up to the first whose preceding mass reaches
+  // p. The min-p tokens are a prefix of that order, so it needs only them.
   if (params_.top_p < 1 && m > 1) {
-    // Sorted ahead in chunks (the largest 128, then 4 times more each time):
-    // the nucleus is usually far smaller than the candidates.
-    const double target = static_cast<double>(params_.top_p) * total;
-    double mass = 0;
-    size_t i = 0, sorted = 0;
-    for (size_t chunk = 128; i < m && mass < target; ++i) {
-      if (i == sorted) {
-        const size_t end = std::min(m, sorted + chunk);
-        if (end < m) std::nth_element(cand_.begin() + sorted, cand_.begin() + end, cand_.begin() + m, better);
-        std::sort(cand_.begin() + sorted, cand_.begin() + end, better);
-        sorted = end;
-        chunk *= 4;
-      }
-      mass += cand_[i].weight;
-    }
-    m = std::max<size_t>(i, 1);
-    by_id = false;
+    m = top_p_filter(m, static_cast<double>(params_.top_p) * total);
   }
 
   // The draw: the kept tokens in increasing id.
@@ -259,6 +252,63 @@ int32_t Sampler::choose(const float* logits, int64_t vocab, std::span<const int3
     if (cum > point) return cand_[i].id;
   }
   return cand_[m - 1].id;
+}
+
+// Radix selection on the weights: positive floats order as their bits, and
+// a larger weight has a larger logit, so bucketing by the top bits orders
+// the candidates as `better` does between buckets. A histogram of mass per
+// bucket, walked from the top, finds the bucket where the mass reaches the
+// target; everything above it is kept, everything below dropped, and only
+// that bucket is refined (by the next bits), then sorted and walked. The
+// selection runs on a copy; the kept set is then a predicate on the bucket
+// keys and the last token kept, applied to cand_ in place, so its order
+// (by id, when the candidates came so) is kept without sorting thousands of
+// tokens twice.
+size_t Sampler::top_p_filter(size_t m, double target) {
+  static constexpr int kShift[2] = {20, 8};
+  static constexpr uint32_t kMask[2] = {0x7ff, 0xfff};
+  const auto key = [](const Candidate& c, int level) {
+    uint32_t bits;
+    std::memcpy(&bits, &c.weight, sizeof bits);
+    return (bits >> kShift[level]) & kMask[level];
+  };
+  sel_.assign(cand_.begin(), cand_.begin() + static_cast<long>(m));
+  auto first = sel_.begin();
+  size_t lo = 0, hi = m;  // of sel_: [0, lo) kept, [lo, hi) undecided
+  double mass = 0;        // of the kept
+  uint32_t boundary[2] = {0, 0};
+  int levels = 0;
+  for (; levels < 2 && hi - lo > 64; ++levels) {
+    const uint32_t mask = kMask[levels];
+    bucket_mass_.assign(mask + 1, 0.0);
+    for (size_t i = lo; i < hi; ++i) bucket_mass_[key(sel_[i], levels)] += sel_[i].weight;
+    uint32_t b = mask;
+    while (b > 0 && mass + bucket_mass_[b] < target) mass += bucket_mass_[b--];
+    boundary[levels] = b;
+    const int level = levels;
+    const auto above = std::partition(first + static_cast<long>(lo), first + static_cast<long>(hi),
+                                      [&](const Candidate& c) { return key(c, level) > b; });
+    const auto at = std::partition(above, first + static_cast<long>(hi),
+                                   [&](const Candidate& c) { return key(c, level) == b; });
+    lo = static_cast<size_t>(above - first);
+    hi = static_cast<size_t>(at - first);
+  }
+  std::sort(first + static_cast<long>(lo), first + static_cast<long>(hi), better);
+  size_t i = lo;
+  while (i < hi && mass < target) mass += sel_[i++].weight;
+  const bool has_last = i > lo;
+  const Candidate last = has_last ? sel_[i - 1] : Candidate{};
+  const auto keep = [&](const Candidate& c) {
+    for (int l = 0; l < levels; ++l) {
+      const uint32_t k = key(c, l);
+      if (k != boundary[l]) return k > boundary[l];
+    }
+    return has_last && !better(last, c);  // `last` or before it
+  };
+  size_t out = 0;
+  for (size_t j = 0; j < m; ++j)
+    if (keep(cand_[j])) cand_[out++] = cand_[j];
+  return out;
 }
 
 }  // namespace onebit

@@ -106,12 +106,17 @@ class Sampler {
   void penalise(const float* logits, int64_t vocab, std::span<const int32_t> history);
   // Fills cand_ with the k largest penalised logits (a heap, one pass).
   void top_k(const float* logits, int64_t vocab, int64_t k);
+  // Keeps, in place and in order, the top-p set of cand_[0, m): the shortest
+  // prefix in decreasing logit whose mass reaches `target`; returns its size.
+  size_t top_p_filter(size_t m, double target);
 
   SamplingParams params_;
   Xoshiro256 rng_;
   std::vector<Candidate> cand_;   // [top_k], or the tokens above a weight threshold
   std::vector<float> scratch_;    // weights: [vocab] by id without top-k, else [top_k]
   std::vector<double> blocks_;    // sums of scratch_ over blocks of 256 ids
+  std::vector<Candidate> sel_;       // top_p_filter's working copy
+  std::vector<double> bucket_mass_;  // top_p_filter's histogram
   bool all_ = false;              // the last step kept every token
   std::vector<std::pair<int32_t, float>> penalised_;  // (id, penalised logit), by id
   size_t kept_ = 0;
