@@ -263,7 +263,7 @@ class RangeKernel : public Kernel {
     if (delta == 0) fail("delta is 0");
     const double n = std::ceil((limit - start) / delta);
     if (!(n < 1e12)) fail("Range({}, {}, {}) is too long", start, limit, delta);
-    ctx.set_output(0, ctx.dtype(0), {std::max<int64_t>(0, static_cast<int64_t>(n))});
+    ctx.set_output(0, ctx.dtype(0), {n > 0 ? static_cast<int64_t>(n) : 0});  // n may be -inf: no cast then
   }
   void run(RunContext& ctx) override {
     Tensor& y = ctx.output(0);

@@ -481,3 +481,27 @@ TEST_CASE("hostile: an empty broadcast output runs no loop (was 3.6e8 empty runs
   CHECK(y[0].shape() == Shape{1, 3, 14719, 8191, 0});
   CHECK(y[0].size() == 0);
 }
+
+TEST_CASE("hostile: Range to an infinite limit in the wrong direction is empty (was -inf cast to int64)",
+          "[hostile][regression]") {
+  ModelBuilder b;
+  b.initializer<float>("s", kFloat, {}, {0.0f});
+  b.initializer<float>("l", kFloat, {}, {-std::numeric_limits<float>::infinity()});
+  b.initializer<float>("d", kFloat, {}, {1.0f});
+  b.input("x", kFloat, {1}).output("y", kFloat, {0});
+  b.node("Range", {"s", "l", "d"}, {"r"});
+  b.node("Add", {"r", "x"}, {"y"});
+  Tensor x = Tensor::allocate(DType::F32, {1});
+  x.data<float>()[0] = 1;
+  const auto y = run(save(b, "hostile_range_inf"), {{"x", x}});
+  CHECK(y[0].shape() == Shape{0});
+  // The right direction is too long: an error, not a wrapped count.
+  ModelBuilder c;
+  c.initializer<float>("s", kFloat, {}, {0.0f});
+  c.initializer<float>("l", kFloat, {}, {std::numeric_limits<float>::infinity()});
+  c.initializer<float>("d", kFloat, {}, {1.0f});
+  c.input("x", kFloat, {1}).output("y", kFloat, {-1});
+  c.node("Range", {"s", "l", "d"}, {"r"});
+  c.node("Add", {"r", "x"}, {"y"});
+  CHECK_THAT(error_of(save(c, "hostile_range_inf_long"), {{"x", x}}), Catch::Contains("too long"));
+}
