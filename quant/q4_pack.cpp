@@ -4,6 +4,7 @@
 //   zero(r, n)    the shifted zero point z' ∈ [0, 15] of scale row r
 //   scale(r, n)   the scale of scale row r (a K block, or the only row)
 // so a weight is c − z' times its scale, whichever layout it came from.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -41,6 +42,19 @@ struct OnnxSource {
     return w.is_signed ? z ^ 8 : z;
   }
   float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, r * w.n + n); }
+  // codes(k, n0 .. n0 + cols): one run of nibbles of row k.
+  void codes(size_t k, size_t n0, size_t cols, int* out) const {
+    const size_t at = k * w.n + n0;
+    const uint8_t* p = w.data + at / 2;
+    const int flip = w.is_signed ? 8 : 0;
+    size_t j = 0;
+    if (at % 2) out[j++] = (p++[0] >> 4) ^ flip;
+    for (; j + 2 <= cols; j += 2, ++p) {
+      out[j] = (p[0] & 15) ^ flip;
+      out[j + 1] = (p[0] >> 4) ^ flip;
+    }
+    if (j < cols) out[j] = (p[0] & 15) ^ flip;
+  }
 };
 
 // com.microsoft::MatMulNBits: per column n, ceil(K/bs) blobs of bs/2 bytes.
@@ -66,6 +80,9 @@ struct NBitsSource {
     return 8;
   }
   float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, n * blocks + r); }
+  void codes(size_t k, size_t n0, size_t cols, int* out) const {
+    for (size_t j = 0; j < cols; ++j) out[j] = code(k, n0 + j);
+  }
 };
 
 template <class Source>
@@ -140,19 +157,23 @@ void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
       int64_t wsum[kQ4NR] = {};
       int z[kQ4NR];
       size_t zrow = SIZE_MAX;
+      const size_t cols = std::min(kQ4NR, n_ - n0);  // real columns; the rest pad with z'
       for (size_t k = 0; k < kp_; ++k) {
         const size_t r = bs_ ? k / bs_ : 0;
         if (r != zrow) {
           for (size_t j = 0; j < kQ4NR; ++j) z[j] = zero_of(r, j);
           zrow = r;
         }
-        uint8_t* bytes = codes[k / 8].bytes;
-        const bool high = k % 8 >= 4;
+        int c[kQ4NR];
+        const size_t real = k < k_ ? cols : 0;
+        src.codes(k, n0, real, c);
+        for (size_t j = real; j < kQ4NR; ++j) c[j] = z[j];
+        uint8_t* bytes = codes[k / 8].bytes + k % 4;
+        const int shift = k % 8 >= 4 ? 4 : 0;
+        const int keep = shift ? 0x0F : 0xF0;
         for (size_t j = 0; j < kQ4NR; ++j) {
-          const int c = n0 + j < n_ && k < k_ ? src.code(k, n0 + j) : z[j];
-          uint8_t& byte = bytes[j * 4 + k % 4];
-          byte = static_cast<uint8_t>(high ? (byte & 0x0F) | (c << 4) : (byte & 0xF0) | c);
-          wsum[j] += c - z[j];
+          bytes[j * 4] = static_cast<uint8_t>((bytes[j * 4] & keep) | (c[j] << shift));
+          wsum[j] += c[j] - z[j];
         }
         if (k + 1 == kp_ || (bs_ && (k + 1) % bs_ == 0))
           for (size_t j = 0; j < kQ4NR; ++j) {
