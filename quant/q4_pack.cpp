@@ -151,31 +151,40 @@ void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
           scale[r * kQ4NR + j] = n0 + j < n_ && r < real_rows ? src.scale(r, n0 + j) : 0.0f;
           if (zero) zero[r * kQ4NR + j] = static_cast<uint8_t>(zero_of(r, j));
         }
-      // Row by row across the panel's columns: a row-major source is read
-      // in runs of kQ4NR nibbles instead of one nibble per row and column.
       double g[kQ4NR] = {};
       int64_t wsum[kQ4NR] = {};
       int z[kQ4NR];
       size_t zrow = SIZE_MAX;
-      const size_t cols = std::min(kQ4NR, n_ - n0);  // real columns; the rest pad with z'
-      for (size_t k = 0; k < kp_; ++k) {
-        const size_t r = bs_ ? k / bs_ : 0;
+      // A group at a time (kQ4GroupK rows of the panel's kQ4NR columns, one
+      // cache line): each row is read as one run of nibbles, rows past K
+      // and columns past N are z' (weight 0), and the line is written once.
+      // Block sizes are multiples of kQ4GroupK, so a group has one zero row.
+      static_assert(kQ4GroupK == 8 && kQ4KAlign % kQ4GroupK == 0);
+      const size_t cols = std::min(kQ4NR, n_ - n0);  // real columns
+      for (size_t grp = 0; grp < groups; ++grp) {
+        const size_t k0 = grp * kQ4GroupK;
+        const size_t r = bs_ ? k0 / bs_ : 0;
         if (r != zrow) {
           for (size_t j = 0; j < kQ4NR; ++j) z[j] = zero_of(r, j);
           zrow = r;
         }
-        int c[kQ4NR];
-        const size_t real = k < k_ ? cols : 0;
-        src.codes(k, n0, real, c);
-        for (size_t j = real; j < kQ4NR; ++j) c[j] = z[j];
-        uint8_t* bytes = codes[k / 8].bytes + k % 4;
-        const int shift = k % 8 >= 4 ? 4 : 0;
-        const int keep = shift ? 0x0F : 0xF0;
-        for (size_t j = 0; j < kQ4NR; ++j) {
-          bytes[j * 4] = static_cast<uint8_t>((bytes[j * 4] & keep) | (c[j] << shift));
-          wsum[j] += c[j] - z[j];
+        int c[kQ4GroupK][kQ4NR];
+        for (size_t q = 0; q < kQ4GroupK; ++q) {
+          const size_t real = k0 + q < k_ ? cols : 0;
+          src.codes(k0 + q, n0, real, c[q]);
+          for (size_t j = real; j < kQ4NR; ++j) c[q][j] = z[j];
         }
-        if (k + 1 == kp_ || (bs_ && (k + 1) % bs_ == 0))
+        uint8_t* bytes = codes[grp].bytes;  // byte j * 4 + q: row q low nibble, row q + 4 high
+        for (size_t j = 0; j < kQ4NR; ++j) {
+          int sum = 0;
+          for (size_t q = 0; q < 4; ++q) {
+            bytes[j * 4 + q] = static_cast<uint8_t>(c[q][j] | (c[q + 4][j] << 4));
+            sum += c[q][j] + c[q + 4][j];
+          }
+          wsum[j] += sum - static_cast<int>(kQ4GroupK) * z[j];
+        }
+        const size_t k_end = k0 + kQ4GroupK;
+        if (k_end == kp_ || (bs_ && k_end % bs_ == 0))
           for (size_t j = 0; j < kQ4NR; ++j) {
             g[j] += double(scale[r * kQ4NR + j]) * double(wsum[j]);
             wsum[j] = 0;
