@@ -10,8 +10,13 @@ constexpr int kSpinIterations = 1 << 14;
 }  // namespace
 
 int ThreadPool::default_threads() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
+  // Once: each query reads /sys/devices/system/cpu/online, and attention
+  // kernels ask on every run (120 file opens a decode step).
+  static const int threads = [] {
+    const unsigned n = std::thread::hardware_concurrency();
+    return n == 0 ? 1 : static_cast<int>(n);
+  }();
+  return threads;
 }
 
 ThreadPool::ThreadPool(int threads) {
