@@ -81,11 +81,18 @@ class Qd8MatMulKernel : public Kernel {
     Shape y = x;
     y.back() = static_cast<int64_t>(gemm_->n());
     ctx.set_output(0, DType::F32, y);
-    const size_t m = static_cast<size_t>(numel(x) / static_cast<int64_t>(gemm_->k()));
+    const size_t m = gemm_->k() ? static_cast<size_t>(numel(x) / static_cast<int64_t>(gemm_->k())) : 0;
     ctx.set_workspace(host_bytes(m) + device_.workspace_bytes(m));
   }
   void run(RunContext& ctx) override {
     const Tensor& x = ctx.input(0);
+    if (gemm_->k() == 0) {  // an empty inner dimension: every output is the bias, or 0
+      Tensor& out = ctx.output(0);
+      float* y = out.data<float>();
+      const size_t n = gemm_->n();
+      for (size_t i = 0; i < static_cast<size_t>(out.size()); ++i) y[i] = bias_.empty() ? 0.0f : bias_[i % n];
+      return;
+    }
     const size_t m = static_cast<size_t>(x.size()) / gemm_->k();
     if (m == 0) return;
     float* y = ctx.output(0).data<float>();
