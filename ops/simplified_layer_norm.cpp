@@ -33,6 +33,17 @@ namespace onebit {
 
 namespace {
 
+// X's dims from `axis` on (the normalized ones). Kernels derive what they
+// need from the shapes they run on, never from state left by reshape: a
+// session keeps several plans, and reshape last ran for whichever was
+// built last.
+Shape norm_tail(const Shape& x, int64_t axis_attr) {
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const int64_t axis = axis_attr < 0 ? axis_attr + rank : axis_attr;
+  if (axis < 0 || axis >= rank) fail("attribute axis {} is outside X's rank {}", axis_attr, rank);
+  return Shape(x.begin() + axis, x.end());
+}
+
 float inv_rms(const float* x, int64_t n, float eps) {
   double sq = 0;
   for (int64_t i = 0; i < n; ++i) sq += static_cast<double>(x[i]) * x[i];
@@ -52,9 +63,8 @@ class SimplifiedLayerNormKernel : public Kernel {
       fail("inputs X and scale are {} and {}, expected float32", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
     const Shape& x = ctx.shape(0);
     const int64_t rank = static_cast<int64_t>(x.size());
-    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
-    if (axis < 0 || axis >= rank) fail("attribute axis {} is outside X's rank {}", axis_, rank);
-    const Shape tail(x.begin() + axis, x.end());
+    const Shape tail = norm_tail(x, axis_);
+    const int64_t axis = rank - static_cast<int64_t>(tail.size());
     if (numel(ctx.shape(1)) != numel(tail))
       fail("scale {} does not match X {} from axis {}", shape_str(ctx.shape(1)), shape_str(x), axis);
     ctx.set_output(0, DType::F32, x);
@@ -63,12 +73,11 @@ class SimplifiedLayerNormKernel : public Kernel {
       for (int64_t i = axis; i < rank; ++i) s[static_cast<size_t>(i)] = 1;
       ctx.set_output(1, DType::F32, s);
     }
-    d_ = numel(tail);
   }
 
   void run(RunContext& ctx) override {
     const Tensor& X = ctx.input(0);
-    const int64_t d = d_, rows = d ? X.size() / d : 0;
+    const int64_t d = numel(norm_tail(X.shape(), axis_)), rows = d ? X.size() / d : 0;
     const float* x = X.data<float>();
     const float* w = ctx.input(1).data<float>();
     float* y = ctx.output(0).data<float>();
@@ -88,7 +97,6 @@ class SimplifiedLayerNormKernel : public Kernel {
  private:
   int64_t axis_;
   float epsilon_;
-  int64_t d_ = 0;
 };
 
 class SkipSimplifiedLayerNormKernel : public Kernel {
@@ -115,7 +123,6 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
     for (int o : {1, 2})
       if (ctx.has_output(o)) ctx.set_output(o, DType::F32, stat);
     if (ctx.has_output(3)) ctx.set_output(3, DType::F32, x);
-    skip_rows_ = d > 0 ? numel(skip) / d : 0;
   }
 
   void run(RunContext& ctx) override {
@@ -130,7 +137,7 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
     float* inv_out = ctx.has_output(2) ? ctx.output(2).data<float>() : nullptr;
     float* sum_out = ctx.has_output(3) ? ctx.output(3).data<float>() : nullptr;
     const float eps = epsilon_;
-    const int64_t skip_rows = skip_rows_;
+    const int64_t skip_rows = d > 0 ? ctx.input(1).size() / d : 0;
     ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const float* xr = x + r * d;
@@ -149,7 +156,6 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
 
  private:
   float epsilon_;
-  int64_t skip_rows_ = 1;
 };
 
 class RmsNormalizationKernel : public Kernel {
@@ -166,34 +172,31 @@ class RmsNormalizationKernel : public Kernel {
       fail("input X is {}, expected a float type", dtype_name(t));
     if (ctx.dtype(1) != t) fail("input scale is {}, X is {}; they must agree", dtype_name(ctx.dtype(1)), dtype_name(t));
     const Shape& x = ctx.shape(0);
-    const int64_t rank = static_cast<int64_t>(x.size());
-    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
-    if (axis < 0 || axis >= rank) fail("attribute axis {} is outside X's rank {}", axis_, rank);
-    const Shape tail(x.begin() + axis, x.end());
+    const Shape tail = norm_tail(x, axis_);
+    const int64_t axis = static_cast<int64_t>(x.size() - tail.size());
     const Shape& sc = ctx.shape(1);
     // scale broadcasts (right-aligned) to the normalized dims.
     if (sc.size() > tail.size()) fail("scale {} does not broadcast to X {} from axis {}", shape_str(sc), shape_str(x), axis);
     for (size_t i = 0; i < sc.size(); ++i)
       if (sc[i] != 1 && sc[i] != tail[tail.size() - sc.size() + i])
         fail("scale {} does not broadcast to X {} from axis {}", shape_str(sc), shape_str(x), axis);
-    tail_ = tail;
-    d_ = numel(tail);
     ctx.set_output(0, t, x);
   }
 
   void run(RunContext& ctx) override {
     const Tensor& X = ctx.input(0);
     const Tensor& S = ctx.input(1);
-    const int64_t d = d_, rows = d ? X.size() / d : 0;
+    const Shape tail = norm_tail(X.shape(), axis_);
+    const int64_t d = numel(tail), rows = d ? X.size() / d : 0;
     // Each normalized element's scale index, broadcast.
     std::vector<int64_t> sidx(static_cast<size_t>(d));
     const Shape& sc = S.shape();
     for (int64_t i = 0; i < d; ++i) {
       int64_t rem = i, off = 0, stride = 1;
-      for (size_t k = tail_.size(); k-- > 0;) {
-        const int64_t c = rem % tail_[k];
-        rem /= tail_[k];
-        const size_t from_end = tail_.size() - 1 - k;
+      for (size_t k = tail.size(); k-- > 0;) {
+        const int64_t c = rem % tail[k];
+        rem /= tail[k];
+        const size_t from_end = tail.size() - 1 - k;
         if (from_end < sc.size()) {
           const int64_t sd = sc[sc.size() - 1 - from_end];
           if (sd != 1) off += c * stride;
@@ -230,8 +233,6 @@ class RmsNormalizationKernel : public Kernel {
  private:
   int64_t axis_;
   float epsilon_;
-  Shape tail_;
-  int64_t d_ = 0;
 };
 
 }  // namespace
