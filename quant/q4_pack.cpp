@@ -55,6 +55,10 @@ struct OnnxSource {
     }
     if (j < cols) out[j] = (p[0] & 15) ^ flip;
   }
+  // Rows k0 .. k0 + rows of columns n0 .. n0 + cols: row by row.
+  void group(size_t k0, size_t rows, size_t n0, size_t cols, int (*out)[kQ4NR]) const {
+    for (size_t q = 0; q < rows; ++q) codes(k0 + q, n0, cols, out[q]);
+  }
 };
 
 // com.microsoft::MatMulNBits: per column n, ceil(K/bs) blobs of bs/2 bytes.
@@ -80,8 +84,15 @@ struct NBitsSource {
     return 8;
   }
   float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, n * blocks + r); }
-  void codes(size_t k, size_t n0, size_t cols, int* out) const {
-    for (size_t j = 0; j < cols; ++j) out[j] = code(k, n0 + j);
+  // Rows k0 .. k0 + rows (at most 8, inside one block: k0 is a multiple of
+  // 8 and so is the block size) of columns n0 .. n0 + cols: 4 bytes of each
+  // column's blob.
+  void group(size_t k0, size_t rows, size_t n0, size_t cols, int (*out)[kQ4NR]) const {
+    const size_t bytes = w.block_size / 2;
+    for (size_t j = 0; j < cols; ++j) {
+      const uint8_t* p = w.b + ((n0 + j) * blocks + k0 / w.block_size) * bytes + (k0 % w.block_size) / 2;
+      for (size_t q = 0; q < rows; ++q) out[q][j] = (p[q / 2] >> (4 * (q & 1))) & 15;
+    }
   }
 };
 
@@ -169,11 +180,10 @@ void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
           zrow = r;
         }
         int c[kQ4GroupK][kQ4NR];
-        for (size_t q = 0; q < kQ4GroupK; ++q) {
-          const size_t real = k0 + q < k_ ? cols : 0;
-          src.codes(k0 + q, n0, real, c[q]);
-          for (size_t j = real; j < kQ4NR; ++j) c[q][j] = z[j];
-        }
+        const size_t rows = k0 < k_ ? std::min(kQ4GroupK, k_ - k0) : 0;  // real rows
+        src.group(k0, rows, n0, cols, c);
+        for (size_t q = 0; q < kQ4GroupK; ++q)
+          for (size_t j = q < rows ? cols : 0; j < kQ4NR; ++j) c[q][j] = z[j];
         uint8_t* bytes = codes[grp].bytes;  // byte j * 4 + q: row q low nibble, row q + 4 high
         for (size_t j = 0; j < kQ4NR; ++j) {
           int sum = 0;
