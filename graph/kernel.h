@@ -2,7 +2,10 @@
 //   create  (the factory) — validate attributes, pack constant inputs once;
 //   reshape — given input dtypes and shapes (and the values of inputs known at
 //             plan time), state output dtypes and shapes and the workspace;
-//   run     — bind pointers and compute; allocates nothing.
+//   run     — bind pointers and compute; allocates nothing. It takes sizes
+//             from the tensors it runs on, never from members reshape set:
+//             a session keeps several plans (prefill, decode) and reshape
+//             last ran for whichever was built last (tests/test_plan_state).
 // Kernels see the IR's Node through KernelInfo, never protobuf.
 #pragma once
 
