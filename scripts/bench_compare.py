@@ -15,8 +15,8 @@ GB/s = weight bytes a decode step reads / decode time: for 1bit and
 onnxruntime the constant bytes 1bit counts for the graph (weights, scales,
 norms; not the embedding table a Gather reads one row of); for llama.cpp
 the GGUF's bytes (its tied table is also the lm_head, so all of it is
-read). "of peak" divides by the streaming-read bandwidth `1bit bench`
-measures in the same run. An uncached graph re-runs the whole sequence per
+read). "of limit" divides by the read limit `1bit bench`
+measures in the same run (the better of its 8-stream probe and a STREAM-like reduce). An uncached graph re-runs the whole sequence per
 step: it reads the weights once per step too, but is bound by compute.
 
   # float32, cached and uncached (issue: ort-run)
@@ -119,7 +119,7 @@ def main():
     bandwidth = {t: statistics.median(r["result"]["bandwidth_gbs"] for r in results
                                       if r["engine"] == "1bit" and r["threads"] == t)
                  for t in {r["threads"] for r in results}}
-    lines = ["| threads | engine | prompt | decode ms/token | prefill tok/s | GB/s | of peak | peak RSS MiB | load s "
+    lines = ["| threads | engine | prompt | decode ms/token | prefill tok/s | GB/s | of limit | peak RSS MiB | load s "
              "| load avg |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for t in sorted(bandwidth):
         for name in names:
