@@ -8,6 +8,15 @@ const Tensor* KernelInfo::constant(int i) const {
   return v.constant ? &*v.constant : nullptr;
 }
 
+int KernelInfo::readers(int i) const {
+  if (!has_input(i)) return 0;
+  const int v = node_.inputs[static_cast<size_t>(i)];
+  int count = graph_.value(v).is_output ? 1 : 0;
+  for (const Node& n : graph_.nodes)
+    for (int in : n.inputs) count += in == v;
+  return count;
+}
+
 DType KernelInfo::input_dtype(int i) const {
   if (!has_input(i)) return DType::Undefined;
   return graph_.value(node_.inputs[static_cast<size_t>(i)]).dtype;

@@ -41,6 +41,10 @@ class KernelInfo {
   bool has_output(int i) const { return i < num_outputs() && node_.outputs[static_cast<size_t>(i)] >= 0; }
   // The input's value when it is a constant (initializer or folded), else null.
   const Tensor* constant(int i) const;
+  // How many node inputs of the graph read input i's value (this one
+  // included), and 1 more when it is a graph output: a constant read
+  // elsewhere stays in memory whatever this kernel packs.
+  int readers(int i) const;
   // Declared dtype of an input (Undefined when the file does not say).
   DType input_dtype(int i) const;
   const std::string& input_name(int i) const;

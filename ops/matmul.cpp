@@ -59,6 +59,13 @@ class MatMulKernel : public Kernel {
     const Tensor* b = info.constant(1);
     if (trans_b_ && (!b || b->rank() != 2 || b->dtype() != DType::F32))
       fail("transB needs a constant float32 2-D B ('{}')", info.input_name(1));
+    // A transposed B that another node also reads (the embedding table of a
+    // tied LM head, which the Gather keeps) is read in place by dot
+    // products: packing it would hold a second copy of the table.
+    if (trans_b_ && info.readers(1) > 1) {
+      shared_bt_ = b;
+      return;
+    }
     if (b && b->dtype() == DType::F32 && b->rank() == 2) {
       const size_t rows = static_cast<size_t>(b->dim(0)), cols = static_cast<size_t>(b->dim(1));
       const size_t k = trans_b_ ? cols : rows, n = trans_b_ ? rows : cols;
@@ -75,7 +82,7 @@ class MatMulKernel : public Kernel {
     if (!matmul_dtype(t)) unsupported_dtype("MatMul", t);
     const MatMulShape s = matmul_shape(ctx.shape(0), b_shape(ctx.shape(1)));
     ctx.set_output(0, t, s.output_shape());
-    if (t == DType::F32) ctx.set_workspace(f32_workspace(s));
+    if (t == DType::F32 && !shared_bt_) ctx.set_workspace(f32_workspace(s));
   }
 
   void run(RunContext& ctx) override {
@@ -84,6 +91,7 @@ class MatMulKernel : public Kernel {
     Tensor& Y = ctx.output(0);
     const MatMulShape s = matmul_shape(A.shape(), b_shape(B.shape()));
     if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+    if (shared_bt_) return run_dot(s, A.data<float>(), B.data<float>(), Y.data<float>(), ctx.pool());
     if (A.dtype() == DType::F32) return run_f32(s, A.data<float>(), B.data<float>(), Y.data<float>(), ctx);
     dispatch_numeric(A.dtype(), "MatMul", [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -92,6 +100,9 @@ class MatMulKernel : public Kernel {
   }
 
   std::string describe() const override {
+    if (shared_bt_)
+      return fmt::format("f32 B^T [{},{}] read in place (shared) {}", shared_bt_->dim(0), shared_bt_->dim(1),
+                         config_->dot_name);
     if (packed_)
       return fmt::format("f32 B packed [{},{}] {} / {}", packed_->k(), packed_->n(), config_->gemm_name,
                          config_->gemv_name);
@@ -155,7 +166,21 @@ class MatMulKernel : public Kernel {
     }
   }
 
+  // Y = A·Bᵀ with B [N, K] in place: rows of A a few at a time (the dot
+  // ukernel's limit), N split across the pool in runs of columns.
+  void run_dot(const MatMulShape& s, const float* a, const float* bt, float* y, ThreadPool& pool) const {
+    const size_t rows = static_cast<size_t>(s.batch * s.m), n = static_cast<size_t>(s.n), k = static_cast<size_t>(s.k);
+    const F32DotUkernel dot = config_->dot;
+    constexpr int64_t kColumns = 64;  // per task: 64 rows of B, 256 KiB at K = 1024
+    pool.parallel_for(static_cast<int64_t>((n + kColumns - 1) / kColumns), 1, [&](int64_t c0, int64_t c1) {
+      const size_t j0 = static_cast<size_t>(c0) * kColumns, j1 = std::min(n, static_cast<size_t>(c1) * kColumns);
+      for (size_t r = 0; r < rows; r += kF32DotMaxRows)
+        dot(std::min(kF32DotMaxRows, rows - r), j1 - j0, k, a + r * k, k, bt + j0 * k, k, y + r * n + j0, n, nullptr);
+    });
+  }
+
   const SgemmConfig* config_;
+  const Tensor* shared_bt_ = nullptr;  // a transposed B another node reads, kept [N, K]
   bool trans_b_ = false;
   std::unique_ptr<PackedB> packed_;  // constant 2-D float32 B, [K,N] in panels
 };

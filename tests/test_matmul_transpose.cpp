@@ -71,6 +71,30 @@ TEST_CASE("matmul transpose: a table the embedding also reads is kept", "[fusion
   ids.data<int64_t>()[1] = 49;
   auto out = s.run({{"x", x_input()}, {"ids", ids}});
   CHECK(out[1].shape() == Shape{2, 40});
+  // The LM head reads the kept table in place (no packed second copy) and
+  // computes what the graph without the pass does (the products and sums of
+  // these eighths are exact, so in any order).
+  Session plain = make(tied({1, 0}, true), "mmt_tied_off", 0);
+  const auto want = plain.run({{"x", x_input()}, {"ids", ids}});
+  REQUIRE(out[0].shape() == Shape{3, 50});
+  for (int64_t i = 0; i < out[0].size(); ++i) CHECK(out[0].data<float>()[i] == want[0].data<float>()[i]);
+  for (int rows : {1, 5, 9}) {  // row counts around the dot kernel's 4
+    ModelBuilder b;
+    b.input("x", kFloat, {rows, 40}).output("y", kFloat, {rows, 50});
+    b.input("ids", 7, {2}).output("emb", kFloat, {2, 40});
+    std::vector<float> w(50 * 40);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i % 13) - 6) / 4.f;
+    b.initializer<float>("table", kFloat, {50, 40}, w);
+    ModelBuilder::attr_ints(b.node("Transpose", {"table"}, {"table_t"}, "t"), "perm", {1, 0});
+    b.node("MatMul", {"x", "table_t"}, {"y"}, "lm_head");
+    b.node("Gather", {"table", "ids"}, {"emb"}, "embed");
+    Session on = make(b, "mmt_tied_rows"), off = make(b, "mmt_tied_rows_off", 0);
+    Tensor x = Tensor::allocate(DType::F32, {rows, 40});
+    for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i % 5) - 2.f;
+    const auto got = on.run({{"x", x}, {"ids", ids}}), ref = off.run({{"x", x}, {"ids", ids}});
+    INFO("rows " << rows);
+    for (int64_t i = 0; i < got[0].size(); ++i) CHECK(got[0].data<float>()[i] == ref[0].data<float>()[i]);
+  }
 }
 
 TEST_CASE("matmul transpose must not fire on other permutations", "[fusion][matmul][must-not-fire]") {
