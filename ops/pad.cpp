@@ -1,6 +1,7 @@
 // Pad (opset 18-21): pads and axes as inputs, modes constant, reflect, edge
 // and wrap (wrap is opset 19+). Negative pads crop.
 #include <cstring>
+#include <type_traits>
 
 #include "ops/axis.h"
 #include "ops/dispatch.h"
@@ -34,6 +35,8 @@ class PadKernel : public Kernel {
       if (mode_ == PadMode::Reflect && (pads[d] >= in[d] || pads[d + in.size()] >= in[d]) && out[d] != in[d])
         fail("reflect pads {} need dim {} (size {}) larger than each pad", shape_str(pads), d, in[d]);
     }
+    if (ctx.has_input(2) && ctx.dtype(2) != ctx.dtype(0))
+      fail("constant_value is {}, the data is {}; they must agree", dtype_name(ctx.dtype(2)), dtype_name(ctx.dtype(0)));
     ctx.set_output(0, ctx.dtype(0), out);
   }
   void run(RunContext& ctx) override {
@@ -45,7 +48,13 @@ class PadKernel : public Kernel {
     dispatch_any(x.dtype(), "Pad", [&](auto tag) {
       using T = typename decltype(tag)::type;
       T fill{};
-      if (ctx.has_input(2) && ctx.input(2).size() > 0) std::memcpy(&fill, ctx.input(2).raw(), sizeof(T));
+      if (ctx.has_input(2) && ctx.input(2).size() > 0) {
+        if constexpr (std::is_same_v<T, bool>) {
+          fill = *static_cast<const uint8_t*>(ctx.input(2).raw()) != 0;  // any byte a caller gave: nonzero is true
+        } else {
+          fill = ctx.input(2).template data<T>()[0];
+        }
+      }
       const T* src = x.data<T>();
       T* dst = y.data<T>();
       std::vector<int64_t> in_strides(rank, 1), pos(rank, 0);
