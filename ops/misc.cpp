@@ -212,7 +212,9 @@ class OneHotKernel : public Kernel {
       std::fill(y, y + Y.size(), off);
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) {
-          int64_t idx = static_cast<int64_t>(tensor_double_at(I, o * inner + i));
+          const double v = tensor_double_at(I, o * inner + i);
+          if (!(v > -9.0e18 && v < 9.0e18)) continue;  // NaN or past int64: out of range, all off
+          int64_t idx = static_cast<int64_t>(v);
           if (idx < 0) idx += depth;
           if (idx >= 0 && idx < depth) y[(o * depth + idx) * inner + i] = on;
         }
@@ -223,7 +225,7 @@ class OneHotKernel : public Kernel {
   static int64_t depth_of(const Tensor& d) {
     if (d.size() != 1) fail("input 'depth' has shape {}, expected a scalar", shape_str(d.shape()));
     const double v = tensor_double_at(d, 0);
-    if (!(v >= 1)) fail("input 'depth' is {}, expected a positive number", v);
+    if (!(v >= 1 && v < 9.0e18)) fail("input 'depth' is {}, expected a positive number that fits int64", v);
     return static_cast<int64_t>(v);
   }
 
