@@ -42,6 +42,7 @@
 #include "base/sizes.h"
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
+#include "ops/kv_store.h"
 #include "ops/sgemm.h"
 #include "quant/ukernels/kernel_config.h"
 
@@ -51,40 +52,6 @@ namespace {
 
 constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-// One layer's cache kept across runs: [kvh][capacity][d] floats.
-class KvStore {
- public:
-  float* data() const { return data_.get(); }
-  int64_t capacity() const { return capacity_; }
-  int64_t length = 0;  // positions held
-
-  // Room for `positions` per head, keeping what is held.
-  void reserve(int64_t kvh, int64_t d, int64_t positions) {
-    if (kvh != kvh_ || d != d_) {
-      kvh_ = kvh;
-      d_ = d;
-      length = capacity_ = 0;
-      data_.reset();
-    }
-    if (positions <= capacity_) return;
-    const int64_t capacity = std::max(positions, capacity_ + capacity_ / 2);
-    const size_t want = checked_mul_u64(static_cast<uint64_t>(kvh) * static_cast<uint64_t>(d),
-                                        static_cast<uint64_t>(capacity) * sizeof(float), "the KV state");
-    const size_t bytes = (want + 63) / 64 * 64;
-    float* p = static_cast<float*>(
-        budgeted_alloc(bytes, 64, fmt::format("growing the KV state to {} positions", capacity)));
-    std::shared_ptr<float> fresh(p, [bytes](float* q) { budgeted_free(q, bytes, 64); });
-    for (int64_t h = 0; h < kvh && length > 0; ++h)
-      std::memcpy(p + h * capacity * d, data_.get() + h * capacity_ * d, static_cast<size_t>(length * d) * sizeof(float));
-    data_ = std::move(fresh);
-    capacity_ = capacity;
-  }
-
- private:
-  std::shared_ptr<float> data_;
-  int64_t kvh_ = 0, d_ = 0, capacity_ = 0;
-};
 
 class GroupQueryAttentionKernel : public Kernel {
  public:

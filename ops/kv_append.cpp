@@ -19,6 +19,7 @@
 #include "graph/op_registry.h"
 #include "base/memory_budget.h"
 #include "base/sizes.h"
+#include "ops/kv_store.h"
 
 namespace onebit {
 
@@ -41,7 +42,7 @@ class KvAppendKernel : public Kernel {
     const int64_t total = past[static_cast<size_t>(past_axis_)] + x[2];
     // Planning for a longer sequence (the generator reserves for its last
     // step) sizes the state now, so the decode steps allocate nothing.
-    reserve(x[1], x[3], total);
+    store_.reserve(x[1], x[3], total);
     ctx.hold_output(0, DType::F32, {1, x[1], total, x[3]});
     ctx.set_output(1, DType::I64, {});
   }
@@ -50,54 +51,28 @@ class KvAppendKernel : public Kernel {
     const Tensor& x = ctx.input(0);
     const int64_t kvh = x.dim(1), s = x.dim(2), d = x.dim(3);
     const int64_t past = ctx.input(1).dim(static_cast<int>(past_axis_));
-    if (past == 0) length_ = 0;
-    if (past != length_)
+    if (past == 0) store_.length = 0;
+    if (past != store_.length)
       fail("the KV state holds {} positions but past has {}: it follows one sequence, which starts again with an "
            "empty past",
-           length_, past);
-    reserve(kvh, d, past + s);
+           store_.length, past);
+    store_.reserve(kvh, d, past + s);
     const float* src = x.data<float>();
     for (int64_t h = 0; h < kvh; ++h)
-      std::memcpy(state_.get() + h * capacity_ * d + past * d, src + h * s * d,
+      std::memcpy(store_.data() + h * store_.capacity() * d + past * d, src + h * s * d,
                   static_cast<size_t>(s * d) * sizeof(float));
-    length_ = past + s;
-    ctx.output(0) = Tensor(DType::F32, {1, kvh, length_, d}, state_.get(), state_);
-    *ctx.output(1).data<int64_t>() = capacity_ * d;
+    store_.length = past + s;
+    ctx.output(0) = Tensor(DType::F32, {1, kvh, store_.length, d}, store_.data(), store_.owner());
+    *ctx.output(1).data<int64_t>() = store_.capacity() * d;
   }
 
   std::string describe() const override {
-    return fmt::format("KV state, {} of {} positions held", length_, capacity_);
+    return fmt::format("KV state, {} of {} positions held", store_.length, store_.capacity());
   }
 
  private:
-  // Room for `positions` per head, keeping what is held; a new head layout
-  // starts a new sequence.
-  void reserve(int64_t kvh, int64_t d, int64_t positions) {
-    if (kvh != kvh_ || d != d_) {
-      kvh_ = kvh;
-      d_ = d;
-      length_ = capacity_ = 0;
-      state_.reset();
-    }
-    if (positions <= capacity_) return;
-    const int64_t capacity = std::max(positions, capacity_ + capacity_ / 2);
-    const size_t want = checked_mul_u64(static_cast<uint64_t>(kvh) * static_cast<uint64_t>(d),
-                                        static_cast<uint64_t>(capacity) * sizeof(float), "the KV state");
-    const size_t bytes = (want + 63) / 64 * 64;
-    float* p = static_cast<float*>(
-        budgeted_alloc(bytes, 64, fmt::format("growing the KV state to {} positions", capacity)));
-    std::shared_ptr<float> fresh(p, [bytes](float* q) { budgeted_free(q, bytes, 64); });
-    for (int64_t h = 0; h < kvh && length_ > 0; ++h)
-      std::memcpy(p + h * capacity * d, state_.get() + h * capacity_ * d, static_cast<size_t>(length_ * d) * sizeof(float));
-    state_ = std::move(fresh);
-    capacity_ = capacity;
-  }
-
   int64_t past_axis_;
-  std::shared_ptr<float> state_;
-  int64_t kvh_ = 0, d_ = 0;
-  int64_t capacity_ = 0;  // positions per head
-  int64_t length_ = 0;    // positions held
+  KvStore store_;
 };
 
 }  // namespace
