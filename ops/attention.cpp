@@ -25,6 +25,7 @@
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
 #include "ops/dispatch.h"
+#include "ops/op_util.h"
 #include "ops/sgemm.h"
 #include "quant/ukernels/kernel_config.h"
 
@@ -202,16 +203,9 @@ class AttentionKernel : public Kernel {
             static_cast<size_t>(v.dim), false, nullptr, o, static_cast<size_t>(out_row), gws, inner);
     };
     ThreadPool& pool = ctx.pool();
-    const int64_t ranges = std::min<int64_t>({pool.size(), tasks, ThreadPool::default_threads()});
-    if (ranges > 1) {
-      const int64_t per = (tasks + ranges - 1) / ranges;
-      pool.run(ranges, [&](int64_t r) {
-        for (int64_t task = r * per; task < std::min(tasks, (r + 1) * per); ++task)
-          one(task, ws + pl.slots_at + static_cast<size_t>(r) * pl.slot, nullptr);
-      });
-    } else {
-      for (int64_t task = 0; task < tasks; ++task) one(task, ws + pl.slots_at, &pool);
-    }
+    run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
+      one(task, ws + pl.slots_at + static_cast<size_t>(r) * pl.slot, inner);
+    });
     if (!f32) store(ctx.output(0), out);
     if (ctx.has_output(1)) store(ctx.output(1), kc);
     if (ctx.has_output(2)) store(ctx.output(2), vc);

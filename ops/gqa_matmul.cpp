@@ -11,6 +11,7 @@
 #include "ops/broadcast.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
+#include "ops/op_util.h"
 #include "ops/sgemm.h"
 #include "base/thread_pool.h"
 
@@ -85,16 +86,9 @@ class GqaMatMulKernel : public Kernel {
     };
     const int64_t tasks = b * kvh;
     ThreadPool& pool = ctx.pool();
-    const int64_t ranges = std::min<int64_t>({pool.size(), tasks, ThreadPool::default_threads()});
-    if (ranges > 1) {
-      const int64_t per = (tasks + ranges - 1) / ranges;
-      pool.run(ranges, [&](int64_t r) {
-        for (int64_t task = r * per; task < std::min(tasks, (r + 1) * per); ++task)
-          one(task, ws ? ws + static_cast<size_t>(r) * slot : nullptr, nullptr);
-      });
-    } else {
-      for (int64_t task = 0; task < tasks; ++task) one(task, ws, &pool);
-    }
+    run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
+      one(task, ws ? ws + static_cast<size_t>(r) * slot : nullptr, inner);
+    });
   }
 
   // Y[b, n, i, j] = Σx A[b, n, i, x] · KV[b, n / rep, ·], in float (the non-float32 path).

@@ -43,6 +43,7 @@
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
 #include "ops/kv_store.h"
+#include "ops/op_util.h"
 #include "ops/sgemm.h"
 #include "quant/ukernels/kernel_config.h"
 
@@ -299,16 +300,9 @@ class GroupQueryAttentionKernel : public Kernel {
             static_cast<size_t>(grouped ? d : out_row), gemm_ws, inner);
     };
     ThreadPool& pool = ctx.pool();
-    const int64_t ranges = std::min<int64_t>({pool.size(), tasks, ThreadPool::default_threads()});
-    if (ranges > 1) {
-      const int64_t per = (tasks + ranges - 1) / ranges;
-      pool.run(ranges, [&](int64_t r) {
-        for (int64_t task = r * per; task < std::min(tasks, (r + 1) * per); ++task)
-          one(task, slots + static_cast<size_t>(r) * pl.slot, nullptr);
-      });
-    } else {
-      for (int64_t task = 0; task < tasks; ++task) one(task, slots, &pool);
-    }
+    run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
+      one(task, slots + static_cast<size_t>(r) * pl.slot, inner);
+    });
   }
 
   std::string describe() const override {

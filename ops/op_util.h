@@ -24,6 +24,25 @@ namespace onebit {
 // pool wake-up costs more than a few thousand cheap element operations.
 inline constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
 
+// Runs one(task, slot, inner) for tasks [0, n) of a kernel whose tasks each
+// need a workspace slot: with several threads each takes a contiguous run of
+// tasks and slot r (its index; inner = null, so the tasks' own GEMMs stay
+// single-threaded); else in order on this thread with slot 0 and the pool
+// for inner parallelism. At most ThreadPool::default_threads() slots: what
+// such kernels size their workspace for.
+template <class One>
+void run_task_ranges(ThreadPool& pool, int64_t tasks, One&& one) {
+  const int64_t ranges = std::min<int64_t>({pool.size(), tasks, ThreadPool::default_threads()});
+  if (ranges > 1) {
+    const int64_t per = (tasks + ranges - 1) / ranges;
+    pool.run(ranges, [&](int64_t r) {
+      for (int64_t task = r * per; task < std::min(tasks, (r + 1) * per); ++task) one(task, r, nullptr);
+    });
+  } else {
+    for (int64_t task = 0; task < tasks; ++task) one(task, int64_t{0}, &pool);
+  }
+}
+
 // Ranks up to this use fixed-size index arrays in run() (no allocation).
 inline constexpr int kMaxRank = 16;
 
