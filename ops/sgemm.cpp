@@ -272,20 +272,28 @@ void sgemm_packed(size_t m, const float* a, size_t lda, bool trans_a, const Pack
   run(cfg, m, n, k, ap, BView{b.data(), k * cfg.nr, cfg.nr}, bias, c, ldc, pool);
 }
 
-// A few rows against a transposed B (attention's Q·Kᵀ in decode): dot
-// products of rows read in place, so Kᵀ is never packed; threads take runs
-// of B's rows.
-static bool uses_dot(size_t m, bool trans_a, bool trans_b) { return trans_b && !trans_a && m <= kF32DotMaxRows; }
+// A against a transposed B (attention's Q·Kᵀ): dot products of rows read in
+// place, so Kᵀ is never packed; threads take runs of B's rows, and each run
+// goes through A kF32DotMaxRows rows at a time. Every row count takes this
+// path, so a row's scores do not depend on how many rows the call has
+// (decode, prefill and a batched verification of drafted tokens agree bit
+// for bit).
+static bool uses_dot(bool trans_a, bool trans_b) { return trans_b && !trans_a; }
 
 static void run_dot(const SgemmConfig& cfg, size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b,
                     size_t ldb, const float* bias, float* c, size_t ldc, ThreadPool* pool) {
+  const auto body = [&](size_t j0, size_t nj) {
+    for (size_t r = 0; r < m; r += kF32DotMaxRows)
+      cfg.dot(std::min(kF32DotMaxRows, m - r), nj, k, a + r * lda, lda, b + j0 * ldb, ldb, c + r * ldc + j0, ldc,
+              bias ? bias + j0 : nullptr);
+  };
   const size_t threads = pool ? static_cast<size_t>(pool->size()) : 1;
-  const size_t runs = std::min({n, threads * kTasksPerThread, div_up(k * n, kMinParallelGemvFloats)});
-  if (threads == 1 || runs < 2) return cfg.dot(m, n, k, a, lda, b, ldb, c, ldc, bias);
+  const size_t runs = std::min({n, threads * kTasksPerThread, div_up(m * k * n, kMinParallelGemvFloats)});
+  if (threads == 1 || runs < 2) return body(0, n);
   const size_t per = div_up(n, runs);
   pool->run(static_cast<int64_t>(div_up(n, per)), [&](int64_t r) {
-    const size_t j0 = static_cast<size_t>(r) * per, nj = std::min(n, j0 + per) - j0;
-    cfg.dot(m, nj, k, a, lda, b + j0 * ldb, ldb, c + j0, ldc, bias ? bias + j0 : nullptr);
+    const size_t j0 = static_cast<size_t>(r) * per;
+    body(j0, std::min(n, j0 + per) - j0);
   });
 }
 
@@ -294,7 +302,7 @@ static void run_dot(const SgemmConfig& cfg, size_t m, size_t n, size_t k, const 
 static bool packs_b(const SgemmConfig& cfg, size_t m, bool trans_b) { return trans_b || m > cfg.mr; }
 
 size_t sgemm_workspace(const SgemmConfig& cfg, size_t m, size_t n, size_t k, bool trans_a, bool trans_b) {
-  if (m == 0 || n == 0 || k == 0 || uses_dot(m, trans_a, trans_b)) return 0;
+  if (m == 0 || n == 0 || k == 0 || uses_dot(trans_a, trans_b)) return 0;
   size_t bytes = a_workspace(cfg, m, k, trans_a);
   if (packs_b(cfg, m, trans_b)) bytes += aligned_bytes(round_up(n, cfg.nr) * k);
   return bytes;
@@ -305,7 +313,7 @@ void sgemm(const SgemmConfig& cfg, size_t m, size_t n, size_t k, const float* a,
            ThreadPool* pool) {
   if (m == 0 || n == 0) return;
   if (k == 0) return fill_bias(m, n, bias, c, ldc);
-  if (uses_dot(m, trans_a, trans_b)) return run_dot(cfg, m, n, k, a, lda, b, ldb, bias, c, ldc, pool);
+  if (uses_dot(trans_a, trans_b)) return run_dot(cfg, m, n, k, a, lda, b, ldb, bias, c, ldc, pool);
   float* ws = static_cast<float*>(workspace);
   const float* ap = prepare_a(cfg, m, k, a, lda, trans_a, ws, pool);
   BView bv{b, cfg.nr, ldb};

@@ -75,20 +75,21 @@ void strided_and_transposed(Isa isa) {
                 .test();
 }
 
-// A few rows against a transposed B: the dot path (attention's Q·Kᵀ).
+// A against a transposed B: the dot path (attention's Q·Kᵀ), every row count.
 void dot_path(Isa isa) {
   const SgemmConfig& cfg = config_of(isa);
   ThreadPool pool(2);
   CHECK(std::string(cfg.dot_name).find(isa_name(cfg.isa)) != std::string::npos);
-  // Rows up to the dot kernel's limit and one past it (the packed path);
+  // Rows up to the dot kernel's limit, past it and several calls' worth;
   // K below, at and above a vector and a KV head's width.
-  for (size_t m : {size_t{1}, size_t{2}, size_t{3}, kF32DotMaxRows, kF32DotMaxRows + 1})
+  for (size_t m : {size_t{1}, size_t{2}, size_t{3}, kF32DotMaxRows, kF32DotMaxRows + 1, size_t{3} * kF32DotMaxRows + 2})
     for (size_t n : {size_t{1}, size_t{7}, size_t{33}, size_t{1000}})
       for (size_t k : {size_t{1}, size_t{7}, size_t{8}, size_t{15}, size_t{16}, size_t{17}, size_t{128}, size_t{131}})
         for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
           SgemmTester().config(cfg).pool(p).m(m).n(n).k(k).lda(k + 3).ldb(k + 5).trans_b(true).bias(n % 2 == 1)
               .packed(false).test();
   CHECK(sgemm_workspace(cfg, kF32DotMaxRows, 100, 128, false, true) == 0);
+  CHECK(sgemm_workspace(cfg, 300, 100, 128, false, true) == 0);
 }
 
 void empty_dimensions(Isa isa) {

@@ -83,33 +83,20 @@ constexpr Tile kTiles[MR + 1] = {nullptr,           tile<1, Masked>, tile<2, Mas
                                  tile<4, Masked>,   tile<5, Masked>, tile<6, Masked>};
 static_assert(MR == 6, "kTiles lists one instantiation per row count");
 
+// One row as the tile computes each of its rows (from the bias, one FMA per
+// k in order), so decode and a batched pass agree bit for bit.
 template <bool Masked>
 void gemv(size_t nc, size_t k, const float* a, const float* b, size_t ldb, float* c, const float* bias) {
   const __m256i m0 = mask_of(nc), m1 = mask_of(nc > 8 ? nc - 8 : 0);
-  __m256 s0[4], s1[4];
-  for (int u = 0; u < 4; ++u) s0[u] = s1[u] = _mm256_setzero_ps();
-  size_t i = 0;
-  for (; i + 4 <= k; i += 4, b += 4 * ldb) {
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) {
-      const __m256 va = _mm256_broadcast_ss(a + i + u);
-      s0[u] = _mm256_fmadd_ps(va, load<Masked>(b + u * ldb, m0), s0[u]);
-      s1[u] = _mm256_fmadd_ps(va, load<Masked>(b + u * ldb + 8, m1), s1[u]);
-    }
-  }
-  for (; i < k; ++i, b += ldb) {
+  __m256 s0 = bias ? load<Masked>(bias, m0) : _mm256_setzero_ps();
+  __m256 s1 = bias ? load<Masked>(bias + 8, m1) : _mm256_setzero_ps();
+  for (size_t i = 0; i < k; ++i, b += ldb) {
     const __m256 va = _mm256_broadcast_ss(a + i);
-    s0[0] = _mm256_fmadd_ps(va, load<Masked>(b, m0), s0[0]);
-    s1[0] = _mm256_fmadd_ps(va, load<Masked>(b + 8, m1), s1[0]);
+    s0 = _mm256_fmadd_ps(va, load<Masked>(b, m0), s0);
+    s1 = _mm256_fmadd_ps(va, load<Masked>(b + 8, m1), s1);
   }
-  __m256 r0 = _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), _mm256_add_ps(s0[2], s0[3]));
-  __m256 r1 = _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), _mm256_add_ps(s1[2], s1[3]));
-  if (bias) {
-    r0 = _mm256_add_ps(r0, load<Masked>(bias, m0));
-    r1 = _mm256_add_ps(r1, load<Masked>(bias + 8, m1));
-  }
-  store<Masked>(c, m0, r0);
-  store<Masked>(c + 8, m1, r1);
+  store<Masked>(c, m0, s0);
+  store<Masked>(c + 8, m1, s1);
 }
 
 }  // namespace

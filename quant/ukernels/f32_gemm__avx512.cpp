@@ -81,36 +81,24 @@ void f32_gemm_ukernel_12x32__avx512(size_t mr, size_t nc, size_t kc, const float
   (nc > 16 ? kTiles<2> : kTiles<1>)[mr](nc, kc, a, b, ldb, c, ldc, bias, accumulate);
 }
 
-// Four K steps in flight (8 accumulators) so the loads, not the FMA latency,
-// set the pace; on packed panels (ldb = 32) that is one 512-byte linear read
-// per iteration.
+// One row, computed exactly as the tile computes each of its rows: the
+// accumulators start at the bias and take one FMA per k, k in order, so a
+// row's result does not depend on how many rows the call has (decode and a
+// batched verification of drafted tokens agree bit for bit). Two chains per
+// panel bound the pace at 128 bytes per FMA latency, above any thread's
+// memory stream; the hardware prefetcher follows the linear read.
 void f32_gemv_ukernel_1x32__avx512(size_t nc, size_t k, const float* a, const float* b, size_t ldb, float* c,
                                    const float* bias) {
   const __mmask16 m0 = mask_of(nc), m1 = mask_of(nc > 16 ? nc - 16 : 0);
-  __m512 s0[4], s1[4];
-  for (int u = 0; u < 4; ++u) s0[u] = s1[u] = _mm512_setzero_ps();
-  size_t i = 0;
-  for (; i + 4 <= k; i += 4, b += 4 * ldb) {
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) {
-      const __m512 va = _mm512_set1_ps(a[i + u]);
-      s0[u] = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m0, b + u * ldb), s0[u]);
-      s1[u] = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m1, b + u * ldb + 16), s1[u]);
-    }
-  }
-  for (; i < k; ++i, b += ldb) {
+  __m512 s0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+  __m512 s1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+  for (size_t i = 0; i < k; ++i, b += ldb) {
     const __m512 va = _mm512_set1_ps(a[i]);
-    s0[0] = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m0, b), s0[0]);
-    s1[0] = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m1, b + 16), s1[0]);
+    s0 = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m0, b), s0);
+    s1 = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m1, b + 16), s1);
   }
-  __m512 r0 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3]));
-  __m512 r1 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3]));
-  if (bias) {
-    r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, bias));
-    r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, bias + 16));
-  }
-  _mm512_mask_storeu_ps(c, m0, r0);
-  _mm512_mask_storeu_ps(c + 16, m1, r1);
+  _mm512_mask_storeu_ps(c, m0, s0);
+  _mm512_mask_storeu_ps(c + 16, m1, s1);
 }
 
 namespace {

@@ -32,8 +32,9 @@ inline constexpr size_t kF32Avx2MR = 6, kF32Avx2NR = 16;
 inline constexpr size_t kF32Avx512MR = 12, kF32Avx512NR = 32;
 
 // Rows of A against rows of B (C = A·Bᵀ) for at most kF32DotMaxRows rows of A,
-// reading both in place: attention's Q·Kᵀ in decode, where packing Kᵀ would
-// cost more than the product.
+// reading both in place: attention's Q·Kᵀ, where packing Kᵀ would cost more
+// than the product in decode. Each row's sums are the same whatever the
+// number of rows in the call.
 inline constexpr size_t kF32DotMaxRows = 4;
 
 void f32_gemm_ukernel_4x8__scalar(size_t mr, size_t nc, size_t kc, const float* a, const float* b, size_t ldb,
