@@ -46,6 +46,12 @@ void GenerationFlags::add_to(CLI::App* cmd) {
                 "Sample with the model's own settings (generation_config.json, genai_config.json; transformers' "
                 "defaults where they say nothing: temperature 1, top-k 50); the flags above override them");
   cmd->add_option("--stop", stop, "Stop when the text reaches STRING, which is not printed (repeatable)");
+  cmd->add_option("--lookup", lookup,
+                  "Exact lookup decoding: draft up to N tokens from the text so far where its last tokens occurred "
+                  "before, verify them in one pass, keep those greedy would choose (the same tokens, faster on text "
+                  "that repeats its input; greedy only; 0: off)")
+      ->check(CLI::Range(int64_t{0}, int64_t{32}))
+      ->capture_default_str();
   cmd->add_flag("--json", json, "Print one JSON object per generation (ids, text, stop reason, timings, peak RSS)");
 }
 
@@ -88,7 +94,10 @@ GenerateOptions GenerationFlags::options_for(const Model& model, std::unique_ptr
   g.stop_strings = stop;
   if (!stop.empty() && !model.tokenizer()) fail("--stop needs a tokenizer to read the text; pass --tokenizer PATH");
   sampler.reset();
+  g.lookup = lookup;
   if (const std::optional<SamplingParams> p = sampling_for(model)) {
+    if (lookup > 0) fail("--lookup is exact greedy decoding; it cannot be combined with sampling (--temperature, --top-k, "
+                         "--top-p, --min-p, --repeat-penalty, --seed, --sample)");
     sampler = std::make_unique<Sampler>(*p);
     Sampler* s = sampler.get();
     g.choose = [s](const float* logits, int64_t vocab, std::span<const int32_t> history) {
@@ -126,6 +135,8 @@ Json generation_record(Model& model, const GenerateResult& r, const Sampler* sam
                 {"decode_ms_per_token", steps > 0 ? r.decode_ms / steps : 0.0},
                 {"decode_tok_s", r.decode_ms > 0 && steps > 0 ? steps / (r.decode_ms / 1000.0) : 0.0},
                 {"choose_ms_per_token", n > 0 ? r.choose_ms / static_cast<double>(n) : 0.0}}},
+              {"passes", r.passes},
+              {"lookup", {{"drafted", r.drafted}, {"accepted", r.accepted}}},
               {"threads", model.session().pool().size()},
               {"cache", model.binding().cache == CausalLmBinding::Cache::None ? "none" : "kv"},
               {"kv_state", model.session().keeps_kv_state()},  // the cache kept in the session

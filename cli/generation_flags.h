@@ -1,6 +1,6 @@
 // The generation flags `ort-run` and `chat` share: -n, sampling
 // (--temperature, --top-k, --top-p, --min-p, --repeat-penalty,
-// --repeat-last-n, --seed, --sample), --stop and --json; and the one JSON
+// --repeat-last-n, --seed, --sample), --stop, --lookup and --json; and the one JSON
 // record a generation prints with --json.
 #pragma once
 
@@ -29,6 +29,7 @@ struct GenerationFlags {
   bool sample = false;      // --sample: the model's generation_config over transformers' defaults
   std::vector<std::string> stop;
   bool json = false;
+  int64_t lookup = 0;       // --lookup N: exact lookup decoding with drafts of up to N tokens
 
   void add_to(CLI::App* cmd);
   // Greedy (nullopt) unless a sampling flag or --sample was given. Without

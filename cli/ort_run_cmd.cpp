@@ -173,6 +173,9 @@ void add_ort_run_command(CLI::App& app, Action& action) {
                    steps > 0 ? fmt::format("{:.2f} ms/token, {:.2f} tok/s", r.decode_ms / steps, steps / (r.decode_ms / 1000.0))
                              : std::string("-"),
                    peak_rss_mib());
+        if (a->gen.lookup > 0)
+          fmt::print(stderr, "lookup: {} passes for {} tokens; {} of {} drafted tokens kept\n", r.passes, r.tokens.size(),
+                     r.accepted, r.drafted);
       }
       if (session.options().profile) fmt::print(stderr, "{}", session.profile_report());
       if (model->npu() && !a->quiet) fmt::print(stderr, "{}\n", model->npu()->summary());

@@ -35,6 +35,9 @@ struct KernelOptions {
   npu::Dispatcher* npu = nullptr;
 };
 
+// The input SessionOptions::last_rows_input adds.
+inline constexpr const char* kLastRowsInput = "onebit.last_rows";
+
 struct SessionOptions {
   int threads = 0;           // 0: the machine's cores
   int stop_after_pass = -1;  // -1: every pass; N: passes before N only (bisecting a rewrite)
@@ -49,6 +52,11 @@ struct SessionOptions {
   // Outputs whose last row along the sequence axis is all the caller reads
   // (the generator's logits): their LM head computes only that row.
   std::vector<std::string> last_position_outputs;
+  // With it, those outputs keep their last R rows instead of one, R the
+  // length of a graph input the pass adds, kLastRowsInput (int64 [R], shape
+  // only: its data is never read): a pass that verifies drafted tokens reads
+  // the logits of each of them (models/lookup.h).
+  bool last_rows_input = false;
   // KV-cache inputs (`past`) of a caller that decodes one sequence and does
   // not feed `present` back: the session keeps the cache itself and appends
   // in place (graph/passes/kv_state.cpp). `1bit run` names none.

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "base/error.h"
+#include "models/lookup.h"
 #include "models/stop_strings.h"
 #include "models/tokenizer/tokenizer.h"
 
@@ -35,6 +38,23 @@ Tensor int_row(DType dtype, int64_t n, F value) {
   return t;
 }
 
+// The first `n` positions of a cache tensor whose positions are axis
+// rank − 2 ([.., P, head_dim]): a copy, since the positions of each head are
+// a run of P · head_dim elements and only the first n of them stay.
+Tensor first_positions(const Tensor& t, int64_t n) {
+  const int axis = t.rank() - 2;
+  const int64_t p = t.dim(axis), inner = t.dim(axis + 1);
+  Shape shape = t.shape();
+  shape[static_cast<size_t>(axis)] = n;
+  Tensor out = Tensor::allocate_uninit(t.dtype(), shape);
+  const int64_t outer = p > 0 ? t.size() / (p * inner) : 0;
+  const size_t row = dtype_bytes(t.dtype(), static_cast<size_t>(n * inner));
+  const size_t src_row = dtype_bytes(t.dtype(), static_cast<size_t>(p * inner));
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(static_cast<char*>(out.raw()) + o * row, static_cast<const char*>(t.raw()) + o * src_row, row);
+  return out;
+}
+
 }  // namespace
 
 const char* stop_reason_name(StopReason r) {
@@ -62,6 +82,7 @@ Generator::Generator(Session& session, CausalLmBinding binding) : session_(sessi
   // A session that keeps the cache itself (the kv-state pass) has no
   // `present` outputs; `past` then only tells it the past length.
   kv_state_ = session_.keeps_kv_state();
+  rows_input_ = index_of(session_.input_names(), kLastRowsInput) >= 0;
   const auto missing = std::count(present_index_.begin(), present_index_.end(), -1);
   if (kv_state_ ? missing != static_cast<long>(present_index_.size()) : missing > 0)
     fail("{}: the session {} the KV cache but has {} of its {} present outputs", session_.graph().path,
@@ -69,7 +90,8 @@ Generator::Generator(Session& session, CausalLmBinding binding) : session_(sessi
          present_index_.size());
 }
 
-std::vector<NamedTensor> Generator::inputs_for(const int32_t* ids, int64_t seq, int64_t past_len, bool data) {
+std::vector<NamedTensor> Generator::inputs_for(const int32_t* ids, int64_t seq, int64_t past_len, bool data,
+                                               int64_t rows) {
   auto row = [&](DType dtype, int64_t n, auto value) {
     if (!data) return Tensor(dtype, {1, n}, nullptr);
     return int_row(dtype, n, value);
@@ -80,6 +102,7 @@ std::vector<NamedTensor> Generator::inputs_for(const int32_t* ids, int64_t seq, 
     inputs.push_back({binding_.attention_mask, row(binding_.mask_dtype, past_len + seq, [](int64_t) { return int64_t{1}; })});
   if (!binding_.position_ids.empty())
     inputs.push_back({binding_.position_ids, row(binding_.positions_dtype, seq, [&](int64_t i) { return past_len + i; })});
+  if (rows_input_) inputs.push_back({kLastRowsInput, Tensor(DType::I64, {rows}, nullptr)});
   if (binding_.cache != CausalLmBinding::Cache::None) {
     for (size_t i = 0; i < binding_.past_inputs.size(); ++i) {
       if (data && past_len > 0 && !kv_state_) {
@@ -96,31 +119,40 @@ std::vector<NamedTensor> Generator::inputs_for(const int32_t* ids, int64_t seq, 
   return inputs;
 }
 
-const float* Generator::forward(std::span<const int32_t> ids, int64_t past_len) {
+const float* Generator::forward(std::span<const int32_t> ids, int64_t past_len, int64_t rows) {
   const int64_t seq = static_cast<int64_t>(ids.size());
-  std::vector<NamedTensor> inputs = inputs_for(ids.data(), seq, past_len, true);
+  if (!kv_state_ && past_len > 0 && cache_positions_ > past_len)
+    for (Tensor& t : cache_) t = first_positions(t, past_len);
+  std::vector<NamedTensor> inputs = inputs_for(ids.data(), seq, past_len, true, rows);
   outputs_.clear();  // release last step's buffers so the session can recycle them
   outputs_ = session_.run(inputs);
   inputs.clear();
   if (binding_.cache != CausalLmBinding::Cache::None && !kv_state_) {
     cache_.resize(present_index_.size());
     for (size_t i = 0; i < present_index_.size(); ++i) cache_[i] = outputs_[static_cast<size_t>(present_index_[i])];
+    cache_positions_ = past_len + seq;
   }
 
   const Tensor& logits = outputs_[static_cast<size_t>(logits_slot_)];
-  // [1, seq, vocab], or [1, 1, vocab] when the session keeps only the last
-  // position (SessionOptions::last_position_outputs).
-  if (logits.rank() != 3 || logits.dim(0) != 1 || (logits.dim(1) != seq && logits.dim(1) != 1))
+  // [1, seq, vocab], or [1, rows, vocab] when the session keeps only the
+  // last positions (SessionOptions::last_position_outputs).
+  const int64_t kept = rows_input_ ? rows : 1;
+  if (logits.rank() != 3 || logits.dim(0) != 1 || (logits.dim(1) != seq && logits.dim(1) != kept))
     fail("{}: logits have shape {}, expected [1, {}, vocab]", session_.graph().path, shape_str(logits.shape()), seq);
+  if (logits.dim(1) < rows)
+    fail("{}: a pass needs the logits of its last {} positions but the session keeps {} (lookup decoding needs "
+         "SessionOptions::last_rows_input)",
+         session_.graph().path, rows, logits.dim(1));
   if (logits.dtype() != DType::F32) fail("{}: logits are {}, expected float32", session_.graph().path, dtype_name(logits.dtype()));
   vocab_ = logits.dim(2);
-  return logits.data<float>() + (logits.dim(1) - 1) * vocab_;
+  return logits.data<float>() + (logits.dim(1) - rows) * vocab_;
 }
 
 void Generator::reset() {
   sequence_.clear();
   fed_ = 0;
   cache_.clear();
+  cache_positions_ = 0;
   outputs_.clear();
 }
 
@@ -166,6 +198,8 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
                                    const std::function<void(int32_t)>& on_token) {
   const int64_t ctx = options.max_context;
   const bool kv = cached();
+  if (options.lookup < 0) fail("--lookup must be 0 (off) or more drafted tokens, got {}", options.lookup);
+  if (options.lookup > 0 && options.choose) fail("lookup decoding is exact greedy decoding: it cannot sample");
   const auto size = [&] { return static_cast<int64_t>(sequence_.size()); };
   // Size the arena and output buffers once, for the prefill and for the
   // last step (the largest cache), so the decode steps allocate nothing.
@@ -174,6 +208,10 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
   if (ctx > 0) last = std::min(last, ctx - 1);
   session_.reserve(kv ? inputs_for(nullptr, size() - past0, past0, false) : inputs_for(nullptr, size(), 0, false));
   if (last > size()) session_.reserve(kv ? inputs_for(nullptr, 1, last, false) : inputs_for(nullptr, last, 0, false));
+  if (const int64_t n = std::min(1 + options.lookup, ctx > 0 ? ctx - last : INT64_MAX);
+      options.lookup > 0 && last > size() && n > 1) {
+    session_.reserve(kv ? inputs_for(nullptr, n, last, false, n) : inputs_for(nullptr, last + n - 1, 0, false, n));
+  }
 
   std::unique_ptr<StreamDecoder> decoder;
   StopStrings stops(options.stop_strings);
@@ -184,26 +222,8 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
     r.text += text;
     if (options.on_text) options.on_text(text);
   };
-
-  for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    if (options.interrupt && options.interrupt->load(std::memory_order_relaxed)) {
-      r.stop = StopReason::Interrupted;
-      break;
-    }
-    const auto t0 = Clock::now();
-    const int64_t past = cached_positions();
-    const float* logits = forward(std::span<const int32_t>(sequence_).subspan(static_cast<size_t>(past)), past);
-    if (step == 0) {
-      r.prefill_tokens = size() - past;
-      if (options.tokenizer && static_cast<int64_t>(options.tokenizer->vocab_size()) > vocab_)
-        fail("{}: the tokenizer has {} ids but the model's logits have {}: the tokenizer is not this model's",
-             session_.graph().path, options.tokenizer->vocab_size(), vocab_);
-    }
-    if (kv) fed_ = size();
-    const auto t1 = Clock::now();
-    const int32_t next = options.choose ? options.choose(logits, vocab_, sequence_) : argmax(logits, vocab_);
-    r.choose_ms += ms_since(t1);
-    (step == 0 ? r.prefill_ms : r.decode_ms) += ms_since(t0);
+  // Appends a chosen token; false when the generation ends with it.
+  const auto take = [&](int32_t next, const float* logits) {
     if (options.keep_logits) r.logits.insert(r.logits.end(), logits, logits + vocab_);
     r.vocab = vocab_;
     sequence_.push_back(next);
@@ -212,18 +232,62 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
     if (decoder) show(stops.push(decoder->push(next)));
     if (std::find(options.eos_ids.begin(), options.eos_ids.end(), next) != options.eos_ids.end()) {
       r.stop = StopReason::Eos;
-      break;
+      return false;
     }
     if (stops.stopped()) {
       r.stop = StopReason::StopString;
       r.stop_string = stops.matched();
-      break;
+      return false;
     }
-    if (static_cast<int64_t>(r.tokens.size()) == options.max_new_tokens) break;
+    if (static_cast<int64_t>(r.tokens.size()) == options.max_new_tokens) return false;
     if (ctx > 0 && size() >= ctx) {
       r.stop = StopReason::Context;
+      return false;
+    }
+    return true;
+  };
+
+  for (bool going = true; going; ++r.passes) {
+    if (options.interrupt && options.interrupt->load(std::memory_order_relaxed)) {
+      r.stop = StopReason::Interrupted;
       break;
     }
+    const auto t0 = Clock::now();
+    const bool first = r.passes == 0;
+    const int64_t past = cached_positions();
+    // A draft may take every token still allowed but the one the pass
+    // chooses after it, and every position left in the context.
+    std::vector<int32_t> draft;
+    if (options.lookup > 0) {
+      int64_t room = std::min(options.lookup, options.max_new_tokens - static_cast<int64_t>(r.tokens.size()) - 1);
+      if (ctx > 0) room = std::min(room, ctx - size());
+      draft = lookup_draft(sequence_, room);
+    }
+    std::vector<int32_t> ids(sequence_.begin() + past, sequence_.end());
+    ids.insert(ids.end(), draft.begin(), draft.end());
+    const int64_t rows = 1 + static_cast<int64_t>(draft.size());
+    const float* logits = forward(ids, past, rows);
+    if (first) {
+      r.prefill_tokens = size() - past;
+      if (options.tokenizer && static_cast<int64_t>(options.tokenizer->vocab_size()) > vocab_)
+        fail("{}: the tokenizer has {} ids but the model's logits have {}: the tokenizer is not this model's",
+             session_.graph().path, options.tokenizer->vocab_size(), vocab_);
+    }
+    if (kv) fed_ = size();
+    r.drafted += static_cast<int64_t>(draft.size());
+    // Row j holds the logits after draft[j - 1]: its choice is greedy's as
+    // long as every draft token before it was greedy's choice too.
+    for (int64_t j = 0; j < rows; ++j) {
+      const float* row = logits + j * vocab_;
+      const auto t1 = Clock::now();
+      const int32_t next = options.choose ? options.choose(row, vocab_, sequence_) : argmax(row, vocab_);
+      r.choose_ms += ms_since(t1);
+      going = take(next, row);
+      if (!going || j + 1 == rows || next != draft[static_cast<size_t>(j)]) break;
+      ++r.accepted;
+      if (kv) fed_ = size();  // the pass ran it as draft[j]
+    }
+    (first ? r.prefill_ms : r.decode_ms) += ms_since(t0);
   }
   if (decoder) {
     show(stops.push(decoder->flush()));

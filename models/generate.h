@@ -57,6 +57,11 @@ struct GenerateOptions {
   std::function<void(std::string_view)> on_text;
   // Checked before every pass: once set, the generation ends (Interrupted).
   const std::atomic<bool>* interrupt = nullptr;
+  // Exact lookup decoding (models/lookup.h): each pass (the prefill too)
+  // also runs up to `lookup` tokens drafted from the sequence so far and
+  // keeps those greedy decoding chooses itself. Greedy only (`choose` must
+  // be empty); 0: off.
+  int64_t lookup = 0;
 };
 
 struct GenerateResult {
@@ -70,6 +75,9 @@ struct GenerateResult {
   double prefill_ms = 0;        // the first step
   double decode_ms = 0;         // every later step
   double choose_ms = 0;         // choosing tokens (argmax or sampler), every step; in the two above
+  int64_t passes = 0;            // forward passes (one per token without lookup)
+  int64_t drafted = 0;           // lookup: drafted tokens run
+  int64_t accepted = 0;          // lookup: drafted tokens kept
   StopReason stop = StopReason::MaxTokens;
   std::string stop_string;      // the one that ended it (StopString)
   int64_t decode_steps() const { return static_cast<int64_t>(tokens.size()) - 1; }
@@ -107,12 +115,15 @@ class Generator {
   std::vector<NamedTensor> shapes_for(int64_t seq, int64_t past_len) { return inputs_for(nullptr, seq, past_len, false); }
 
  private:
-  // Inputs for one pass of `seq` new tokens after `past_len` cached ones;
-  // with `data` false they carry shapes only (for Session::reserve).
-  std::vector<NamedTensor> inputs_for(const int32_t* ids, int64_t seq, int64_t past_len, bool data);
+  // Inputs for one pass of `seq` new tokens after `past_len` cached ones,
+  // reading the logits of the last `rows`; with `data` false they carry
+  // shapes only (for Session::reserve).
+  std::vector<NamedTensor> inputs_for(const int32_t* ids, int64_t seq, int64_t past_len, bool data, int64_t rows = 1);
   // One forward pass over `ids` at positions [past_len, past_len + ids.size());
-  // returns the logits of the last position. Updates the cache when there is one.
-  const float* forward(std::span<const int32_t> ids, int64_t past_len);
+  // returns the logits of the last `rows` positions, [rows][vocab]. Updates
+  // the cache when there is one; a cache holding more than `past_len`
+  // positions (rejected drafts) is cut back first.
+  const float* forward(std::span<const int32_t> ids, int64_t past_len, int64_t rows = 1);
   GenerateResult generate(GenerateResult r, const GenerateOptions& options, const std::function<void(int32_t)>& on_token);
 
   Session& session_;
@@ -120,7 +131,9 @@ class Generator {
   std::vector<int> logits_index_, present_index_;
   int logits_slot_ = -1;
   std::vector<Tensor> cache_;  // current past tensors, in binding order
+  int64_t cache_positions_ = 0;  // positions cache_ holds
   bool kv_state_ = false;      // the session keeps the cache (Session::keeps_kv_state)
+  bool rows_input_ = false;    // the session reads kLastRowsInput (SessionOptions::last_rows_input)
   std::vector<Tensor> outputs_;
   int64_t vocab_ = 0;
   std::vector<int32_t> sequence_;

@@ -93,7 +93,8 @@ std::unique_ptr<Model> Model::open(const std::string& given, const ModelOptions&
   SessionOptions so = options.session;
   m->npu_ = options.npu;
   so.kernel.npu = m->npu_.get();
-  so.last_position_outputs = {m->binding_.logits};  // the generator reads only the last row
+  so.last_position_outputs = {m->binding_.logits};  // the generator reads only the last rows:
+  so.last_rows_input = true;                         // one, or 1 + a lookup draft
   so.kv_state_inputs = m->binding_.past_inputs;     // the cache stays in the session
   if (auto it = graph.metadata.find("onebit.source"); it != graph.metadata.end() &&
                                                       it->second.find("random") != std::string::npos)

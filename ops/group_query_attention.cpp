@@ -180,11 +180,8 @@ class GroupQueryAttentionKernel : public Kernel {
     int64_t batch_stride;
     if (state_) {
       const int64_t p = past[0];
-      if (p == 0) k_.length = v_.length = 0;
-      if (p != k_.length)
-        fail("the KV state holds {} positions but the past is {}: it follows one sequence, which starts again with an "
-             "empty past",
-             k_.length, p);
+      k_.continue_at(p);
+      v_.continue_at(p);
       if (past_buf != p)
         fail("past_key declares {} positions, seqlens_k says {}: with the KV state kept the past is its length",
              past_buf, p);

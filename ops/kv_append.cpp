@@ -10,8 +10,8 @@
 //      append writes only the S new positions. It is not a dense tensor;
 //      only GqaMatMul reads it, given output 1 (the pass checks this).
 //   1  head_stride, int64 scalar: capacity · d.
-// The state follows one sequence: P must equal the positions it holds, or 0
-// to start a new sequence.
+// The state follows one sequence: P is at most the positions it holds; fewer
+// takes the rest back (rejected drafts), 0 starts a new sequence.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -51,11 +51,7 @@ class KvAppendKernel : public Kernel {
     const Tensor& x = ctx.input(0);
     const int64_t kvh = x.dim(1), s = x.dim(2), d = x.dim(3);
     const int64_t past = ctx.input(1).dim(static_cast<int>(past_axis_));
-    if (past == 0) store_.length = 0;
-    if (past != store_.length)
-      fail("the KV state holds {} positions but past has {}: it follows one sequence, which starts again with an "
-           "empty past",
-           store_.length, past);
+    store_.continue_at(past);
     store_.reserve(kvh, d, past + s);
     const float* src = x.data<float>();
     for (int64_t h = 0; h < kvh; ++h)

@@ -1,6 +1,7 @@
 // One layer's KV cache kept across runs (KvAppend, GroupQueryAttention with
 // the cache kept in the session): [kvh][capacity][d] floats, grown by half
-// again when full, counted against the memory budget.
+// again when full, counted against the memory budget. A caller may take
+// positions back by passing a shorter past (continue_at).
 #pragma once
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/error.h"
 #include "base/memory_budget.h"
 #include "base/sizes.h"
 
@@ -23,6 +25,18 @@ class KvStore {
   const std::shared_ptr<float>& owner() const { return data_; }
   int64_t capacity() const { return capacity_; }
   int64_t length = 0;  // positions held
+
+  // A run whose past is `past` positions: the sequence continues from there.
+  // Fewer than held takes the rest back (positions a caller rejected, as
+  // lookup decoding's unaccepted drafts; 0 starts a new sequence); more than
+  // held is an error, since those positions were never written.
+  void continue_at(int64_t past) {
+    if (past > length)
+      fail("the KV state holds {} positions but the past is {}: it follows one sequence, which continues from at "
+           "most the positions it holds",
+           length, past);
+    if (past >= 0) length = past;
+  }
 
   // Room for `positions` per head, keeping what is held; a new head layout
   // (kvh, d) starts a new sequence.

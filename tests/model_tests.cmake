@@ -62,3 +62,11 @@ set_tests_properties(chat_cli_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEO
 # Determinism: the same bits across runs and across 1 and 2 threads.
 onebit_add_pytest(determinism_tiny TESTS test_determinism.py ARGS --tiny ${ONEBIT_TINY})
 set_tests_properties(determinism_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+
+# Exact lookup decoding: `ort-run --lookup 4` chooses the plain greedy tokens
+# with bit-identical logits on the uncached, cached, QDQ, opset-23 and
+# onnxruntime-genai fp32 / int4 graphs, over repeating and random prompts
+# (test_lookup.py).
+onebit_add_pytest(lookup_is_greedy TESTS test_lookup.py
+  ARGS --tiny ${ONEBIT_TINY} --genai ${PROJECT_BINARY_DIR}/models/genai-tiny)
+set_tests_properties(lookup_is_greedy PROPERTIES FIXTURES_REQUIRED "tiny_qwen3;genai_tiny;tiny_cached_qdq" TIMEOUT 900)

@@ -5,11 +5,15 @@
 // decode loop allocates no buffers.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <random>
+
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
 #include "models/causal_lm.h"
 #include "models/generate.h"
+#include "models/lookup.h"
 #include "models/sampler.h"
 #include "ops/register_ops.h"
 
@@ -264,4 +268,127 @@ TEST_CASE("generate: the interrupt flag stops between tokens", "[generate]") {
   CHECK(g.sequence().size() == 3);
   stop = false;
   CHECK(g.extend({}, o).prefill_tokens == 3);
+}
+
+// Exact lookup decoding (models/lookup.h).
+
+TEST_CASE("lookup_draft: the continuation of the latest earlier occurrence of the last n-gram", "[generate][lookup]") {
+  using V = std::vector<int32_t>;
+  CHECK(lookup_draft(V{}, 4).empty());
+  CHECK(lookup_draft(V{1, 2, 3, 4, 5}, 4).empty());       // nothing recurs
+  CHECK(lookup_draft(V{1, 2, 3, 1, 2}, 4) == V{3, 1, 2});  // "1 2" at 0: what followed, to the end
+  CHECK(lookup_draft(V{1, 2, 3, 1, 2}, 2) == V{3, 1});     // at most max_tokens
+  CHECK(lookup_draft(V{1, 2, 3, 1, 2}, 0).empty());
+  CHECK(lookup_draft(V{5, 1, 2, 7, 1, 2}, 1) == V{7});
+  // The most recent occurrence wins: "1 2" at 3 (followed by 8), not at 0.
+  CHECK(lookup_draft(V{1, 2, 9, 1, 2, 8, 4, 1, 2}, 2) == V{8, 4});
+  // The longest n-gram wins: "3 1 2" occurs once (then 6), "1 2" later (then 7).
+  CHECK(lookup_draft(V{3, 1, 2, 6, 1, 2, 7, 3, 1, 2}, 1) == V{6});
+  // One recurring token is not a match (kLookupMinNgram = 2).
+  CHECK(lookup_draft(V{4, 9, 5, 4}, 3).empty());
+  // A run of one token: the match nearest the end overlaps the key.
+  CHECK(lookup_draft(V{7, 7, 7, 7}, 3) == V{7});
+}
+
+namespace {
+
+Session open_rows(bool cached, const std::string& name) {
+  const std::string path = scratch_dir(name) + "/model.onnx";
+  tiny_lm(cached).save(path);
+  SessionOptions o;
+  o.last_position_outputs = {"logits"};
+  o.last_rows_input = true;
+  return Session(load_onnx(path), default_op_registry(), o);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("lookup decoding chooses greedy's tokens with greedy's logits, cached and uncached", "[generate][lookup]") {
+  std::mt19937 rng(11);
+  for (bool cached : {false, true})
+    for (bool rows : {false, true}) {
+      INFO((cached ? "cached" : "uncached") << (rows ? ", last rows kept" : ", every row kept"));
+      Session s = rows ? open_rows(cached, "lookup_rows") : open(cached, "lookup_full");
+      if (rows) CHECK(s.pass_report().get("last_position") == 1);
+      Generator g(s, bind_causal_lm(s.graph()));
+      int64_t drafted = 0, accepted = 0, fewer_passes = 0;
+      for (int prompt = 0; prompt < 60; ++prompt) {
+        std::vector<int32_t> ids(2 + rng() % 9);
+        for (int32_t& id : ids) id = static_cast<int32_t>(rng() % kVocab);
+        GenerateOptions o;
+        o.max_new_tokens = 1 + static_cast<int64_t>(rng() % 30);
+        o.keep_logits = true;
+        const GenerateResult want = g.run(ids, o);
+        for (int64_t n : {1, 3, 8}) {
+          o.lookup = n;
+          const GenerateResult got = g.run(ids, o);
+          INFO("prompt " << prompt << ", lookup " << n << ", " << o.max_new_tokens << " tokens");
+          CHECK(got.tokens == want.tokens);
+          CHECK(same_bits(got.logits, want.logits));
+          CHECK(got.stop == want.stop);
+          CHECK(got.accepted <= got.drafted);
+          CHECK(got.passes == static_cast<int64_t>(got.tokens.size()) - got.accepted);
+          // The cache keeps the kept drafts: all but the last token, as greedy.
+          if (cached) CHECK(g.cached_positions() == static_cast<int64_t>(g.sequence().size()) - 1);
+          drafted += got.drafted;
+          accepted += got.accepted;
+          fewer_passes += got.passes < want.passes;
+        }
+      }
+      // Both ways a draft ends were taken: tokens kept and tokens refused.
+      CHECK(accepted > 0);
+      CHECK(drafted > accepted);
+      CHECK(fewer_passes > 0);
+    }
+}
+
+TEST_CASE("lookup decoding stops where greedy stops and a chat continues from it", "[generate][lookup]") {
+  for (bool cached : {false, true}) {
+    INFO((cached ? "cached" : "uncached"));
+    Session a = open_rows(cached, "lookup_stop_a"), b = open_rows(cached, "lookup_stop_b");
+    Generator plain(a, bind_causal_lm(a.graph())), fast(b, bind_causal_lm(b.graph()));
+    GenerateOptions o;
+    o.max_new_tokens = 40;
+    const GenerateResult free_run = plain.run({1, 5, 2, 1, 5}, o);
+    GenerateOptions l = o;
+    l.lookup = 6;
+    // EOS, possibly chosen inside an accepted draft: the generation ends there.
+    for (size_t at : {size_t{2}, size_t{9}, size_t{25}}) {
+      o.eos_ids = l.eos_ids = {free_run.tokens[at]};
+      const GenerateResult want = plain.run({1, 5, 2, 1, 5}, o), got = fast.run({1, 5, 2, 1, 5}, l);
+      CHECK(got.tokens == want.tokens);
+      CHECK(got.stop == StopReason::Eos);
+      // The cache holds all but the last token, as without lookup: it can be taken back.
+      CHECK(fast.cached_positions() == plain.cached_positions());
+      plain.drop_last();
+      fast.drop_last();
+      // The next turn prefills after what the cache kept.
+      const GenerateResult want2 = plain.extend({3, 1, 5}, o), got2 = fast.extend({3, 1, 5}, l);
+      CHECK(got2.tokens == want2.tokens);
+      CHECK(fast.sequence() == plain.sequence());
+    }
+    o.eos_ids = l.eos_ids = {};
+    o.max_context = l.max_context = 17;
+    const GenerateResult want = plain.run({1, 5, 2, 1, 5}, o), got = fast.run({1, 5, 2, 1, 5}, l);
+    CHECK(got.stop == StopReason::Context);
+    CHECK(got.tokens == want.tokens);
+    // Sampling is not greedy: lookup refuses it.
+    l.choose = [](const float*, int64_t, std::span<const int32_t>) { return 0; };
+    CHECK_THROWS_WITH(fast.run({1, 5, 2}, l), Catch::Contains("cannot sample"));
+  }
+}
+
+TEST_CASE("lookup decoding needs the rows it verifies", "[generate][lookup]") {
+  // A session that keeps one row of the logits cannot verify a draft: an
+  // error naming the option, not a wrong token.
+  Session s = open(true, "lookup_one_row", true);
+  Generator g(s, bind_causal_lm(s.graph()));
+  GenerateOptions o;
+  o.max_new_tokens = 30;
+  o.lookup = 4;
+  CHECK_THROWS_WITH(g.run({1, 2, 1, 2, 1, 2}, o), Catch::Contains("last_rows_input"));
 }

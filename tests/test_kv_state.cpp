@@ -205,14 +205,35 @@ TEST_CASE("kv state: multi-head attention (no repeat_kv) reads the cache in plac
   }
 }
 
-TEST_CASE("kv state: a past length other than the state's is an error", "[kv_state]") {
+TEST_CASE("kv state: a past longer than the state holds is an error", "[kv_state]") {
   Session s = open(Cache::Stacked, Extra::None, true, "kv_mismatch");
   auto run = [&](int64_t p, int64_t n) {
     return s.run({{"x", input_x(n, 0)}, {"past", Tensor(DType::F32, past_shape(Cache::Stacked, p), nullptr)}});
   };
   run(0, 4);
   run(4, 1);
-  CHECK_THROWS_WITH(run(3, 1), Catch::Contains("holds 5 positions but past has 3"));
+  CHECK_THROWS_WITH(run(6, 1), Catch::Contains("holds 5 positions but the past is 6"));
+}
+
+TEST_CASE("kv state: a shorter past takes the later positions back", "[kv_state]") {
+  // Lookup decoding verifies drafted tokens in one pass and keeps only those
+  // it accepts: the next pass passes the shorter past. The result must be
+  // the run that never saw the rejected positions.
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
+    INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache");
+    Session rewound = open(cache, Extra::None, true, "kv_rewound"), straight = open(cache, Extra::None, true, "kv_straight");
+    auto run = [&](Session& s, int64_t p, int64_t n, int seed) {
+      std::vector<NamedTensor> in{{"x", input_x(n, seed)}};
+      for (const std::string& name : past_names(cache)) in.push_back({name, Tensor(DType::F32, past_shape(cache, p), nullptr)});
+      return s.run(in);
+    };
+    run(rewound, 0, 4, 0);
+    run(rewound, 4, 3, 1);  // positions 4..6, then taken back to 5
+    run(straight, 0, 4, 0);
+    run(straight, 4, 1, 1);
+    require_same(run(rewound, 5, 2, 2)[0], run(straight, 5, 2, 2)[0], true);
+    require_same(run(rewound, 7, 1, 3)[0], run(straight, 7, 1, 3)[0], true);
+  }
 }
 
 TEST_CASE("kv state must not fire when something else reads the cache", "[kv_state][must-not-fire]") {

@@ -269,13 +269,32 @@ TEST_CASE("GroupQueryAttention: the KV state kept in the session", "[genai][gqa]
     pv = ya[2];
     pos += n;
   }
-  // A past that is not the state's length is an error, not a silent reset.
-  std::vector<NamedTensor> wrong = {{"in0", make_tensor<float>({1, 1, w}, std::vector<float>(g.qkv.begin(), g.qkv.begin() + w))},
+  // A shorter past takes the later positions back (lookup decoding's
+  // refused drafts): position 3 again, as the plain graph gives it from the
+  // first 3 positions of its cache.
+  auto first3 = [&](const Tensor& t) {
+    Tensor out = Tensor::allocate(DType::F32, {1, c.kv_heads, 3, c.d});
+    for (int64_t h = 0; h < c.kv_heads; ++h)
+      std::copy_n(t.data<float>() + h * 7 * c.d, 3 * c.d, out.data<float>() + h * 3 * c.d);
+    return out;
+  };
+  std::vector<float> row3(g.qkv.begin() + 3 * w, g.qkv.begin() + 4 * w);
+  std::vector<NamedTensor> again = {{"in0", make_tensor<float>({1, 1, w}, row3)},
                                     {"in5", make_tensor<int32_t>({1}, {3})},
-                                    {"in6", make_tensor<int32_t>({}, {4})},
-                                    {"in3", Tensor(DType::F32, {1, c.kv_heads, 3, c.d}, nullptr)},
-                                    {"in4", Tensor(DType::F32, {1, c.kv_heads, 3, c.d}, nullptr)}};
-  CHECK_THROWS_AS(kept.run(wrong), Error);
+                                    {"in6", make_tensor<int32_t>({}, {4})}};
+  std::vector<NamedTensor> a = again, b = again;
+  a.push_back({"in3", first3(pk)});
+  a.push_back({"in4", first3(pv)});
+  b.push_back({"in3", Tensor(DType::F32, {1, c.kv_heads, 3, c.d}, nullptr)});
+  b.push_back({"in4", Tensor(DType::F32, {1, c.kv_heads, 3, c.d}, nullptr)});
+  CHECK(all_close(to_doubles(kept.run(b)[0]), to_doubles(plain.run(a)[0]), 1e-6, 1e-7));
+  // A past longer than the state holds (4 now) is an error, not a silent reset.
+  std::vector<NamedTensor> wrong = {{"in0", make_tensor<float>({1, 1, w}, row3)},
+                                    {"in5", make_tensor<int32_t>({1}, {6})},
+                                    {"in6", make_tensor<int32_t>({}, {7})},
+                                    {"in3", Tensor(DType::F32, {1, c.kv_heads, 6, c.d}, nullptr)},
+                                    {"in4", Tensor(DType::F32, {1, c.kv_heads, 6, c.d}, nullptr)}};
+  CHECK_THROWS_WITH(kept.run(wrong), Catch::Contains("holds 4 positions but the past is 6"));
 }
 
 TEST_CASE("GroupQueryAttention: the KV state is refused when a past is not named (must not fire)", "[genai][gqa][kv_state]") {

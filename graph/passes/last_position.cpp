@@ -15,10 +15,15 @@
 // DequantizeLinear (and the QuantizeLinear before it), the Slice goes in
 // front of them, so a QDQ group stays a group; com.microsoft::MatMulNBits is
 // handled like MatMul.
+//
+// With SessionOptions::last_rows_input the Slice starts at −R, R the length
+// of a shape-only graph input (kLastRowsInput) the pass adds:
+// Neg(Shape(rows)) folds at plan time, and each R is its own plan.
 #include <algorithm>
 #include <fmt/format.h>
 #include <limits>
 
+#include "base/error.h"
 #include "graph/passes/passes.h"
 #include "graph/passes/match.h"
 
@@ -91,6 +96,39 @@ void keep_last_position(Graph& g, PassContext& ctx) {
     const Cut cut = find_cut(g, consumers, out);
     if (cut.node >= 0) cuts.push_back({cut, out});
   }
+  // −R from the rows input: Neg(Shape(rows)), inserted first of all nodes.
+  int starts = -1;
+  if (options.last_rows_input && !cuts.empty()) {
+    if (g.find_value(kLastRowsInput) >= 0) fail("{}: the graph already has a value named {}", g.path, kLastRowsInput);
+    Value rows;
+    rows.name = kLastRowsInput;
+    rows.dtype = DType::I64;
+    rows.has_shape = true;
+    rows.dims = {Dim{-1, "last_rows"}};
+    rows.is_input = true;
+    const int rows_id = g.add_value(std::move(rows));
+    g.inputs.push_back(rows_id);
+    const int64_t opset = g.opsets.count("") ? g.opsets.at("") : 21;
+    auto add_node = [&](const char* op, int in, const std::string& out_name) {
+      Value out;
+      out.name = g.unique_name(out_name);
+      out.dtype = DType::I64;
+      const int out_id = g.add_value(std::move(out));
+      Node n;
+      n.name = g.unique_name(out_name);
+      n.op_type = op;
+      n.opset = opset;
+      n.inputs = {in};
+      n.outputs = {out_id};
+      return std::pair{std::move(n), out_id};
+    };
+    auto [shape, rows_len] = add_node("Shape", rows_id, "last_rows/shape");
+    auto [neg, minus_rows] = add_node("Neg", rows_len, "last_rows/starts");
+    starts = minus_rows;
+    for (auto& [cut, out] : cuts) cut.node += 2;
+    g.nodes.insert(g.nodes.begin(), std::move(neg));
+    g.nodes.insert(g.nodes.begin(), std::move(shape));
+  }
   // Insert from the last node back so earlier indices stay valid.
   std::sort(cuts.begin(), cuts.end(), [](const auto& a, const auto& b) { return a.first.node > b.first.node; });
   for (const auto& [cut, out] : cuts) {
@@ -103,15 +141,16 @@ void keep_last_position(Graph& g, PassContext& ctx) {
     slice.name = g.unique_name(g.node(cut.node).name + "/last_position");
     slice.op_type = "Slice";
     slice.opset = g.opsets.count("") ? g.opsets.at("") : 21;
-    slice.inputs = {src, add_i64_constant(g, slice.name + "/starts", -1),
+    slice.inputs = {src, starts >= 0 ? starts : add_i64_constant(g, slice.name + "/starts", -1),
                     add_i64_constant(g, slice.name + "/ends", std::numeric_limits<int64_t>::max()),
                     add_i64_constant(g, slice.name + "/axes", -2)};
     slice.outputs = {sliced_id};
     g.node(cut.node).inputs[cut.slot] = sliced_id;
     g.nodes.insert(g.nodes.begin() + cut.node, std::move(slice));
     Value& o = g.value(out);
-    if (o.has_shape && o.dims.size() >= 2) o.dims[o.dims.size() - 2] = Dim{1, ""};
-    ctx.report.log.push_back(fmt::format("last-position: '{}' computes only its last row", o.name));
+    if (o.has_shape && o.dims.size() >= 2) o.dims[o.dims.size() - 2] = starts >= 0 ? Dim{-1, "last_rows"} : Dim{1, ""};
+    ctx.report.log.push_back(fmt::format("last-position: '{}' computes only its last {}", o.name,
+                                         starts >= 0 ? "rows (as many as " + std::string(kLastRowsInput) + ")" : "row"));
   }
   if (!cuts.empty()) g.relink();
   ctx.report.count("last_position", static_cast<int64_t>(cuts.size()));
