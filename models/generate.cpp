@@ -247,6 +247,7 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
     return true;
   };
 
+  LookupBudget budget(options.lookup);
   for (bool going = true; going; ++r.passes) {
     if (options.interrupt && options.interrupt->load(std::memory_order_relaxed)) {
       r.stop = StopReason::Interrupted;
@@ -259,7 +260,7 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
     // chooses after it, and every position left in the context.
     std::vector<int32_t> draft;
     if (options.lookup > 0) {
-      int64_t room = std::min(options.lookup, options.max_new_tokens - static_cast<int64_t>(r.tokens.size()) - 1);
+      int64_t room = std::min(budget.cap(), options.max_new_tokens - static_cast<int64_t>(r.tokens.size()) - 1);
       if (ctx > 0) room = std::min(room, ctx - size());
       draft = lookup_draft(sequence_, room);
     }
@@ -275,6 +276,7 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
     }
     if (kv) fed_ = size();
     r.drafted += static_cast<int64_t>(draft.size());
+    const int64_t kept_before = r.accepted;
     // Row j holds the logits after draft[j - 1]: its choice is greedy's as
     // long as every draft token before it was greedy's choice too.
     for (int64_t j = 0; j < rows; ++j) {
@@ -287,6 +289,7 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
       ++r.accepted;
       if (kv) fed_ = size();  // the pass ran it as draft[j]
     }
+    budget.update(static_cast<int64_t>(draft.size()), r.accepted - kept_before);
     (first ? r.prefill_ms : r.decode_ms) += ms_since(t0);
   }
   if (decoder) {

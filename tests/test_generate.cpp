@@ -290,6 +290,27 @@ TEST_CASE("lookup_draft: the continuation of the latest earlier occurrence of th
   CHECK(lookup_draft(V{7, 7, 7, 7}, 3) == V{7});
 }
 
+TEST_CASE("LookupBudget: drafts grow while kept whole and shrink when refused", "[generate][lookup]") {
+  LookupBudget b(8);
+  CHECK(b.cap() == 1);  // text that never repeats pays for one drafted row at a time
+  b.update(1, 1);
+  CHECK(b.cap() == 2);
+  b.update(2, 2);
+  b.update(4, 4);
+  CHECK(b.cap() == 8);
+  b.update(8, 8);
+  CHECK(b.cap() == 8);  // never past --lookup
+  b.update(8, 3);       // kept in part: unchanged
+  CHECK(b.cap() == 8);
+  b.update(8, 0);
+  CHECK(b.cap() == 4);
+  b.update(0, 0);       // no draft: unchanged
+  CHECK(b.cap() == 4);
+  for (int i = 0; i < 5; ++i) b.update(b.cap(), 0);
+  CHECK(b.cap() == 1);
+  CHECK(LookupBudget(0).cap() == 0);
+}
+
 namespace {
 
 Session open_rows(bool cached, const std::string& name) {
