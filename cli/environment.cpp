@@ -28,6 +28,7 @@ Environment read_environment() {
   e.qdq_debug = env_flag("ONEBIT_QDQ_DEBUG", false);
   e.q4 = env_flag("ONEBIT_Q4", true);
   e.kv_state = env_flag("ONEBIT_KV_STATE", true);
+  e.patch_plans = env_flag("ONEBIT_PLAN_PATCH", true);
   e.trace = env_flag("ONEBIT_TRACE", false);
   e.profile = env_flag("ONEBIT_PROFILE", false);
   e.huge_pages = env_flag("ONEBIT_HUGE_PAGES", false);
@@ -127,6 +128,7 @@ SessionOptions SessionFlags::options() const {
   o.qdq_fusion = env.qdq;
   o.q4_fusion = env.q4;
   o.kv_state = env.kv_state;
+  o.patch_plans = env.patch_plans;
   o.debug_refusals = env.qdq_debug;
   o.profile = env.profile;
   o.kernel.act_precision = parse_act_precision(act_precision).value();  // validated by one_of

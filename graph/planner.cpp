@@ -1,6 +1,8 @@
 #include "graph/planner.h"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "base/error.h"
 #include "graph/evaluate.h"
@@ -68,75 +70,37 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
 
   for (size_t n = 0; n < nn; ++n) {
     const Node& node = g_.nodes[n];
-    Kernel& kernel = *kernels_[n];
     NodePlan& np = p.nodes[n];
-    bool any_dynamic = kernel.shape_depends_on_data();
+    bool any_dynamic = kernels_[n]->shape_depends_on_data();
+    for (int v : node.inputs) any_dynamic = any_dynamic || (v >= 0 && p.value(v).dynamic);
+    std::optional<ReshapeContext> rc;
     bool all_known = true;
-    std::vector<InputInfo> infos(node.inputs.size());
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const int v = node.inputs[i];
-      if (v < 0) continue;
-      const ValuePlan& vp = p.value(v);
-      if (vp.dynamic) any_dynamic = true;
-      infos[i].present = true;
-      infos[i].dtype = vp.dtype;
-      infos[i].shape = vp.shape;
-      infos[i].value = vp.known;
-      if (!vp.known && kernel.needs_input_data(static_cast<int>(i))) all_known = false;
-    }
-    auto mark_dynamic = [&] {
+    if (any_dynamic || !reshape_node(p, n, rc, all_known)) {
       np.mode = NodePlan::Mode::Dynamic;
       for (int o : node.outputs)
         if (o >= 0) p.value(o).dynamic = true;
-    };
-    if (any_dynamic) {
-      mark_dynamic();
-      continue;
-    }
-    std::vector<bool> present(node.outputs.size());
-    for (size_t o = 0; o < node.outputs.size(); ++o) present[o] = node.outputs[o] >= 0;
-    ReshapeContext rc(std::move(infos), static_cast<int>(node.outputs.size()), present);
-    try {
-      with_context([&] { return g_.node_label(node); }, [&] { kernel.reshape(rc); });
-    } catch (const NeedsValue&) {
-      mark_dynamic();
       continue;
     }
     size_t out_bytes = 0;
     bool holds = false;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
-      if (!present[o]) continue;
-      const OutputPlan& op = rc.outputs()[o];
-      if (!op.set) fail("{}: kernel did not plan output {}", g_.node_label(node), o);
-      const int64_t count = checked_numel(op.shape);
-      if (count < 0) fail("{}: output {} has invalid shape {}", g_.node_label(node), o, shape_str(op.shape));
+      if (node.outputs[o] < 0) continue;
+      const OutputPlan& op = rc->outputs()[o];
       ValuePlan& vp = p.value(node.outputs[o]);
       vp.dtype = op.dtype;
       vp.shape = op.shape;
-      out_bytes += with_context([&] { return g_.node_label(node); }, [&] { return dtype_bytes(op.dtype, count); });
+      out_bytes += output_bytes(node, o, op);
       holds = holds || op.held;
     }
 
     if (all_known && out_bytes <= kPlanFoldBytes && !holds) {
-      std::vector<const Tensor*> ins(node.inputs.size(), nullptr);
-      std::deque<Tensor> shells;  // shape-only stand-ins for inputs whose data is not read
-      for (size_t i = 0; i < node.inputs.size(); ++i) {
-        const int v = node.inputs[i];
-        if (v < 0) continue;
-        const ValuePlan& vp = p.value(v);
-        if (vp.known) {
-          ins[i] = vp.known;
-        } else {
-          shells.emplace_back(vp.dtype, vp.shape, nullptr);
-          ins[i] = &shells.back();
-        }
-      }
-      std::vector<Tensor> outs = with_context([&] { return g_.node_label(node); },
-                                              [&] { return evaluate_node(g_, node, kernel, ins, pool_); });
+      std::vector<Tensor> outs = fold(p, n);
       for (size_t o = 0; o < outs.size(); ++o) {
         if (node.outputs[o] < 0) continue;
+        ValuePlan& vp = p.value(node.outputs[o]);
+        vp.folded_at = static_cast<int64_t>(p.folded.size());
         p.folded.push_back(std::move(outs[o]));
-        p.value(node.outputs[o]).known = &p.folded.back();
+        vp.known = &p.folded.back();
       }
       np.mode = NodePlan::Mode::Folded;
       continue;
@@ -144,11 +108,11 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
 
     // Static: outputs get arena slots (graph outputs are allocated per run).
     for (size_t o = 0; o < node.outputs.size(); ++o) {
-      if (!present[o]) continue;
+      if (node.outputs[o] < 0) continue;
       const int v = node.outputs[o];
       const Value& val = g_.value(v);
       ValuePlan& vp = p.value(v);
-      const OutputPlan& op = rc.outputs()[o];
+      const OutputPlan& op = rc->outputs()[o];
       const bool unused = last_use(v) < 0;
       if (op.held) {
         if (val.is_output)
@@ -168,21 +132,159 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
         if (unused) release(v);
         continue;
       }
-      vp.offset = static_cast<int64_t>(arena.allocate(slot_bytes(v)));
+      vp.slot_bytes = slot_bytes(v);
+      vp.offset = static_cast<int64_t>(arena.allocate(vp.slot_bytes));
       refs[static_cast<size_t>(v)] = 1;
       if (unused) release(v);
     }
-    if (rc.workspace() > 0) {
-      const size_t at = arena.allocate(rc.workspace());
+    if (rc->workspace() > 0) {
+      const size_t at = arena.allocate(rc->workspace());
       np.workspace_at = static_cast<int64_t>(at);
-      arena.release(at, rc.workspace());
+      np.workspace_bytes = rc->workspace();
+      arena.release(at, rc->workspace());
     }
     for (int v : node.inputs)
       if (v >= 0 && last_use(v) == static_cast<int>(n) && !p.value(v).known) release(v);
   }
   place_concat_inputs(p);
+  p.patchable = p.early_outputs.empty();
   p.arena_bytes = arena.high_water();
   return plan;
+}
+
+bool Planner::reshape_node(const Plan& p, size_t n, std::optional<ReshapeContext>& rc, bool& all_known) const {
+  const Node& node = g_.nodes[n];
+  Kernel& kernel = *kernels_[n];
+  all_known = true;
+  std::vector<InputInfo> infos(node.inputs.size());
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const int v = node.inputs[i];
+    if (v < 0) continue;
+    const ValuePlan& vp = p.value(v);
+    infos[i].present = true;
+    infos[i].dtype = vp.dtype;
+    infos[i].shape = vp.shape;
+    infos[i].value = vp.known;
+    if (!vp.known && kernel.needs_input_data(static_cast<int>(i))) all_known = false;
+  }
+  std::vector<bool> present(node.outputs.size());
+  for (size_t o = 0; o < node.outputs.size(); ++o) present[o] = node.outputs[o] >= 0;
+  rc.emplace(std::move(infos), static_cast<int>(node.outputs.size()), std::move(present));
+  try {
+    with_context([&] { return g_.node_label(node); }, [&] { kernel.reshape(*rc); });
+  } catch (const NeedsValue&) {
+    return false;
+  }
+  for (size_t o = 0; o < node.outputs.size(); ++o)
+    if (node.outputs[o] >= 0 && !rc->outputs()[o].set) fail("{}: kernel did not plan output {}", g_.node_label(node), o);
+  return true;
+}
+
+size_t Planner::output_bytes(const Node& node, size_t o, const OutputPlan& op) const {
+  const int64_t count = checked_numel(op.shape);
+  if (count < 0) fail("{}: output {} has invalid shape {}", g_.node_label(node), o, shape_str(op.shape));
+  return with_context([&] { return g_.node_label(node); }, [&] { return dtype_bytes(op.dtype, count); });
+}
+
+std::vector<Tensor> Planner::fold(const Plan& p, size_t n) const {
+  const Node& node = g_.nodes[n];
+  std::vector<const Tensor*> ins(node.inputs.size(), nullptr);
+  std::deque<Tensor> shells;  // shape-only stand-ins for inputs whose data is not read
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const int v = node.inputs[i];
+    if (v < 0) continue;
+    const ValuePlan& vp = p.value(v);
+    if (vp.known) {
+      ins[i] = vp.known;
+    } else {
+      shells.emplace_back(vp.dtype, vp.shape, nullptr);
+      ins[i] = &shells.back();
+    }
+  }
+  return with_context([&] { return g_.node_label(node); },
+                      [&] { return evaluate_node(g_, node, *kernels_[n], ins, pool_); });
+}
+
+namespace {
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         (a.bytes() == 0 || (a.raw() && b.raw() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0));
+}
+
+}  // namespace
+
+bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
+  if (!p.patchable) return false;
+  // Values whose shape or folded data this patch changed: the nodes reading
+  // one are reshaped, the rest keep what they had.
+  std::vector<char> changed(g_.values.size(), 0);
+  for (size_t i = 0; i < g_.inputs.size(); ++i) {
+    ValuePlan& vp = p.value(g_.inputs[i]);
+    if (vp.dtype != inputs[i]->dtype()) return false;
+    if (vp.shape == inputs[i]->shape()) continue;
+    vp.shape = inputs[i]->shape();
+    changed[static_cast<size_t>(g_.inputs[i])] = 1;
+  }
+  for (size_t n = 0; n < g_.nodes.size(); ++n) {
+    const Node& node = g_.nodes[n];
+    bool touched = false;
+    for (int v : node.inputs) touched = touched || (v >= 0 && changed[static_cast<size_t>(v)]);
+    if (!touched) continue;
+    NodePlan& np = p.nodes[n];
+    if (np.mode == NodePlan::Mode::Dynamic) {  // planned when it runs; what it feeds is dynamic too
+      for (int o : node.outputs)
+        if (o >= 0) changed[static_cast<size_t>(o)] = 1;
+      continue;
+    }
+    if (np.mode != NodePlan::Mode::Static && np.mode != NodePlan::Mode::Folded) return false;
+    std::optional<ReshapeContext> rc;
+    bool all_known = true;
+    if (!reshape_node(p, n, rc, all_known)) return false;
+    size_t out_bytes = 0;
+    bool holds = false;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const int v = node.outputs[o];
+      if (v < 0) continue;
+      const OutputPlan& op = rc->outputs()[o];
+      ValuePlan& vp = p.value(v);
+      if (op.dtype != vp.dtype || op.held != vp.held) return false;
+      const size_t bytes = output_bytes(node, o, op);
+      if (np.mode == NodePlan::Mode::Static && !op.held && !g_.value(v).is_output) {
+        const int src = op.alias_of >= 0 ? node.inputs[static_cast<size_t>(op.alias_of)] : -1;
+        if (src != vp.alias_of) return false;
+        if (src < 0 && std::max<size_t>(1, bytes) > vp.slot_bytes) return false;
+        if (src >= 0 && vp.alias_offset != op.alias_offset) {
+          vp.alias_offset = op.alias_offset;
+          changed[static_cast<size_t>(v)] = 1;
+        }
+      }
+      out_bytes += bytes;
+      holds = holds || op.held;
+      if (vp.shape != op.shape) {
+        vp.shape = op.shape;
+        changed[static_cast<size_t>(v)] = 1;
+      }
+    }
+    if (np.mode == NodePlan::Mode::Static) {
+      if (rc->workspace() > np.workspace_bytes) return false;
+      continue;
+    }
+    // Folded: evaluated again; new data reaches its readers.
+    if (!all_known || out_bytes > kPlanFoldBytes || holds) return false;
+    std::vector<Tensor> outs = fold(p, n);
+    for (size_t o = 0; o < outs.size(); ++o) {
+      const int v = node.outputs[o];
+      if (v < 0) continue;
+      ValuePlan& vp = p.value(v);
+      if (vp.folded_at < 0) return false;
+      Tensor& kept = p.folded[static_cast<size_t>(vp.folded_at)];
+      if (same_tensor(kept, outs[o])) continue;
+      kept = std::move(outs[o]);
+      changed[static_cast<size_t>(v)] = 1;
+    }
+  }
+  return true;
 }
 
 // A Concat that writes a graph output, along an axis with only 1s before it

@@ -3,15 +3,20 @@
 // in advance, or must be planned when it runs; per value its dtype and shape,
 // its slot in one arena (reused by lifetime) or the storage it views; and the
 // in-place placements that let a Concat's inputs be written straight into
-// its output. The executor (graph/session.cpp) runs what this decides.
+// its output. The executor (graph/session.cpp) runs what this decides. A
+// plan can also be patched to other input shapes that fit in its slots,
+// reshaping only the nodes the change reaches (a decode step's past length
+// reaches the attention nodes: ~300 of the default model's ~1100 nodes).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/kernel.h"
 #include "graph/tensor.h"
 
 namespace onebit {
@@ -27,6 +32,7 @@ struct NodePlan {
   enum class Mode : uint8_t { Folded, Static, Dynamic, Elided };
   Mode mode = Mode::Static;
   int64_t workspace_at = -1;  // arena offset of its workspace, -1 none
+  size_t workspace_bytes = 0; // reserved there
 };
 
 struct ValuePlan {
@@ -40,6 +46,8 @@ struct ValuePlan {
   int64_t placed_offset = 0;      // byte offset inside that output
   bool held = false;              // storage its kernel keeps (ReshapeContext::hold_output)
   bool dynamic = false;           // shape known only at run time
+  int64_t folded_at = -1;         // `known` is Plan::folded[folded_at], folded by this plan
+  size_t slot_bytes = 0;          // arena bytes reserved at `offset` (what the plan was built for)
 };
 
 struct Plan {
@@ -48,6 +56,9 @@ struct Plan {
   std::deque<Tensor> folded;      // storage for values folded at plan time
   std::vector<int> early_outputs;  // graph outputs allocated before the first node runs
   size_t arena_bytes = 0;
+  // Planner::patch may move it to other input shapes (no Concat placed
+  // into a graph output: those offsets follow the shapes).
+  bool patchable = true;
 
   NodePlan& node(int n) { return nodes[static_cast<size_t>(n)]; }
   const NodePlan& node(int n) const { return nodes[static_cast<size_t>(n)]; }
@@ -65,12 +76,30 @@ class Planner {
   // order; their data is not read). Errors name the node.
   std::unique_ptr<Plan> build(const std::vector<const Tensor*>& inputs) const;
 
+  // Moves `p` to inputs of other shapes without planning it again: only the
+  // nodes an input change reaches (a shape, or data folded at plan time) are
+  // reshaped, and their outputs keep their arena slots. A steady decode step
+  // differs from the one before only in the past length, which reaches the
+  // attention nodes alone. Returns false, with `p` unusable, when the plan
+  // cannot take the shapes: a value or workspace outgrowing its slot, a node
+  // whose mode (folded, static, dynamic), dtype, view or held state would
+  // change; the caller builds a new plan then. A plan built for the largest
+  // shapes (Session::reserve, for the last decode step) takes every smaller
+  // step this way.
+  bool patch(Plan& p, const std::vector<const Tensor*>& inputs) const;
+
   // Per value: the last node reading it (kNever for graph outputs, -1 unread).
   static constexpr int kNever = 0x7fffffff;
   int last_use(int v) const { return last_use_[static_cast<size_t>(v)]; }
 
  private:
   void place_concat_inputs(Plan& p) const;
+  // The reshape of node n from the plan's current input dtypes, shapes and
+  // known values; false when it needs values the plan lacks (NeedsValue).
+  bool reshape_node(const Plan& p, size_t n, std::optional<ReshapeContext>& rc, bool& all_known) const;
+  size_t output_bytes(const Node& node, size_t o, const OutputPlan& op) const;  // checked
+  // Node n run while planning (every input it reads is known).
+  std::vector<Tensor> fold(const Plan& p, size_t n) const;
 
   const Graph& g_;
   const std::vector<std::unique_ptr<Kernel>>& kernels_;

@@ -11,8 +11,8 @@ namespace onebit {
 
 void Profiler::reset() {
   std::fill(node_ms_.begin(), node_ms_.end(), 0.0);
-  runs_ = plans_ = 0;
-  plan_ms_ = 0;
+  runs_ = plans_ = patches_ = 0;
+  plan_ms_ = patch_ms_ = 0;
 }
 
 std::string Profiler::report(const Graph& g, const std::vector<std::unique_ptr<Kernel>>& kernels) const {
@@ -33,8 +33,10 @@ std::string Profiler::report(const Graph& g, const std::vector<std::unique_ptr<K
   }
   std::vector<std::pair<std::string, Row>> rows(by_op.begin(), by_op.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  std::string s = fmt::format("profile: {:.1f} ms in kernels over {} runs, {:.1f} ms planning {} new shapes\n", total,
-                              runs_, plan_ms_, plans_);
+  std::string s = fmt::format(
+      "profile: {:.1f} ms in kernels over {} runs, {:.1f} ms planning {} new shapes, {:.1f} ms patching {} plans to new "
+      "shapes\n",
+      total, runs_, plan_ms_, plans_, patch_ms_, patches_);
   for (const auto& [op, r] : rows) {
     if (r.ms <= 0) continue;
     s += fmt::format("  {:<28} {:>9.1f} ms {:>5.1f}%  {:>4} nodes  worst '{}' {}\n", op, r.ms, 100 * r.ms / total,

@@ -1,6 +1,7 @@
 // Time per node while SessionOptions::profile is on, summed by op type into
 // one table (`ONEBIT_PROFILE=1`; `bench` reports the prefill and the decode
-// steps apart), with the time spent planning new shapes beside it.
+// steps apart), with the time spent planning new shapes (plans built, and
+// kept plans patched to new shapes) beside it.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,10 @@ class Profiler {
     plan_ms_ += ms;
     ++plans_;
   }
+  void add_patch(double ms) {  // a kept plan moved to new shapes (Planner::patch)
+    patch_ms_ += ms;
+    ++patches_;
+  }
   void add_run() { ++runs_; }
   void reset();
 
@@ -35,6 +40,8 @@ class Profiler {
   int64_t runs_ = 0;             // runs node_ms_ covers
   int64_t plans_ = 0;            // plans built meanwhile
   double plan_ms_ = 0;           // time building them
+  int64_t patches_ = 0;          // plans patched meanwhile
+  double patch_ms_ = 0;          // time patching them
 };
 
 }  // namespace onebit

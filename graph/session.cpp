@@ -19,7 +19,7 @@ namespace onebit {
 
 namespace {
 
-constexpr size_t kPlansKept = 4;
+constexpr size_t kPlansKept = 6;
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
@@ -103,7 +103,10 @@ void Session::release_constant(Value& val) {
 
 void Session::reserve(const std::vector<NamedTensor>& inputs) {
   ++stats_.plans_built;
-  const std::unique_ptr<Plan> plan = planner_->build(bind_inputs(inputs));
+  const std::vector<const Tensor*> bound = bind_inputs(inputs);
+  std::vector<Shape> shapes;
+  for (const Tensor* t : bound) shapes.push_back(t->shape());
+  const Plan* plan = &keep_plan(std::move(shapes), planner_->build(bound));
   ensure_arena(plan->arena_bytes);
   for (size_t i = 0; i < graph_.outputs.size(); ++i) {
     const int v = graph_.outputs[i];
@@ -184,22 +187,66 @@ std::vector<const Tensor*> Session::bind_inputs(const std::vector<NamedTensor>& 
   return bound;
 }
 
+namespace {
+
+// Whether a plan built for `built` has room for `shapes`: the same ranks,
+// no dim larger; and how many dims differ from `now` (what patching costs).
+std::optional<size_t> fits(const std::vector<Shape>& shapes, const std::vector<Shape>& built,
+                           const std::vector<Shape>& now) {
+  size_t differ = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (shapes[i].size() != built[i].size()) return std::nullopt;
+    for (size_t d = 0; d < shapes[i].size(); ++d) {
+      if (shapes[i][d] > built[i][d]) return std::nullopt;
+      differ += shapes[i][d] != now[i][d];
+    }
+  }
+  return differ;
+}
+
+}  // namespace
+
+const Plan& Session::keep_plan(std::vector<Shape> shapes, std::unique_ptr<Plan> plan) {
+  std::vector<Shape> built = shapes;
+  plans_.push_front(KeptPlan{std::move(shapes), std::move(built), std::move(plan)});
+  if (plans_.size() > kPlansKept) plans_.pop_back();
+  return *plans_.front().plan;
+}
+
 const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
   std::vector<Shape> key;
   key.reserve(inputs.size());
   for (const Tensor* t : inputs) key.push_back(t->shape());
   for (auto it = plans_.begin(); it != plans_.end(); ++it)
-    if (it->first == key) {
+    if (it->shapes == key) {
       plans_.splice(plans_.begin(), plans_, it);
-      return *plans_.front().second;
+      return *plans_.front().plan;
     }
   const auto t0 = Clock::now();
+  if (options_.patch_plans) {
+    // The kept plan with room for these shapes that is nearest to them now.
+    auto best = plans_.end();
+    size_t best_differ = SIZE_MAX;
+    for (auto it = plans_.begin(); it != plans_.end(); ++it)
+      if (const std::optional<size_t> d = fits(key, it->built, it->shapes); d && *d < best_differ) {
+        best = it;
+        best_differ = *d;
+      }
+    if (best != plans_.end()) {
+      if (planner_->patch(*best->plan, inputs)) {
+        ++stats_.plans_patched;
+        best->shapes = std::move(key);
+        plans_.splice(plans_.begin(), plans_, best);
+        if (options_.profile) profiler_.add_patch(ms_since(t0));
+        return *plans_.front().plan;
+      }
+      plans_.erase(best);  // left half-patched: unusable
+    }
+  }
   ++stats_.plans_built;
   auto plan = planner_->build(inputs);
   if (options_.profile) profiler_.add_plan(ms_since(t0));
-  plans_.emplace_front(std::move(key), std::move(plan));
-  if (plans_.size() > kPlansKept) plans_.pop_back();
-  return *plans_.front().second;
+  return keep_plan(std::move(key), std::move(plan));
 }
 
 void Session::ensure_arena(size_t bytes) {

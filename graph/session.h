@@ -60,8 +60,10 @@ class Session {
   std::vector<Tensor> run(const std::vector<NamedTensor>& inputs);
 
   // Sizes the arena and the graph-output buffers for inputs of these shapes
-  // (data may be null), so later runs no larger than them allocate nothing.
-  // A decode loop reserves for its last step before its first.
+  // (data may be null), so later runs no larger than them allocate nothing,
+  // and keeps the plan: runs of smaller shapes are patched from it rather
+  // than planned (SessionOptions::patch_plans). A decode loop reserves for
+  // its last step before its first.
   void reserve(const std::vector<NamedTensor>& inputs);
 
   // The dtype and shape of every value for inputs of these shapes (data may
@@ -73,6 +75,7 @@ class Session {
     int64_t runs = 0;
     int64_t nodes_run = 0;  // kernels run by the last run (folded nodes excluded)
     int64_t plans_built = 0;
+    int64_t plans_patched = 0;  // runs whose plan was a kept one moved to their shapes (Planner::patch)
     int64_t arena_allocations = 0;   // times the arena had to grow
     int64_t output_allocations = 0;  // graph-output buffers that could not be recycled
     size_t arena_bytes = 0;       // arena capacity
@@ -104,7 +107,15 @@ class Session {
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::unique_ptr<Kernel>> kernels_;  // per node
   std::unique_ptr<Planner> planner_;
-  std::list<std::pair<std::vector<Shape>, std::unique_ptr<Plan>>> plans_;  // most recent first
+  struct KeptPlan {
+    std::vector<Shape> shapes;  // the input shapes it is planned for now
+    std::vector<Shape> built;   // those it was built for: its slots hold them
+    std::unique_ptr<Plan> plan;
+  };
+  // The plan these inputs take: one kept for the same shapes, else a kept
+  // one patched to them (Planner::patch), else a new one.
+  const Plan& keep_plan(std::vector<Shape> shapes, std::unique_ptr<Plan> plan);
+  std::list<KeptPlan> plans_;  // most recent first
   std::shared_ptr<void> arena_;
   size_t arena_size_ = 0;
   Stats stats_;

@@ -48,6 +48,7 @@ struct SessionOptions {
   bool kv_state = true;      // off: keep the exported cache Concats (control runs)
   bool debug_refusals = false;  // every fusion logs each refused group and why
   bool profile = false;      // time every kernel, by op type
+  bool patch_plans = true;   // off: every new input-shape signature is planned afresh (control runs)
   KernelOptions kernel;
   // Outputs whose last row along the sequence axis is all the caller reads
   // (the generator's logits): their LM head computes only that row.

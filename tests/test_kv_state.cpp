@@ -134,11 +134,13 @@ int index_of(const std::vector<std::string>& names, const std::string& name) {
   return -1;
 }
 
-Session open(Cache cache, Extra extra, bool state, const std::string& name, int64_t rep = kRep) {
+Session open(Cache cache, Extra extra, bool state, const std::string& name, int64_t rep = kRep,
+             bool patch_plans = true) {
   const std::string path = scratch_dir(name) + "/model.onnx";
   attention(cache, extra, rep).save(path);
   SessionOptions o;
   if (state) o.kv_state_inputs = past_names(cache);
+  o.patch_plans = patch_plans;
   return Session(load_onnx(path), default_op_registry(), o);
 }
 
@@ -256,4 +258,42 @@ TEST_CASE("kv state must not fire when something else reads the cache", "[kv_sta
   o.kv_state = false;
   Session off(load_onnx(path), default_op_registry(), o);
   CHECK(off.pass_report().get("kv_state") == 0);
+}
+
+TEST_CASE("plan patching: a decode loop reuses the reserved plan and runs bit-identically", "[kv_state][plan]") {
+  // Planner::patch moves the plan reserved for the last step to each
+  // smaller step (only the nodes the past length reaches are reshaped);
+  // the outputs must be those of plans built afresh for every shape.
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
+    INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache");
+    Session patched = open(cache, Extra::None, true, "kv_patched");
+    Session fresh = open(cache, Extra::None, true, "kv_fresh", kRep, false);
+    auto inputs = [&](int64_t p, int64_t n, int seed) {
+      std::vector<NamedTensor> in{{"x", input_x(n, seed)}};
+      for (const std::string& name : past_names(cache)) in.push_back({name, Tensor(DType::F32, past_shape(cache, p), nullptr)});
+      return in;
+    };
+    for (Session* s : {&patched, &fresh}) {
+      s->reserve(inputs(0, 5, 0));
+      s->reserve(inputs(40, 1, 0));  // the last step
+    }
+    const int64_t built = patched.stats().plans_built;
+    // A prefill, one-token steps, a two-token step (a lookup draft), a step
+    // taken back (a shorter past), then past the reserved size (a new build).
+    const std::vector<std::pair<int64_t, int64_t>> steps{{0, 5}, {5, 1}, {6, 1}, {7, 2}, {9, 1}, {10, 1},
+                                                         {8, 1}, {9, 1}, {10, 1}, {11, 1}, {12, 3}, {15, 1},
+                                                         {16, 1}, {17, 30}, {47, 1}};
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const auto [p, n] = steps[i];
+      INFO("step " << i << ": past " << p << ", " << n << " new");
+      require_same(patched.run(inputs(p, n, static_cast<int>(i)))[0], fresh.run(inputs(p, n, static_cast<int>(i)))[0],
+                   true);
+    }
+    CHECK(fresh.stats().plans_patched == 0);
+    // Built: the 2-, 3- and 30-token steps (more rows than any kept plan)
+    // and the last (past beyond the reserve); every other step but the
+    // prefill (the reserved shapes themselves) was patched.
+    CHECK(patched.stats().plans_built - built == 4);
+    CHECK(patched.stats().plans_patched == static_cast<int64_t>(steps.size()) - 1 - 4);
+  }
 }
