@@ -82,7 +82,7 @@ Generator::Generator(Session& session, CausalLmBinding binding) : session_(sessi
   // A session that keeps the cache itself (the kv-state pass) has no
   // `present` outputs; `past` then only tells it the past length.
   kv_state_ = session_.keeps_kv_state();
-  rows_input_ = index_of(session_.input_names(), kLastRowsInput) >= 0;
+  rows_input_ = session_.pass_report().get("last_rows") > 0;
   const auto missing = std::count(present_index_.begin(), present_index_.end(), -1);
   if (kv_state_ ? missing != static_cast<long>(present_index_.size()) : missing > 0)
     fail("{}: the session {} the KV cache but has {} of its {} present outputs", session_.graph().path,

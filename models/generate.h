@@ -133,7 +133,7 @@ class Generator {
   std::vector<Tensor> cache_;  // current past tensors, in binding order
   int64_t cache_positions_ = 0;  // positions cache_ holds
   bool kv_state_ = false;      // the session keeps the cache (Session::keeps_kv_state)
-  bool rows_input_ = false;    // the session reads kLastRowsInput (SessionOptions::last_rows_input)
+  bool rows_input_ = false;    // the pass added kLastRowsInput (SessionOptions::last_rows_input)
   std::vector<Tensor> outputs_;
   int64_t vocab_ = 0;
   std::vector<int32_t> sequence_;

@@ -4,6 +4,8 @@
 // cases keep the full output.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "graph/onnx/onnx_loader.h"
@@ -130,4 +132,45 @@ TEST_CASE("last position must not fire", "[fusion][last-position][must-not-fire]
     CHECK(s.pass_report().get("last_position") == 0);
     CHECK(s.run({{"x", x_input(4)}})[0].shape() == Shape{1, 4, kN});
   }
+}
+
+TEST_CASE("last position: with a rows input the head keeps the last R rows", "[fusion][last-position][lookup]") {
+  // SessionOptions::last_rows_input: the verification pass of lookup
+  // decoding reads the logits of 1 + draft positions.
+  for (bool qdq : {false, true}) {
+    INFO((qdq ? "QDQ head" : "float head"));
+    const ModelBuilder b = qdq ? qdq_head(false) : float_head();
+    const std::string path = scratch_dir("lastrows") + "/model.onnx";
+    b.save(path);
+    SessionOptions o;
+    o.last_position_outputs = {"logits"};
+    o.last_rows_input = true;
+    Session rows(load_onnx(path), default_op_registry(), o);
+    Session full = make(b, "lastrows_full", false);
+    CHECK(rows.pass_report().get("last_rows") == 1);
+    const auto names = rows.input_names();
+    CHECK(std::find(names.begin(), names.end(), kLastRowsInput) != names.end());
+    for (auto [seq, r] : {std::pair{int64_t{1}, int64_t{1}}, {7, 1}, {7, 3}, {9, 9}}) {
+      INFO("S " << seq << ", rows " << r);
+      const Tensor a = full.run({{"x", x_input(seq)}})[0];
+      const Tensor c = rows.run({{"x", x_input(seq)}, {kLastRowsInput, Tensor(DType::I64, {r}, nullptr)}})[0];
+      REQUIRE(c.shape() == Shape{1, r, kN});
+      CHECK(std::memcmp(c.data<float>(), a.data<float>() + (seq - r) * kN, static_cast<size_t>(r * kN) * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("last position: a graph with its own value of the rows input's name keeps one row", "[fusion][last-position][lookup]") {
+  ModelBuilder b = float_head();
+  b.initializer<float>(kLastRowsInput, kFloat, {}, {1.f});  // a value the graph names so itself
+  const std::string path = scratch_dir("lastrows_taken") + "/model.onnx";
+  b.save(path);
+  SessionOptions o;
+  o.last_position_outputs = {"logits"};
+  o.last_rows_input = true;
+  Session s(load_onnx(path), default_op_registry(), o);
+  CHECK(s.pass_report().get("last_position") == 1);
+  CHECK(s.pass_report().get("last_rows") == 0);
+  CHECK(s.pass_report().get("last_rows_refused:name_taken") == 1);
+  CHECK(s.run({{"x", x_input(5)}})[0].shape() == Shape{1, 1, kN});
 }

@@ -23,7 +23,6 @@
 #include <fmt/format.h>
 #include <limits>
 
-#include "base/error.h"
 #include "graph/passes/passes.h"
 #include "graph/passes/match.h"
 
@@ -98,8 +97,14 @@ void keep_last_position(Graph& g, PassContext& ctx) {
   }
   // −R from the rows input: Neg(Shape(rows)), inserted first of all nodes.
   int starts = -1;
-  if (options.last_rows_input && !cuts.empty()) {
-    if (g.find_value(kLastRowsInput) >= 0) fail("{}: the graph already has a value named {}", g.path, kLastRowsInput);
+  // A graph that names a value so itself keeps one row (lookup decoding
+  // then says it needs the rows).
+  const bool name_taken = g.find_value(kLastRowsInput) >= 0;
+  if (options.last_rows_input && !cuts.empty() && name_taken) {
+    ctx.report.count("last_rows_refused:name_taken", 1);
+    ctx.report.log.push_back(fmt::format("last-position: the graph has its own value '{}': one row kept", kLastRowsInput));
+  }
+  if (options.last_rows_input && !cuts.empty() && !name_taken) {
     Value rows;
     rows.name = kLastRowsInput;
     rows.dtype = DType::I64;
@@ -128,6 +133,7 @@ void keep_last_position(Graph& g, PassContext& ctx) {
     for (auto& [cut, out] : cuts) cut.node += 2;
     g.nodes.insert(g.nodes.begin(), std::move(neg));
     g.nodes.insert(g.nodes.begin(), std::move(shape));
+    ctx.report.count("last_rows", 1);
   }
   // Insert from the last node back so earlier indices stay valid.
   std::sort(cuts.begin(), cuts.end(), [](const auto& a, const auto& b) { return a.first.node > b.first.node; });
