@@ -200,6 +200,11 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
   const bool kv = cached();
   if (options.lookup < 0) fail("--lookup must be 0 (off) or more drafted tokens, got {}", options.lookup);
   if (options.lookup > 0 && options.choose) fail("lookup decoding is exact greedy decoding: it cannot sample");
+  // Said before the first token rather than at the first draft.
+  if (options.lookup > 0 && !rows_input_ && session_.pass_report().get("last_position") > 0)
+    fail("{}: lookup decoding reads the logits of every drafted position, but the session keeps only the last row "
+         "(SessionOptions::last_rows_input is off, or the graph names a value {} itself)",
+         session_.graph().path, kLastRowsInput);
   const auto size = [&] { return static_cast<int64_t>(sequence_.size()); };
   // Size the arena and output buffers once, for the prefill and for the
   // last step (the largest cache), so the decode steps allocate nothing.
