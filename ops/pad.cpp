@@ -3,6 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "base/sizes.h"
 #include "ops/axis.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
@@ -26,9 +27,14 @@ class PadKernel : public Kernel {
   void reshape(ReshapeContext& ctx) override {
     const Shape& in = ctx.shape(0);
     const std::vector<int64_t> pads = resolve(in.size(), ctx.value(1), ctx.has_input(3) ? &ctx.value(3) : nullptr);
+    // Bounded first, so the sums below and the positions run() computes
+    // from them cannot overflow.
+    for (int64_t p : pads)
+      if (p > kMaxElements || p < -kMaxElements) fail("pads {} hold {}, past the largest tensor", shape_str(pads), p);
     Shape out(in.size());
     for (size_t d = 0; d < in.size(); ++d) {
       out[d] = in[d] + pads[d] + pads[d + in.size()];
+      if (out[d] > kMaxElements) fail("pads {} make dim {} larger than the largest tensor", shape_str(pads), d);
       if (out[d] < 0) fail("pads {} make dim {} negative", shape_str(pads), d);
       if (mode_ != PadMode::Constant && in[d] == 0 && out[d] > 0)
         fail("cannot pad an empty dim {} in a non-constant mode", d);

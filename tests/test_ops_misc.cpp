@@ -150,3 +150,16 @@ TEST_CASE("Einsum: matmul, batch, transpose, trace, diagonal, implicit output", 
   CHECK_THROWS_WITH(OpTest("Einsum").attr("equation", "ij,jk->ik").input(a).run(), Catch::Contains("2 terms"));
   CHECK_THROWS_WITH(OpTest("Einsum").attr("equation", "ij->iz").input(a).run(), Catch::Contains("'z'"));
 }
+
+TEST_CASE("Pad: pads past the largest tensor are an error, not an overflow", "[misc][pad][hostile]") {
+  // fuzz_op: pads of 8.6e18 and 4.2e18 summed past int64 (tests/fuzz/corpus/op/regression-pad-pads-overflow).
+  const Tensor x = make_tensor<float>({2}, {1, 2});
+  CHECK_THROWS_WITH(OpTest("Pad").input(x).constant(make_tensor<int64_t>({2}, {8584119253433581437, 4195730024608447162})).run(),
+                    Catch::Contains("past the largest tensor"));
+  CHECK_THROWS_WITH(OpTest("Pad").input(x).constant(make_tensor<int64_t>({2}, {INT64_MIN + 1, INT64_MAX})).run(),
+                    Catch::Contains("past the largest tensor"));
+  // Large but bounded pads in opposite directions crop and pad as usual.
+  const Tensor y = OpTest("Pad").input(x).constant(make_tensor<int64_t>({2}, {-1, 3})).run1();
+  CHECK(y.shape() == Shape{4});
+  CHECK(values<float>(y) == std::vector<float>{2, 0, 0, 0});
+}
