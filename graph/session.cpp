@@ -21,6 +21,13 @@ namespace {
 
 constexpr size_t kPlansKept = 6;
 
+std::vector<Shape> shapes_of(const std::vector<const Tensor*>& inputs) {
+  std::vector<Shape> shapes;
+  shapes.reserve(inputs.size());
+  for (const Tensor* t : inputs) shapes.push_back(t->shape());
+  return shapes;
+}
+
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
@@ -104,9 +111,7 @@ void Session::release_constant(Value& val) {
 void Session::reserve(const std::vector<NamedTensor>& inputs) {
   ++stats_.plans_built;
   const std::vector<const Tensor*> bound = bind_inputs(inputs);
-  std::vector<Shape> shapes;
-  for (const Tensor* t : bound) shapes.push_back(t->shape());
-  const Plan* plan = &keep_plan(std::move(shapes), planner_->build(bound));
+  const Plan* plan = &keep_plan(shapes_of(bound), planner_->build(bound));
   ensure_arena(plan->arena_bytes);
   for (size_t i = 0; i < graph_.outputs.size(); ++i) {
     const int v = graph_.outputs[i];
@@ -214,9 +219,7 @@ const Plan& Session::keep_plan(std::vector<Shape> shapes, std::unique_ptr<Plan> 
 }
 
 const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
-  std::vector<Shape> key;
-  key.reserve(inputs.size());
-  for (const Tensor* t : inputs) key.push_back(t->shape());
+  std::vector<Shape> key = shapes_of(inputs);
   for (auto it = plans_.begin(); it != plans_.end(); ++it)
     if (it->shapes == key) {
       plans_.splice(plans_.begin(), plans_, it);

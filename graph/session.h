@@ -91,6 +91,8 @@ class Session {
   void reset_profile();
 
  private:
+  // The plan these inputs take: one kept for the same shapes, else a kept
+  // one patched to them (Planner::patch), else a new one.
   const Plan& plan_for(const std::vector<const Tensor*>& inputs);
   std::vector<const Tensor*> bind_inputs(const std::vector<NamedTensor>& inputs) const;
   void ensure_arena(size_t bytes);
@@ -112,8 +114,7 @@ class Session {
     std::vector<Shape> built;   // those it was built for: its slots hold them
     std::unique_ptr<Plan> plan;
   };
-  // The plan these inputs take: one kept for the same shapes, else a kept
-  // one patched to them (Planner::patch), else a new one.
+  // Keeps a plan just built for `shapes` (most recent first, kPlansKept at most).
   const Plan& keep_plan(std::vector<Shape> shapes, std::unique_ptr<Plan> plan);
   std::list<KeptPlan> plans_;  // most recent first
   std::shared_ptr<void> arena_;

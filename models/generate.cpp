@@ -121,7 +121,7 @@ std::vector<NamedTensor> Generator::inputs_for(const int32_t* ids, int64_t seq, 
 
 const float* Generator::forward(std::span<const int32_t> ids, int64_t past_len, int64_t rows) {
   const int64_t seq = static_cast<int64_t>(ids.size());
-  if (!kv_state_ && past_len > 0 && cache_positions_ > past_len)
+  if (!kv_state_ && past_len > 0 && !cache_.empty() && cache_[0].dim(cache_[0].rank() - 2) > past_len)
     for (Tensor& t : cache_) t = first_positions(t, past_len);
   std::vector<NamedTensor> inputs = inputs_for(ids.data(), seq, past_len, true, rows);
   outputs_.clear();  // release last step's buffers so the session can recycle them
@@ -130,7 +130,6 @@ const float* Generator::forward(std::span<const int32_t> ids, int64_t past_len, 
   if (binding_.cache != CausalLmBinding::Cache::None && !kv_state_) {
     cache_.resize(present_index_.size());
     for (size_t i = 0; i < present_index_.size(); ++i) cache_[i] = outputs_[static_cast<size_t>(present_index_[i])];
-    cache_positions_ = past_len + seq;
   }
 
   const Tensor& logits = outputs_[static_cast<size_t>(logits_slot_)];
@@ -152,7 +151,6 @@ void Generator::reset() {
   sequence_.clear();
   fed_ = 0;
   cache_.clear();
-  cache_positions_ = 0;
   outputs_.clear();
 }
 

@@ -131,7 +131,6 @@ class Generator {
   std::vector<int> logits_index_, present_index_;
   int logits_slot_ = -1;
   std::vector<Tensor> cache_;  // current past tensors, in binding order
-  int64_t cache_positions_ = 0;  // positions cache_ holds
   bool kv_state_ = false;      // the session keeps the cache (Session::keeps_kv_state)
   bool rows_input_ = false;    // the pass added kLastRowsInput (SessionOptions::last_rows_input)
   std::vector<Tensor> outputs_;

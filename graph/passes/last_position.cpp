@@ -95,6 +95,7 @@ void keep_last_position(Graph& g, PassContext& ctx) {
     const Cut cut = find_cut(g, consumers, out);
     if (cut.node >= 0) cuts.push_back({cut, out});
   }
+  const int64_t opset = g.opsets.count("") ? g.opsets.at("") : 21;  // of the nodes added
   // −R from the rows input: Neg(Shape(rows)), inserted first of all nodes.
   int starts = -1;
   // A graph that names a value so itself keeps one row (lookup decoding
@@ -113,7 +114,6 @@ void keep_last_position(Graph& g, PassContext& ctx) {
     rows.is_input = true;
     const int rows_id = g.add_value(std::move(rows));
     g.inputs.push_back(rows_id);
-    const int64_t opset = g.opsets.count("") ? g.opsets.at("") : 21;
     auto add_node = [&](const char* op, int in, const std::string& out_name) {
       Value out;
       out.name = g.unique_name(out_name);
@@ -146,7 +146,7 @@ void keep_last_position(Graph& g, PassContext& ctx) {
     Node slice;
     slice.name = g.unique_name(g.node(cut.node).name + "/last_position");
     slice.op_type = "Slice";
-    slice.opset = g.opsets.count("") ? g.opsets.at("") : 21;
+    slice.opset = opset;
     slice.inputs = {src, starts >= 0 ? starts : add_i64_constant(g, slice.name + "/starts", -1),
                     add_i64_constant(g, slice.name + "/ends", std::numeric_limits<int64_t>::max()),
                     add_i64_constant(g, slice.name + "/axes", -2)};
