@@ -56,10 +56,12 @@ void add_bench_command(CLI::App& app, Action& action) {
       const ReadLimit limit = a->no_bandwidth ? ReadLimit{} : measure_read_limit_isolated(session.pool().size());
       const double bandwidth = limit.limit_gbs();
       const int64_t vocab = model->vocab() > 0 ? model->vocab() : 32000;
+      const std::string cache = binding.cache == CausalLmBinding::Cache::None ? "none"
+                                : session.keeps_kv_state() ? fmt::format("KV {}", dtype_name(opts.kernel.kv_dtype))
+                                                           : "KV";
       fmt::print("model {}\n  threads {} | cache {} | load {:.2f} s (RSS {:.0f} MiB, peak {:.0f}) | weights read per "
                  "pass {:.1f} MB\n",
-                 a->model, session.pool().size(), binding.cache == CausalLmBinding::Cache::None ? "none" : "KV",
-                 load_s, rss_mib(), peak_rss_mib(), weights / 1e6);
+                 a->model, session.pool().size(), cache, load_s, rss_mib(), peak_rss_mib(), weights / 1e6);
       if (bandwidth > 0)
         fmt::print("  read limit {:.1f} GB/s: probe {:.1f} ({} streams per thread, {} loads, best of {}), STREAM-like "
                    "reduce {:.1f}\n",
@@ -68,6 +70,7 @@ void add_bench_command(CLI::App& app, Action& action) {
                  "decode ms/t", "decode t/s", "weight GB/s", "KV GB/s", "of limit");
       Generator& gen = model->generator();
       Json json = {{"model", a->model},           {"threads", session.pool().size()}, {"load_s", load_s},
+                   {"kv_dtype", dtype_name(opts.kernel.kv_dtype)},
                    {"weight_bytes", weights},     {"bandwidth_gbs", bandwidth},       {"probe_gbs", limit.probe_gbs},
                    {"reduce_gbs", limit.reduce_gbs}, {"rows", Json::array()}};
       for (size_t i = 0; i < a->lengths.size(); ++i) {
@@ -87,7 +90,8 @@ void add_bench_command(CLI::App& app, Action& action) {
         const double ms = steps > 0 ? r.decode_ms / steps : 0;
         const double gbs = ms > 0 ? weights / (ms / 1000.0) / 1e9 : 0;
         // The cache a decode step reads: its mean past over the steps.
-        const uint64_t kv = kv_bytes_per_step(binding, a->lengths[i] + (steps + 1) / 2);
+        const uint64_t kv = kv_bytes_per_step(binding, a->lengths[i] + (steps + 1) / 2,
+                                              session.keeps_kv_state() ? opts.kernel.kv_dtype : DType::Undefined);
         const double kv_gbs = ms > 0 ? kv / (ms / 1000.0) / 1e9 : 0;
         const double pct = bandwidth > 0 ? 100.0 * (gbs + kv_gbs) / bandwidth : 0;
         fmt::print("  {:>6} {:>5} {:>12.1f} {:>12.2f} {:>10.2f} {:>11.1f} {:>8.2f} {:>8.0f}%\n", a->lengths[i],

@@ -91,6 +91,11 @@ void SessionFlags::add_to(CLI::App* cmd) {
   cmd->add_option("--act-precision", act_precision, "Activations of every 4-bit weight GEMM")
       ->check(one_of(acts))
       ->capture_default_str();
+  cmd->add_option("--kv-dtype", kv_dtype,
+                  "What the KV cache the session keeps stores: f32, or f16 (half the bytes to read per step at "
+                  "long contexts; each position rounded once)")
+      ->check(one_of({"f32", "f16"}))
+      ->capture_default_str();
   std::vector<std::string> modes;
   for (npu::Mode m : {npu::Mode::kOff, npu::Mode::kAuto, npu::Mode::kXrt, npu::Mode::kReference})
     modes.push_back(npu::mode_name(m));
@@ -132,6 +137,7 @@ SessionOptions SessionFlags::options() const {
   o.debug_refusals = env.qdq_debug;
   o.profile = env.profile;
   o.kernel.act_precision = parse_act_precision(act_precision).value();  // validated by one_of
+  o.kernel.kv_dtype = kv_dtype == "f16" ? DType::F16 : DType::F32;  // validated by one_of
   o.kernel.huge_pages = env.huge_pages;
   o.kernel.trace = env.trace;
   return o;

@@ -140,6 +140,7 @@ Json generation_record(Model& model, const GenerateResult& r, const Sampler* sam
               {"threads", model.session().pool().size()},
               {"cache", model.binding().cache == CausalLmBinding::Cache::None ? "none" : "kv"},
               {"kv_state", model.session().keeps_kv_state()},  // the cache kept in the session
+              {"kv_dtype", dtype_name(model.session().options().kernel.kv_dtype)},
               {"peak_rss_mib", peak_rss_mib()}};
 }
 

@@ -166,7 +166,10 @@ void add_ort_run_command(CLI::App& app, Action& action) {
                           : r.stop == StopReason::Context    ? " (context full)"
                                                              : "";
         fmt::print(stderr, "\n{} prompt tokens, {} generated{} | {} cache | threads {}{}\n", r.prompt.size(),
-                   r.tokens.size(), why, binding.cache == CausalLmBinding::Cache::None ? "no" : "KV",
+                   r.tokens.size(), why,
+                   binding.cache == CausalLmBinding::Cache::None ? "no"
+                   : session.options().kernel.kv_dtype == DType::F16 ? "KV (float16)"
+                                                                      : "KV",
                    session.pool().size(), sampler ? " | sampling: " + sampler->params().describe() : std::string());
         fmt::print(stderr, "load {:.2f} s | prefill {:.1f} tok/s ({:.1f} ms) | decode {} | peak RSS {:.0f} MiB\n",
                    model->load_seconds(), r.prompt.size() / (r.prefill_ms / 1000.0), r.prefill_ms,

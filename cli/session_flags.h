@@ -47,6 +47,7 @@ struct SessionFlags {
   bool basic = false;
   bool int8 = false;
   std::string act_precision = "auto";
+  std::string kv_dtype = "f32";
   std::string npu = "auto";
   std::string npu_designs;
   bool npu_trace = false;

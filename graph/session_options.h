@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dtype.h"
+
 namespace onebit {
 
 namespace npu {
@@ -30,6 +32,10 @@ struct KernelOptions {
   // after packing and khugepaged may collapse the pages later.
   bool huge_pages = false;
   bool trace = false;  // kernels and passes log their choices on stderr
+  // What a KV cache the session keeps stores (KvAppend, GroupQueryAttention's
+  // kept state): F32, or F16 at half the bytes (rounded to nearest even
+  // once, when a position is appended; attention computes in float32).
+  DType kv_dtype = DType::F32;
   // The accelerator the session routes integer GEMMs to; null: host only.
   // Owned by whoever made the session (models/, cli/), alive as long as it.
   npu::Dispatcher* npu = nullptr;

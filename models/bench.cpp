@@ -156,10 +156,10 @@ ReadLimit measure_read_limit_isolated(int threads) {
   return r;
 }
 
-uint64_t kv_bytes_per_step(const CausalLmBinding& b, int64_t past) {
+uint64_t kv_bytes_per_step(const CausalLmBinding& b, int64_t past, DType stored) {
   if (b.cache == CausalLmBinding::Cache::None || b.layers <= 0 || b.kv_heads <= 0 || b.head_dim <= 0 || past <= 0)
     return 0;
-  return dtype_bytes(b.cache_dtype, 2 * b.layers * b.kv_heads * b.head_dim * past);
+  return dtype_bytes(stored == DType::Undefined ? b.cache_dtype : stored, 2 * b.layers * b.kv_heads * b.head_dim * past);
 }
 
 std::vector<int32_t> synthetic_prompt(int64_t n, int64_t vocab) {

@@ -44,8 +44,9 @@ ReadLimit measure_read_limit_isolated(int threads);
 
 // Bytes of KV cache a decode step reads at `past` positions of history
 // (keys and values of every layer), from the binding's cache geometry; 0
-// when the graph keeps no cache or its geometry is unknown.
-uint64_t kv_bytes_per_step(const CausalLmBinding& b, int64_t past);
+// when the graph keeps no cache or its geometry is unknown. `stored`: what
+// the session keeps it as (--kv-dtype), else the graph's cache dtype.
+uint64_t kv_bytes_per_step(const CausalLmBinding& b, int64_t past, DType stored = DType::Undefined);
 
 struct BenchRow {
   int64_t prompt_tokens = 0;

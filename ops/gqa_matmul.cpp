@@ -6,11 +6,13 @@
 // The rep query heads of one KV head are consecutive rows of A, so each KV
 // head is one GEMM of rep·S rows that reads its K or V once.
 // With a fifth input (graph/kv_state.cpp), KV is a KvAppend state: heads
-// lie input-4 floats apart instead of T·d. Without inputs 2 and 3 (the
+// lie input-4 elements apart instead of T·d, and KV may be float16
+// (KernelOptions::kv_dtype; ops/kv_gemm.h). Without inputs 2 and 3 (the
 // kv-state pass on multi-head attention) rep is 1.
 #include "ops/broadcast.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
+#include "ops/kv_gemm.h"
 #include "ops/op_util.h"
 #include "ops/sgemm.h"
 #include "base/thread_pool.h"
@@ -26,15 +28,20 @@ class GqaMatMulKernel : public Kernel {
  public:
   explicit GqaMatMulKernel(const KernelInfo& info)
       : trans_b_(info.attrs().get_int("transB", 0) != 0), allowzero_(info.attrs().get_int("allowzero", 0) != 0),
-        state_(info.has_input(4)), config_(&sgemm_config()) {}
+        state_(info.has_input(4)), config_(&sgemm_config()), kv_config_(kv_gemm_config()) {}
 
   void reshape(ReshapeContext& ctx) override {
     // float32 runs the GEMM; float16 / bfloat16 / double (a fusion that
     // could not see the dtype) run the reference loop below, in float.
+    // A KV state is float32 or float16 (KernelOptions::kv_dtype) under float32 A.
     const DType t = ctx.dtype(0);
-    if ((t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64) || ctx.dtype(1) != t)
+    if (state_) {
+      if (t != DType::F32 || (ctx.dtype(1) != DType::F32 && ctx.dtype(1) != DType::F16))
+        fail("inputs are {} and {}: over a KV state A is float32 and the state float32 or float16",
+             dtype_name(t), dtype_name(ctx.dtype(1)));
+    } else if ((t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64) || ctx.dtype(1) != t) {
       fail("inputs are {} and {}, expected float32 (or one float type)", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
-    if (t != DType::F32 && state_) fail("the KV state is float32; the cache here is {}", dtype_name(t));
+    }
     const Shape& a = ctx.shape(0);
     if (a.size() != 4 || ctx.shape(1).size() != 4)
       fail("expected A [b,h,S,X] and KV [b,kvh,T,d], got {} and {}", shape_str(a), shape_str(ctx.shape(1)));
@@ -56,7 +63,7 @@ class GqaMatMulKernel : public Kernel {
     ctx.set_output(0, t, {a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]});
     const size_t m = static_cast<size_t>(rep * a[2]);
     const size_t n = static_cast<size_t>(trans_b_ ? kv[2] : kv[3]), k = static_cast<size_t>(x);
-    ctx.set_workspace(align_up(sgemm_workspace(*config_, m, n, k, false, trans_b_)) *
+    ctx.set_workspace(slot_bytes(m, static_cast<size_t>(kv[2]), static_cast<size_t>(kv[3]), ctx.dtype(1), n, k) *
                       static_cast<size_t>(ThreadPool::default_threads()));
   }
 
@@ -66,23 +73,25 @@ class GqaMatMulKernel : public Kernel {
     Tensor& Y = ctx.output(0);
     const int64_t b = KV.dim(0), kvh = KV.dim(1), t = KV.dim(2), d = KV.dim(3);
     const int64_t head_stride = state_ ? *ctx.input(4).data<int64_t>() : t * d;
-    if (head_stride < t * d) fail("KV heads are {} floats apart, less than {} positions of {}", head_stride, t, d);
+    if (head_stride < t * d) fail("KV heads are {} elements apart, less than {} positions of {}", head_stride, t, d);
     const int64_t h = A.dim(1), s = A.dim(2), rep = h / kvh;
     if (Y.size() == 0) return;
     if (A.dtype() != DType::F32) return run_reference(A, KV, Y, rep);
     const size_t m = static_cast<size_t>(rep * s), x = static_cast<size_t>(A.dim(3));
     const size_t n = static_cast<size_t>(trans_b_ ? t : d), k = x;
-    const size_t slot = align_up(sgemm_workspace(*config_, m, n, k, false, trans_b_));
+    const size_t slot = slot_bytes(m, static_cast<size_t>(t), static_cast<size_t>(d), KV.dtype(), n, k);
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
     const float* a = A.data<float>();
-    const float* kvp = KV.data<float>();
+    const auto* kvp = static_cast<const unsigned char*>(KV.raw());
+    const size_t elem = KV.dtype() == DType::F16 ? 2 : 4;
     float* y = Y.data<float>();
     auto one = [&](int64_t task, void* work, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;
       const float* ab = a + (bi * h + g * rep) * s * static_cast<int64_t>(x);
-      const float* bb = kvp + (bi * kvh + g) * head_stride;
+      const KvRows rows{kvp + static_cast<size_t>((bi * kvh + g) * head_stride) * elem, KV.dtype()};
       float* yb = y + (bi * h + g * rep) * s * static_cast<int64_t>(n);
-      sgemm(*config_, m, n, k, ab, x, false, bb, static_cast<size_t>(d), trans_b_, nullptr, yb, n, work, inner);
+      if (trans_b_) kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, work, inner);
+      else kv_mix(kv_config_, m, k, n, ab, x, rows, yb, n, work, inner);
     };
     const int64_t tasks = b * kvh;
     ThreadPool& pool = ctx.pool();
@@ -141,8 +150,15 @@ class GqaMatMulKernel : public Kernel {
     return out;
   }
 
+  // One task's workspace: A [m×k] against t rows of d.
+  size_t slot_bytes(size_t m, size_t t, size_t d, DType kv, size_t n, size_t k) const {
+    if (kv == DType::F16) return kv_attention_workspace(kv_config_, m, t, d, kv);
+    return align_up(sgemm_workspace(*config_, m, n, k, false, trans_b_));
+  }
+
   bool trans_b_, allowzero_, state_;
   const SgemmConfig* config_;
+  KvGemmConfig kv_config_;
 };
 
 }  // namespace

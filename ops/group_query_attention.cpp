@@ -37,11 +37,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "base/memory_budget.h"
 #include "base/sizes.h"
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
+#include "ops/kv_gemm.h"
 #include "ops/kv_store.h"
 #include "ops/op_util.h"
 #include "ops/sgemm.h"
@@ -57,7 +59,11 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 class GroupQueryAttentionKernel : public Kernel {
  public:
   explicit GroupQueryAttentionKernel(const KernelInfo& info)
-      : state_(info.node().domain == kOneBitDomain), config_(&sgemm_config()) {
+      : state_(info.node().domain == kOneBitDomain),
+        config_(&sgemm_config()),
+        kv_config_(kv_gemm_config()),
+        k_(info.options().kv_dtype),
+        v_(info.options().kv_dtype) {
     const Attributes& a = info.attrs();
     heads_ = a.get_int("num_heads", 0);
     kv_heads_ = a.get_int("kv_num_heads", 0);
@@ -189,8 +195,7 @@ class GroupQueryAttentionKernel : public Kernel {
       v_.reserve(kv_heads_, d, p + s);
       head_stride = k_.capacity() * d;
       batch_stride = kv_heads_ * head_stride;
-      kc = k_.data();
-      vc = v_.data();
+      kc = vc = nullptr;  // the state's rows: k_.head(g), v_.head(g)
     } else {
       Tensor& pk = ctx.output(1);
       Tensor& pv = ctx.output(2);
@@ -234,6 +239,7 @@ class GroupQueryAttentionKernel : public Kernel {
     float* kw = const_cast<float*>(kc);
     float* vw = const_cast<float*>(vc);
     ctx.pool().parallel_for(b * s, std::max<int64_t>(1, 64 / std::max<int64_t>(1, heads_)), [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(state_ ? static_cast<size_t>(d) : 0);
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t bi = r / s, si = r % s;
         const int64_t pos = pos_ids ? pos_ids[r] : past[static_cast<size_t>(bi)] + si;
@@ -244,6 +250,12 @@ class GroupQueryAttentionKernel : public Kernel {
         for (int64_t n = 0; n < heads_; ++n) rotate(qin + r * q_row + n * d, qr + (r * heads_ + n) * d, d, cr, sr, half);
         const int64_t at = past[static_cast<size_t>(bi)] + si;
         for (int64_t g = 0; g < kv_heads_; ++g) {
+          if (state_) {  // batch 1: rotated into a row, then stored as the state keeps it
+            rotate(kin + r * kv_row + g * d, row.data(), d, cr, sr, half);
+            k_.put(g, at, row.data(), 1);
+            v_.put(g, at, vin + r * kv_row + g * d, 1);
+            continue;
+          }
           float* kd = kw + bi * batch_stride + g * head_stride + at * d;
           rotate(kin + r * kv_row + g * d, kd, d, cr, sr, half);
           std::memcpy(vw + bi * batch_stride + g * head_stride + at * d, vin + r * kv_row + g * d,
@@ -274,13 +286,12 @@ class GroupQueryAttentionKernel : public Kernel {
       // Rows: grouped, the rep heads of one position (H apart); else the S positions of one head (N·H apart).
       const float* a = qr + (bi * s * heads_ + head0) * d;
       const size_t lda = static_cast<size_t>(grouped ? d : heads_ * d);
-      const float* kb = kc + bi * batch_stride + g * head_stride;
-      const float* vb = vc + bi * batch_stride + g * head_stride;
+      const KvRows kb = state_ ? k_.head(g) : KvRows{kc + bi * batch_stride + g * head_stride, DType::F32};
+      const KvRows vb = state_ ? v_.head(g) : KvRows{vc + bi * batch_stride + g * head_stride, DType::F32};
       float* scores = reinterpret_cast<float*>(slot);
       void* gemm_ws = slot + pl.scores_bytes;
       const size_t tn = static_cast<size_t>(t);
-      sgemm(*config_, m, tn, static_cast<size_t>(d), a, lda, false, kb, static_cast<size_t>(d), true, nullptr, scores,
-            tn, gemm_ws, inner);
+      kv_scores(kv_config_, m, tn, static_cast<size_t>(d), a, lda, kb, scores, tn, gemm_ws, inner);
       for (size_t row = 0; row < m; ++row) {
         const int64_t si = grouped ? 0 : static_cast<int64_t>(row);
         const int64_t head = grouped ? head0 + static_cast<int64_t>(row) : head0;
@@ -293,8 +304,8 @@ class GroupQueryAttentionKernel : public Kernel {
         softmax_row(sr, tn, lo, std::max(lo, hi), scale, br, sink ? sink[head] : (smooth_ ? 0.0f : NAN), sink || smooth_);
       }
       float* o = out + (bi * s) * out_row + head0 * d;
-      sgemm(*config_, m, static_cast<size_t>(d), tn, scores, tn, false, vb, static_cast<size_t>(d), false, nullptr, o,
-            static_cast<size_t>(grouped ? d : out_row), gemm_ws, inner);
+      kv_mix(kv_config_, m, tn, static_cast<size_t>(d), scores, tn, vb, o, static_cast<size_t>(grouped ? d : out_row),
+             gemm_ws, inner);
     };
     ThreadPool& pool = ctx.pool();
     run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
@@ -304,7 +315,9 @@ class GroupQueryAttentionKernel : public Kernel {
 
   std::string describe() const override {
     return fmt::format("GQA {} heads / {} KV heads{}{}, {}", heads_, kv_heads_, rotary_ ? ", rotary" : "",
-                       state_ ? fmt::format(", KV state {} of {} positions", k_.length, k_.capacity()) : "",
+                       state_ ? fmt::format(", KV state ({}) {} of {} positions", dtype_name(k_.dtype()), k_.length,
+                                            k_.capacity())
+                              : "",
                        config_->gemm_name);
   }
 
@@ -321,8 +334,7 @@ class GroupQueryAttentionKernel : public Kernel {
     const size_t m = static_cast<size_t>(s == 1 ? heads_ / kv_heads_ : s);
     const size_t tn = static_cast<size_t>(std::max<int64_t>(t, 1)), dn = static_cast<size_t>(d);
     p.scores_bytes = align_up(m * tn * sizeof(float));
-    const size_t gemm = std::max(sgemm_workspace(*config_, m, tn, dn, false, true),
-                                 sgemm_workspace(*config_, m, dn, tn, false, false));
+    const size_t gemm = kv_attention_workspace(kv_config_, m, tn, dn, state_ ? k_.dtype() : DType::F32);
     p.slot = p.scores_bytes + align_up(gemm);
     return p;
   }
@@ -386,6 +398,7 @@ class GroupQueryAttentionKernel : public Kernel {
 
   bool state_;
   const SgemmConfig* config_;
+  KvGemmConfig kv_config_;
   int64_t heads_ = 0, kv_heads_ = 0, window_ = -1;
   float scale_ = 0, softcap_ = 0;
   bool rotary_ = false, interleaved_ = false, smooth_ = false, packed_ = false;

@@ -4,12 +4,13 @@
 //   past any tensor whose dim `past_axis` is the past length P (its data is
 //        never read; the caller passes a shape-only tensor).
 // Outputs:
-//   0  the cache after appending, [1, kvh, P+S, d], each head's positions
+//   0  the cache after appending, [1, kvh, P+S, d] float32 or float16
+//      (KernelOptions::kv_dtype), each head's positions
 //      contiguous as in the exported cache, but heads `head_stride` floats
 //      apart: the state has room for `capacity` positions per head, so an
 //      append writes only the S new positions. It is not a dense tensor;
 //      only GqaMatMul reads it, given output 1 (the pass checks this).
-//   1  head_stride, int64 scalar: capacity · d.
+//   1  head_stride, int64 scalar: capacity · d (elements).
 // The state follows one sequence: P is at most the positions it holds; fewer
 // takes the rest back (rejected drafts), 0 starts a new sequence.
 #include <algorithm>
@@ -27,7 +28,8 @@ namespace {
 
 class KvAppendKernel : public Kernel {
  public:
-  explicit KvAppendKernel(const KernelInfo& info) : past_axis_(info.attrs().get_int("past_axis")) {}
+  explicit KvAppendKernel(const KernelInfo& info)
+      : past_axis_(info.attrs().get_int("past_axis")), store_(info.options().kv_dtype) {}
 
   bool needs_input_data(int input) const override { return input == 0; }
 
@@ -43,7 +45,7 @@ class KvAppendKernel : public Kernel {
     // Planning for a longer sequence (the generator reserves for its last
     // step) sizes the state now, so the decode steps allocate nothing.
     store_.reserve(x[1], x[3], total);
-    ctx.hold_output(0, DType::F32, {1, x[1], total, x[3]});
+    ctx.hold_output(0, store_.dtype(), {1, x[1], total, x[3]});
     ctx.set_output(1, DType::I64, {});
   }
 
@@ -54,16 +56,15 @@ class KvAppendKernel : public Kernel {
     store_.continue_at(past);
     store_.reserve(kvh, d, past + s);
     const float* src = x.data<float>();
-    for (int64_t h = 0; h < kvh; ++h)
-      std::memcpy(store_.data() + h * store_.capacity() * d + past * d, src + h * s * d,
-                  static_cast<size_t>(s * d) * sizeof(float));
+    for (int64_t h = 0; h < kvh; ++h) store_.put(h, past, src + h * s * d, s);
     store_.length = past + s;
-    ctx.output(0) = Tensor(DType::F32, {1, kvh, store_.length, d}, store_.data(), store_.owner());
+    ctx.output(0) = Tensor(store_.dtype(), {1, kvh, store_.length, d}, store_.data(), store_.owner());
     *ctx.output(1).data<int64_t>() = store_.capacity() * d;
   }
 
   std::string describe() const override {
-    return fmt::format("KV state, {} of {} positions held", store_.length, store_.capacity());
+    return fmt::format("KV state ({}), {} of {} positions held", dtype_name(store_.dtype()), store_.length,
+                       store_.capacity());
   }
 
  private:

@@ -30,6 +30,8 @@ TEST_CASE("bench: KV bytes per decode step follow the cache geometry", "[bench]"
   CHECK(kv_bytes_per_step(b, 10) == 2u * 2 * 4 * 8 * 10 * 4);  // keys and values, float32
   b.cache_dtype = DType::F16;
   CHECK(kv_bytes_per_step(b, 10) == 2u * 2 * 4 * 8 * 10 * 2);
+  b.cache_dtype = DType::F32;  // a float32 graph whose session keeps its cache in float16 (--kv-dtype f16)
+  CHECK(kv_bytes_per_step(b, 10, DType::F16) == 2u * 2 * 4 * 8 * 10 * 2);
   CHECK(kv_bytes_per_step(b, 0) == 0);
   b.head_dim = 0;  // geometry unknown
   CHECK(kv_bytes_per_step(b, 10) == 0);

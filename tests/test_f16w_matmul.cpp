@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "tests/random_util.h"
 #include "base/dtype.h"
 #include "graph/onnx/onnx_loader.h"
 #include "graph/passes/passes.h"
@@ -21,17 +22,11 @@ using namespace onebit;
 using onebit::test::ModelBuilder;
 using onebit::test::scratch_dir;
 
+using onebit::test::randn;
+
 namespace {
 
 constexpr int32_t kFloat = 1, kFloat16 = 10;
-
-std::vector<float> randn(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 std::vector<uint16_t> halves(const std::vector<float>& v) {
   std::vector<uint16_t> h(v.size());

@@ -7,6 +7,8 @@
 // graph as it was.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "graph/onnx/onnx_loader.h"
@@ -114,9 +116,13 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
   return b;
 }
 
-Tensor input_x(int64_t s, int step) {
+// eighths: inputs on a grid of 1/8, so with the weights' eighths every key
+// and value is a multiple of 1/64 below 16 in magnitude, exact in float16.
+Tensor input_x(int64_t s, int step, bool eighths = false) {
   Tensor t = Tensor::allocate(DType::F32, {1, s, kModel});
-  for (int64_t i = 0; i < t.size(); ++i) t.data<float>()[i] = static_cast<float>((i * 13 + step * 7) % 19) / 9.f - 1.f;
+  for (int64_t i = 0; i < t.size(); ++i)
+    t.data<float>()[i] = eighths ? static_cast<float>((i * 13 + step * 7) % 17) / 8.f - 1.f
+                                 : static_cast<float>((i * 13 + step * 7) % 19) / 9.f - 1.f;
   return t;
 }
 
@@ -135,12 +141,13 @@ int index_of(const std::vector<std::string>& names, const std::string& name) {
 }
 
 Session open(Cache cache, Extra extra, bool state, const std::string& name, int64_t rep = kRep,
-             bool patch_plans = true) {
+             bool patch_plans = true, DType kv_dtype = DType::F32) {
   const std::string path = scratch_dir(name) + "/model.onnx";
   attention(cache, extra, rep).save(path);
   SessionOptions o;
   if (state) o.kv_state_inputs = past_names(cache);
   o.patch_plans = patch_plans;
+  o.kernel.kv_dtype = kv_dtype;
   return Session(load_onnx(path), default_op_registry(), o);
 }
 
@@ -156,14 +163,15 @@ void require_same(const Tensor& a, const Tensor& b, bool exact) {
 }
 
 // Steps of S new positions each; the plain session is fed its own present.
-void decode_both(Session& plain, Session& state, Cache cache, const std::vector<int64_t>& steps, bool exact = true) {
+void decode_both(Session& plain, Session& state, Cache cache, const std::vector<int64_t>& steps, bool exact = true,
+                 bool eighths = false) {
   const auto names = past_names(cache);
   const auto outs = plain.output_names();
   std::vector<Tensor> past;
   int64_t p = 0;
   for (size_t step = 0; step < steps.size(); ++step) {
     INFO("step " << step << ", past " << p << ", S " << steps[step]);
-    const Tensor x = input_x(steps[step], static_cast<int>(step));
+    const Tensor x = input_x(steps[step], static_cast<int>(step), eighths);
     std::vector<NamedTensor> a{{"x", x}}, b{{"x", x}};
     for (size_t i = 0; i < names.size(); ++i) {
       a.push_back({names[i], p == 0 ? Tensor(DType::F32, past_shape(cache, 0), nullptr) : past[i]});
@@ -204,6 +212,34 @@ TEST_CASE("kv state: multi-head attention (no repeat_kv) reads the cache in plac
     REQUIRE(state.pass_report().get("kv_state") == 2);
     CHECK(state.pass_report().get("gqa_fused") == 0);
     decode_both(plain, state, cache, {5, 1, 1, 2, 1, 7, 1, 1, 1, 1}, false);
+  }
+}
+
+TEST_CASE("kv state in float16: exact where float16 holds the keys and values, rounded otherwise", "[kv_state][kv_f16]") {
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
+    INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache");
+    Session plain = open(cache, Extra::None, false, "kv16_plain");
+    Session half = open(cache, Extra::None, true, "kv16_state", kRep, true, DType::F16);
+    REQUIRE(half.pass_report().get("kv_state") == 2);
+    // Keys and values float16 represents: the same bits as the exported
+    // cache, through prefill, decode steps, multi-token steps and growth.
+    decode_both(plain, half, cache, {5, 1, 1, 2, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1}, true, true);
+    // Others: each stored position rounded once, so close to float32 but not the same.
+    Session half2 = open(cache, Extra::None, true, "kv16_state2", kRep, true, DType::F16);
+    Session full2 = open(cache, Extra::None, true, "kv32_state2");
+    const auto names = past_names(cache);
+    double max_diff = 0;
+    int64_t p = 0;
+    for (int64_t n : {6, 1, 1, 3, 1}) {
+      std::vector<NamedTensor> in{{"x", input_x(n, static_cast<int>(p))}};
+      for (const std::string& name : names) in.push_back({name, Tensor(DType::F32, past_shape(cache, p), nullptr)});
+      const Tensor a = half2.run(in)[0], b = full2.run(in)[0];
+      for (int64_t i = 0; i < a.size(); ++i)
+        max_diff = std::max(max_diff, static_cast<double>(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
+      p += n;
+    }
+    CHECK(max_diff > 0);
+    CHECK(max_diff < 2e-2);
   }
 }
 

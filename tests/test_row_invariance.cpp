@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/random_util.h"
 #include "base/dtype.h"
 #include "base/thread_pool.h"
 #include "ops/sgemm.h"
@@ -24,15 +25,9 @@
 
 using namespace onebit;
 
-namespace {
+using onebit::test::randn;
 
-std::vector<float> randn(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+namespace {
 
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 

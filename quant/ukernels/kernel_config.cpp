@@ -160,6 +160,23 @@ const F16wGemmConfig& f16w_gemm_config() {
   return chosen;
 }
 
+const KvF16Config kKvF16Scalar{Isa::Scalar, f16_f32_vcvt_ukernel__scalar, f32_f16_vcvt_ukernel__scalar,
+                               f32_f16_pv_ukernel__scalar, "f16_f32_vcvt_ukernel__scalar",
+                               "f32_f16_vcvt_ukernel__scalar", "f32_f16_pv_ukernel__scalar"};
+const KvF16Config kKvF16Avx2{Isa::Avx2, f16_f32_vcvt_ukernel__avx2, f32_f16_vcvt_ukernel__avx2,
+                             f32_f16_pv_ukernel_4x32__avx2, "f16_f32_vcvt_ukernel__avx2",
+                             "f32_f16_vcvt_ukernel__avx2", "f32_f16_pv_ukernel_4x32__avx2"};
+
+const KvF16Config* kv_f16_config_for(Isa isa) {
+  if (!cpu_supports(isa)) return nullptr;
+  return isa == Isa::Scalar ? &kKvF16Scalar : &kKvF16Avx2;  // AVX-512 CPUs run the AVX2 family (bound by reads)
+}
+
+const KvF16Config& kv_f16_config() {
+  static const KvF16Config& chosen = *kv_f16_config_for(isa_limit());
+  return chosen;
+}
+
 const VecMathConfig* vec_math_config_for(Isa isa) {
   if (!cpu_supports(isa)) return nullptr;
   return isa == Isa::Scalar ? &kVecScalar : &kVecAvx2;  // no 512-bit family: the loop is bound by exp's latency

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "base/cpu_features.h"
+#include "quant/ukernels/f16_kv_ukernels.h"
 #include "quant/ukernels/f16w_ukernels.h"
 #include "quant/ukernels/f32_ukernels.h"
 #include "quant/ukernels/f32_vexp_ukernels.h"
@@ -75,6 +76,20 @@ struct F16wGemmConfig {
 
 const F16wGemmConfig& f16w_gemm_config();
 const F16wGemmConfig* f16w_gemm_config_for(Isa isa);
+
+// The float16 KV cache (ops/kv_gemm.cpp): conversions and P·V over halves.
+struct KvF16Config {
+  Isa isa;
+  F16ToF32Ukernel widen;
+  F32ToF16Ukernel narrow;
+  F32F16PvUkernel pv;
+  const char* widen_name;
+  const char* narrow_name;
+  const char* pv_name;
+};
+
+const KvF16Config& kv_f16_config();
+const KvF16Config* kv_f16_config_for(Isa isa);
 
 // Elementwise float math (the vectorised exp and sigmoid).
 struct VecMathConfig {

@@ -1,0 +1,172 @@
+// The float16 KV cache's kernels (quant/ukernels/f16_kv_ukernels.h,
+// ops/kv_gemm.h, ops/kv_store.h), on every ISA this CPU runs:
+//   - the conversions against base/dtype.h's scalar ones, bit for bit, on
+//     random floats, ties, subnormals, infinities and NaNs;
+//   - P·V over halves against the scalar reference, bit for bit;
+//   - attention's two products over a float16 head against the float32
+//     ones on the widened rows, bit for bit, for decode-sized and
+//     prefill-sized row counts, key runs crossing the widening chunk, one
+//     thread and two: a float16 cache differs from float32 only by the
+//     rounding of what it stores;
+//   - a row alone against the same row among many (lookup decoding's
+//     batched verification stays exact with a float16 cache);
+//   - KvStore: narrowing on put, growth keeping what is held.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "tests/random_util.h"
+#include "base/dtype.h"
+#include "base/thread_pool.h"
+#include "ops/kv_gemm.h"
+#include "ops/kv_store.h"
+#include "quant/ukernels/kernel_config.h"
+#include "tests/isa_test_util.h"
+
+using namespace onebit;
+
+using onebit::test::randn;
+
+namespace {
+
+std::vector<uint16_t> to_halves(const std::vector<float>& x) {
+  std::vector<uint16_t> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = float_to_half(x[i]);
+  return h;
+}
+
+std::vector<float> widened(const std::vector<uint16_t>& h) {
+  std::vector<float> x(h.size());
+  for (size_t i = 0; i < h.size(); ++i) x[i] = half_to_float(h[i]);
+  return x;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+KvGemmConfig config_for(Isa isa) {
+  const KvGemmConfig cfg{sgemm_config_for(isa), kv_f16_config_for(isa)};
+  REQUIRE(cfg.f32);
+  REQUIRE(cfg.f16);
+  return cfg;
+}
+
+void conversions(Isa isa) {
+  const KvF16Config* cfg = kv_f16_config_for(isa);
+  REQUIRE(cfg);
+  std::vector<float> x = randn(1000, 1, 3.0f);
+  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65520.0f, -65520.0f, 1e6f, 6.1035156e-05f,
+                            5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f, 1e-10f, 1.00048828125f, 1.00146484375f,
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), 3.0e-5f, -4.5e-6f};
+  x.insert(x.begin() + 3, std::begin(specials), std::end(specials));  // inside the vector body and the tail
+  for (size_t n : {x.size(), size_t{7}, size_t{9}, size_t{0}}) {
+    std::vector<uint16_t> h(n, 0xdead), want(n);
+    cfg->narrow(n, x.data(), h.data());
+    for (size_t i = 0; i < n; ++i) want[i] = float_to_half(x[i]);
+    CHECK(h == want);
+    std::vector<float> y(n, -7.0f), back(n);
+    cfg->widen(n, h.data(), y.data());
+    for (size_t i = 0; i < n; ++i) back[i] = half_to_float(h[i]);
+    CHECK(std::memcmp(y.data(), back.data(), n * sizeof(float)) == 0);
+  }
+  // Every half widens as the scalar conversion does, subnormals included; a
+  // NaN stays a NaN (vcvtph2ps quiets a signalling one, the scalar keeps its bits).
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> y(all.size());
+  cfg->widen(all.size(), all.data(), y.data());
+  const std::vector<float> want = widened(all);
+  size_t differ = 0;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (std::isnan(want[i]) ? !std::isnan(y[i]) : std::memcmp(&y[i], &want[i], sizeof(float)) != 0) ++differ;
+  CHECK(differ == 0);
+}
+
+void pv_kernel(Isa isa) {
+  const KvF16Config* cfg = kv_f16_config_for(isa);
+  const KvF16Config* ref = kv_f16_config_for(Isa::Scalar);
+  REQUIRE(cfg);
+  for (size_t m : {1, 2, 3, 4, 5, 9})
+    for (size_t t : {1, 5, 33})
+      for (size_t d : {8, 32, 40, 64, 128}) {
+        INFO("m " << m << " t " << t << " d " << d);
+        const size_t ldp = t + 3, ldy = d + 5;
+        const std::vector<float> p = randn(m * ldp, 2);
+        const std::vector<uint16_t> v = to_halves(randn(t * d, 3));
+        std::vector<float> y(m * ldy, 1.0f), want(m * ldy, 1.0f);
+        cfg->pv(m, t, d, p.data(), ldp, v.data(), d, y.data(), ldy);
+        ref->pv(m, t, d, p.data(), ldp, v.data(), d, want.data(), ldy);
+        CHECK(same_bits(y.data(), want.data(), y.size()));  // the padding between rows untouched too
+      }
+}
+
+// Q·Kᵀ and P·V over a float16 head against float32 on the widened rows.
+void products(Isa isa) {
+  const KvGemmConfig cfg = config_for(isa);
+  ThreadPool pool(2);
+  for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool})
+    for (size_t d : {64, 72, 128})
+      for (size_t t : {1, 7, 300, 1100})
+        for (size_t m : {size_t{1}, size_t{2}, size_t{3}, size_t{5}, 4 * cfg.f32->mr + 1, size_t{100}}) {
+          INFO("d " << d << " t " << t << " m " << m << (tp ? ", 2 threads" : ", 1 thread"));
+          const std::vector<uint16_t> k16 = to_halves(randn(t * d, 4)), v16 = to_halves(randn(t * d, 5));
+          const std::vector<float> k32 = widened(k16), v32 = widened(v16);
+          const std::vector<float> q = randn(m * d, 6), p = randn(m * t, 7);
+          std::vector<unsigned char> ws16(kv_attention_workspace(cfg, m, t, d, DType::F16) + 64);
+          std::vector<unsigned char> ws32(kv_attention_workspace(cfg, m, t, d, DType::F32) + 64);
+          auto aligned = [](std::vector<unsigned char>& w) {
+            return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(w.data()) + 63) / 64 * 64);
+          };
+          std::vector<float> s16(m * t), s32(m * t), y16(m * d), y32(m * d);
+          kv_scores(cfg, m, t, d, q.data(), d, {k16.data(), DType::F16}, s16.data(), t, aligned(ws16), tp);
+          kv_scores(cfg, m, t, d, q.data(), d, {k32.data(), DType::F32}, s32.data(), t, aligned(ws32), tp);
+          CHECK(same_bits(s16.data(), s32.data(), s16.size()));
+          kv_mix(cfg, m, t, d, p.data(), t, {v16.data(), DType::F16}, y16.data(), d, aligned(ws16), tp);
+          kv_mix(cfg, m, t, d, p.data(), t, {v32.data(), DType::F32}, y32.data(), d, aligned(ws32), tp);
+          CHECK(same_bits(y16.data(), y32.data(), y16.size()));
+          // The last row alone: what a decode step computes.
+          std::vector<float> s1(t), y1(d);
+          kv_scores(cfg, 1, t, d, q.data() + (m - 1) * d, d, {k16.data(), DType::F16}, s1.data(), t, aligned(ws16), tp);
+          kv_mix(cfg, 1, t, d, p.data() + (m - 1) * t, t, {v16.data(), DType::F16}, y1.data(), d, aligned(ws16), tp);
+          CHECK(same_bits(s1.data(), s16.data() + (m - 1) * t, t));
+          CHECK(same_bits(y1.data(), y16.data() + (m - 1) * d, d));
+        }
+}
+
+}  // namespace
+
+ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Scalar, conversions)
+ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Avx2, conversions)
+ONEBIT_ISA_CASE("kv f16: P.V over halves matches the reference", "[kv_f16]", Scalar, pv_kernel)
+ONEBIT_ISA_CASE("kv f16: P.V over halves matches the reference", "[kv_f16]", Avx2, pv_kernel)
+ONEBIT_ISA_CASE("kv f16: attention products equal float32 on the widened rows", "[kv_f16]", Scalar, products)
+ONEBIT_ISA_CASE("kv f16: attention products equal float32 on the widened rows", "[kv_f16]", Avx2, products)
+ONEBIT_ISA_CASE("kv f16: attention products equal float32 on the widened rows", "[kv_f16]", Avx512, products)
+
+TEST_CASE("kv f16: the store narrows on put and keeps what it holds when it grows", "[kv_f16]") {
+  const int64_t kvh = 3, d = 40;
+  KvStore f16(DType::F16), f32(DType::F32);
+  const std::vector<float> rows = randn(static_cast<size_t>(kvh * 20 * d), 8);
+  for (KvStore* s : {&f16, &f32}) {
+    s->reserve(kvh, d, 4);
+    for (int64_t pos = 0; pos < 20; ++pos) {
+      s->reserve(kvh, d, pos + 1);  // grows past 4 several times
+      for (int64_t h = 0; h < kvh; ++h) s->put(h, pos, rows.data() + (h * 20 + pos) * d, 1);
+      s->length = pos + 1;
+    }
+    REQUIRE(s->capacity() >= 20);
+  }
+  for (int64_t h = 0; h < kvh; ++h)
+    for (int64_t i = 0; i < 20 * d; ++i) {
+      const float x = rows[static_cast<size_t>(h * 20 * d + i)];
+      const uint16_t got = static_cast<const uint16_t*>(f16.head(h).data)[i];
+      REQUIRE(got == float_to_half(x));
+      REQUIRE(static_cast<const float*>(f32.head(h).data)[i] == x);
+    }
+  CHECK(f16.head(0).dtype == DType::F16);
+  CHECK_THROWS_WITH(KvStore(DType::BF16), Catch::Contains("bfloat16"));
+}
