@@ -63,7 +63,7 @@ class GqaMatMulKernel : public Kernel {
     ctx.set_output(0, t, {a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]});
     const size_t m = static_cast<size_t>(rep * a[2]);
     const size_t n = static_cast<size_t>(trans_b_ ? kv[2] : kv[3]), k = static_cast<size_t>(x);
-    ctx.set_workspace(slot_bytes(m, static_cast<size_t>(kv[2]), static_cast<size_t>(kv[3]), ctx.dtype(1), n, k) *
+    ctx.set_workspace(slot_bytes(m, static_cast<size_t>(kv[2]), static_cast<size_t>(kv[3]), ctx.dtype(1)) *
                       static_cast<size_t>(ThreadPool::default_threads()));
   }
 
@@ -79,7 +79,7 @@ class GqaMatMulKernel : public Kernel {
     if (A.dtype() != DType::F32) return run_reference(A, KV, Y, rep);
     const size_t m = static_cast<size_t>(rep * s), x = static_cast<size_t>(A.dim(3));
     const size_t n = static_cast<size_t>(trans_b_ ? t : d), k = x;
-    const size_t slot = slot_bytes(m, static_cast<size_t>(t), static_cast<size_t>(d), KV.dtype(), n, k);
+    const size_t slot = slot_bytes(m, static_cast<size_t>(t), static_cast<size_t>(d), KV.dtype());
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
     const float* a = A.data<float>();
     const auto* kvp = static_cast<const unsigned char*>(KV.raw());
@@ -90,7 +90,7 @@ class GqaMatMulKernel : public Kernel {
       const float* ab = a + (bi * h + g * rep) * s * static_cast<int64_t>(x);
       const KvRows rows{kvp + static_cast<size_t>((bi * kvh + g) * head_stride) * elem, KV.dtype()};
       float* yb = y + (bi * h + g * rep) * s * static_cast<int64_t>(n);
-      if (trans_b_) kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, work, inner);
+      if (trans_b_) kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, inner);
       else kv_mix(kv_config_, m, k, n, ab, x, rows, yb, n, work, inner);
     };
     const int64_t tasks = b * kvh;
@@ -125,10 +125,11 @@ class GqaMatMulKernel : public Kernel {
   }
 
   std::string describe() const override {
-    // Decode (a few rows per KV head) takes the in-place path: dot products
-    // for Q·Kᵀ, the tile kernel on V's rows for P·V.
-    return fmt::format("GQA {}{} {} / {}", trans_b_ ? "Q.K^T" : "P.V", state_ ? " on the KV state" : "",
-                       config_->gemm_name, trans_b_ ? config_->dot_name : "in place");
+    // Q·Kᵀ on the KV qk kernel at every row count; P·V on the pv kernel for
+    // a few rows (decode), the float GEMM for a prompt's (ops/kv_gemm.h).
+    return fmt::format("GQA {}{} {}", trans_b_ ? "Q.K^T" : "P.V", state_ ? " on the KV state" : "",
+                       trans_b_ ? kv_config_.kv->qk_name
+                                : fmt::format("{} / {}", kv_config_.kv->pv_name, config_->gemm_name));
   }
 
  private:
@@ -150,10 +151,9 @@ class GqaMatMulKernel : public Kernel {
     return out;
   }
 
-  // One task's workspace: A [m×k] against t rows of d.
-  size_t slot_bytes(size_t m, size_t t, size_t d, DType kv, size_t n, size_t k) const {
-    if (kv == DType::F16) return kv_attention_workspace(kv_config_, m, t, d, kv);
-    return align_up(sgemm_workspace(*config_, m, n, k, false, trans_b_));
+  // One task's workspace: A [m×k] against t rows of d (the scores need none).
+  size_t slot_bytes(size_t m, size_t t, size_t d, DType kv) const {
+    return trans_b_ ? 0 : kv_mix_workspace(kv_config_, m, t, d, kv);
   }
 
   bool trans_b_, allowzero_, state_;

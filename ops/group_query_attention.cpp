@@ -25,9 +25,10 @@
 // positions. The query heads of KV head g are g·rep … g·rep + rep − 1
 // (rep = N / kvN).
 //
-// The math reuses the float GEMM (ops/sgemm.h) and the vectorised exp: per
-// decode step one GEMM of rep rows per KV head for Q·Kᵀ and one for P·V,
-// reading the cache in place; a prompt runs one GEMM of S rows per head.
+// The products are ops/kv_gemm.h's (the cache float32, or float16 when the
+// state is kept so): per decode step one Q·Kᵀ and one P·V of rep rows per
+// KV head, reading the cache in place once; a prompt runs S rows per head.
+// Softmax uses the vectorised exp.
 //
 // The KV state (com.onebit): the kernel keeps each layer's cache [kvN, C, H]
 // with room for C positions and appends the S new ones in place; `past` is
@@ -60,7 +61,6 @@ class GroupQueryAttentionKernel : public Kernel {
  public:
   explicit GroupQueryAttentionKernel(const KernelInfo& info)
       : state_(info.node().domain == kOneBitDomain),
-        config_(&sgemm_config()),
         kv_config_(kv_gemm_config()),
         k_(info.options().kv_dtype),
         v_(info.options().kv_dtype) {
@@ -291,7 +291,7 @@ class GroupQueryAttentionKernel : public Kernel {
       float* scores = reinterpret_cast<float*>(slot);
       void* gemm_ws = slot + pl.scores_bytes;
       const size_t tn = static_cast<size_t>(t);
-      kv_scores(kv_config_, m, tn, static_cast<size_t>(d), a, lda, kb, scores, tn, gemm_ws, inner);
+      kv_scores(kv_config_, m, tn, static_cast<size_t>(d), a, lda, kb, scores, tn, inner);
       for (size_t row = 0; row < m; ++row) {
         const int64_t si = grouped ? 0 : static_cast<int64_t>(row);
         const int64_t head = grouped ? head0 + static_cast<int64_t>(row) : head0;
@@ -318,7 +318,7 @@ class GroupQueryAttentionKernel : public Kernel {
                        state_ ? fmt::format(", KV state ({}) {} of {} positions", dtype_name(k_.dtype()), k_.length,
                                             k_.capacity())
                               : "",
-                       config_->gemm_name);
+                       kv_config_.kv->qk_name);
   }
 
  private:
@@ -334,7 +334,7 @@ class GroupQueryAttentionKernel : public Kernel {
     const size_t m = static_cast<size_t>(s == 1 ? heads_ / kv_heads_ : s);
     const size_t tn = static_cast<size_t>(std::max<int64_t>(t, 1)), dn = static_cast<size_t>(d);
     p.scores_bytes = align_up(m * tn * sizeof(float));
-    const size_t gemm = kv_attention_workspace(kv_config_, m, tn, dn, state_ ? k_.dtype() : DType::F32);
+    const size_t gemm = kv_mix_workspace(kv_config_, m, tn, dn, state_ ? k_.dtype() : DType::F32);
     p.slot = p.scores_bytes + align_up(gemm);
     return p;
   }
@@ -397,7 +397,6 @@ class GroupQueryAttentionKernel : public Kernel {
   }
 
   bool state_;
-  const SgemmConfig* config_;
   KvGemmConfig kv_config_;
   int64_t heads_ = 0, kv_heads_ = 0, window_ = -1;
   float scale_ = 0, softcap_ = 0;

@@ -42,7 +42,7 @@ class KvStore {
   void put(int64_t h, int64_t pos, const float* src, int64_t rows) {
     const size_t n = static_cast<size_t>(rows * d_);
     if (dtype_ == DType::F32) std::memcpy(at(h, pos), src, n * sizeof(float));
-    else kv_f16_config().narrow(n, src, static_cast<uint16_t*>(at(h, pos)));
+    else kv_config().narrow(n, src, static_cast<uint16_t*>(at(h, pos)));
   }
 
   // A run whose past is `past` positions: the sequence continues from there.

@@ -1,8 +1,10 @@
-// The float16 KV cache's kernels (quant/ukernels/f16_kv_ukernels.h,
-// ops/kv_gemm.h, ops/kv_store.h), on every ISA this CPU runs:
+// The KV cache's kernels (quant/ukernels/kv_ukernels.h, ops/kv_gemm.h,
+// ops/kv_store.h), float32 and float16, on every ISA this CPU runs:
 //   - the conversions against base/dtype.h's scalar ones, bit for bit, on
 //     random floats, ties, subnormals, infinities and NaNs;
-//   - P·V over halves against the scalar reference, bit for bit;
+//   - Q·Kᵀ and P·V against the scalar reference, bit for bit, over row,
+//     position and head-size edges (and P·V against the float GEMM, whose
+//     numerics it shares, at the row counts that switch between them);
 //   - attention's two products over a float16 head against the float32
 //     ones on the widened rows, bit for bit, for decode-sized and
 //     prefill-sized row counts, key runs crossing the widening chunk, one
@@ -48,14 +50,14 @@ std::vector<float> widened(const std::vector<uint16_t>& h) {
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
 KvGemmConfig config_for(Isa isa) {
-  const KvGemmConfig cfg{sgemm_config_for(isa), kv_f16_config_for(isa)};
+  const KvGemmConfig cfg{sgemm_config_for(isa), kv_config_for(isa == Isa::Avx512 ? Isa::Avx2 : isa)};
   REQUIRE(cfg.f32);
-  REQUIRE(cfg.f16);
+  REQUIRE(cfg.kv);
   return cfg;
 }
 
 void conversions(Isa isa) {
-  const KvF16Config* cfg = kv_f16_config_for(isa);
+  const KvConfig* cfg = kv_config_for(isa);
   REQUIRE(cfg);
   std::vector<float> x = randn(1000, 1, 3.0f);
   const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65520.0f, -65520.0f, 1e6f, 6.1035156e-05f,
@@ -86,21 +88,32 @@ void conversions(Isa isa) {
   CHECK(differ == 0);
 }
 
-void pv_kernel(Isa isa) {
-  const KvF16Config* cfg = kv_f16_config_for(isa);
-  const KvF16Config* ref = kv_f16_config_for(Isa::Scalar);
+// Both kernels of this ISA against the scalar ones, for float32 and float16 rows.
+void kernels(Isa isa) {
+  const KvConfig* cfg = kv_config_for(isa);
+  const KvConfig* ref = kv_config_for(Isa::Scalar);
   REQUIRE(cfg);
   for (size_t m : {1, 2, 3, 4, 5, 9})
-    for (size_t t : {1, 5, 33})
-      for (size_t d : {8, 32, 40, 64, 128}) {
+    for (size_t t : {1, 3, 5, 33, 64, 130})
+      for (size_t d : {8, 12, 32, 40, 64, 128}) {
         INFO("m " << m << " t " << t << " d " << d);
-        const size_t ldp = t + 3, ldy = d + 5;
-        const std::vector<float> p = randn(m * ldp, 2);
-        const std::vector<uint16_t> v = to_halves(randn(t * d, 3));
-        std::vector<float> y(m * ldy, 1.0f), want(m * ldy, 1.0f);
-        cfg->pv(m, t, d, p.data(), ldp, v.data(), d, y.data(), ldy);
-        ref->pv(m, t, d, p.data(), ldp, v.data(), d, want.data(), ldy);
+        const size_t ldp = t + 3, ldq = d + 1, ldy = d + 5, lds = t + 2;
+        const std::vector<float> p = randn(m * ldp, 2), q = randn(m * ldq, 3);
+        const std::vector<uint16_t> h = to_halves(randn(t * d, 4));
+        const std::vector<float> f = randn(t * d, 5);
+        std::vector<float> y(m * ldy, 1.0f), want(m * ldy, 1.0f), s(m * lds, 1.0f), s_want(m * lds, 1.0f);
+        cfg->pv_f16(m, t, d, p.data(), ldp, h.data(), d, y.data(), ldy);
+        ref->pv_f16(m, t, d, p.data(), ldp, h.data(), d, want.data(), ldy);
         CHECK(same_bits(y.data(), want.data(), y.size()));  // the padding between rows untouched too
+        cfg->pv_f32(m, t, d, p.data(), ldp, f.data(), d, y.data(), ldy);
+        ref->pv_f32(m, t, d, p.data(), ldp, f.data(), d, want.data(), ldy);
+        CHECK(same_bits(y.data(), want.data(), y.size()));
+        cfg->qk_f16(m, t, d, q.data(), ldq, h.data(), d, s.data(), lds);
+        ref->qk_f16(m, t, d, q.data(), ldq, h.data(), d, s_want.data(), lds);
+        CHECK(same_bits(s.data(), s_want.data(), s.size()));
+        cfg->qk_f32(m, t, d, q.data(), ldq, f.data(), d, s.data(), lds);
+        ref->qk_f32(m, t, d, q.data(), ldq, f.data(), d, s_want.data(), lds);
+        CHECK(same_bits(s.data(), s_want.data(), s.size()));
       }
 }
 
@@ -116,21 +129,21 @@ void products(Isa isa) {
           const std::vector<uint16_t> k16 = to_halves(randn(t * d, 4)), v16 = to_halves(randn(t * d, 5));
           const std::vector<float> k32 = widened(k16), v32 = widened(v16);
           const std::vector<float> q = randn(m * d, 6), p = randn(m * t, 7);
-          std::vector<unsigned char> ws16(kv_attention_workspace(cfg, m, t, d, DType::F16) + 64);
-          std::vector<unsigned char> ws32(kv_attention_workspace(cfg, m, t, d, DType::F32) + 64);
+          std::vector<unsigned char> ws16(kv_mix_workspace(cfg, m, t, d, DType::F16) + 64);
+          std::vector<unsigned char> ws32(kv_mix_workspace(cfg, m, t, d, DType::F32) + 64);
           auto aligned = [](std::vector<unsigned char>& w) {
             return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(w.data()) + 63) / 64 * 64);
           };
           std::vector<float> s16(m * t), s32(m * t), y16(m * d), y32(m * d);
-          kv_scores(cfg, m, t, d, q.data(), d, {k16.data(), DType::F16}, s16.data(), t, aligned(ws16), tp);
-          kv_scores(cfg, m, t, d, q.data(), d, {k32.data(), DType::F32}, s32.data(), t, aligned(ws32), tp);
+          kv_scores(cfg, m, t, d, q.data(), d, {k16.data(), DType::F16}, s16.data(), t, tp);
+          kv_scores(cfg, m, t, d, q.data(), d, {k32.data(), DType::F32}, s32.data(), t, tp);
           CHECK(same_bits(s16.data(), s32.data(), s16.size()));
           kv_mix(cfg, m, t, d, p.data(), t, {v16.data(), DType::F16}, y16.data(), d, aligned(ws16), tp);
           kv_mix(cfg, m, t, d, p.data(), t, {v32.data(), DType::F32}, y32.data(), d, aligned(ws32), tp);
           CHECK(same_bits(y16.data(), y32.data(), y16.size()));
           // The last row alone: what a decode step computes.
           std::vector<float> s1(t), y1(d);
-          kv_scores(cfg, 1, t, d, q.data() + (m - 1) * d, d, {k16.data(), DType::F16}, s1.data(), t, aligned(ws16), tp);
+          kv_scores(cfg, 1, t, d, q.data() + (m - 1) * d, d, {k16.data(), DType::F16}, s1.data(), t, tp);
           kv_mix(cfg, 1, t, d, p.data() + (m - 1) * t, t, {v16.data(), DType::F16}, y1.data(), d, aligned(ws16), tp);
           CHECK(same_bits(s1.data(), s16.data() + (m - 1) * t, t));
           CHECK(same_bits(y1.data(), y16.data() + (m - 1) * d, d));
@@ -141,8 +154,7 @@ void products(Isa isa) {
 
 ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Scalar, conversions)
 ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Avx2, conversions)
-ONEBIT_ISA_CASE("kv f16: P.V over halves matches the reference", "[kv_f16]", Scalar, pv_kernel)
-ONEBIT_ISA_CASE("kv f16: P.V over halves matches the reference", "[kv_f16]", Avx2, pv_kernel)
+ONEBIT_ISA_CASE("kv: Q.K^T and P.V kernels match the scalar reference", "[kv_f16]", Avx2, kernels)
 ONEBIT_ISA_CASE("kv f16: attention products equal float32 on the widened rows", "[kv_f16]", Scalar, products)
 ONEBIT_ISA_CASE("kv f16: attention products equal float32 on the widened rows", "[kv_f16]", Avx2, products)
 ONEBIT_ISA_CASE("kv f16: attention products equal float32 on the widened rows", "[kv_f16]", Avx512, products)

@@ -160,20 +160,20 @@ const F16wGemmConfig& f16w_gemm_config() {
   return chosen;
 }
 
-const KvF16Config kKvF16Scalar{Isa::Scalar, f16_f32_vcvt_ukernel__scalar, f32_f16_vcvt_ukernel__scalar,
-                               f32_f16_pv_ukernel__scalar, "f16_f32_vcvt_ukernel__scalar",
-                               "f32_f16_vcvt_ukernel__scalar", "f32_f16_pv_ukernel__scalar"};
-const KvF16Config kKvF16Avx2{Isa::Avx2, f16_f32_vcvt_ukernel__avx2, f32_f16_vcvt_ukernel__avx2,
-                             f32_f16_pv_ukernel_4x32__avx2, "f16_f32_vcvt_ukernel__avx2",
-                             "f32_f16_vcvt_ukernel__avx2", "f32_f16_pv_ukernel_4x32__avx2"};
+#define KV_FAMILY(level, isa, qk, pv)                                                                   \
+  {level, f16_f32_vcvt_ukernel__##isa, f32_f16_vcvt_ukernel__##isa, f32_##qk##__##isa, f32_f16_##qk##__##isa, \
+   f32_##pv##__##isa, f32_f16_##pv##__##isa, "f32_" #qk "__" #isa, "f32_" #pv "__" #isa}
+const KvConfig kKvScalar KV_FAMILY(Isa::Scalar, scalar, qk_ukernel_2x4, pv_ukernel_2x32);
+const KvConfig kKvAvx2 KV_FAMILY(Isa::Avx2, avx2, qk_ukernel_2x4, pv_ukernel_2x32);
+#undef KV_FAMILY
 
-const KvF16Config* kv_f16_config_for(Isa isa) {
+const KvConfig* kv_config_for(Isa isa) {
   if (!cpu_supports(isa)) return nullptr;
-  return isa == Isa::Scalar ? &kKvF16Scalar : &kKvF16Avx2;  // AVX-512 CPUs run the AVX2 family (bound by reads)
+  return isa == Isa::Scalar ? &kKvScalar : &kKvAvx2;  // AVX-512 CPUs run the AVX2 family (bound by reads)
 }
 
-const KvF16Config& kv_f16_config() {
-  static const KvF16Config& chosen = *kv_f16_config_for(isa_limit());
+const KvConfig& kv_config() {
+  static const KvConfig& chosen = *kv_config_for(isa_limit());
   return chosen;
 }
 

@@ -7,10 +7,10 @@
 #include <cstddef>
 
 #include "base/cpu_features.h"
-#include "quant/ukernels/f16_kv_ukernels.h"
 #include "quant/ukernels/f16w_ukernels.h"
 #include "quant/ukernels/f32_ukernels.h"
 #include "quant/ukernels/f32_vexp_ukernels.h"
+#include "quant/ukernels/kv_ukernels.h"
 #include "quant/ukernels/q4_ukernels.h"
 #include "quant/ukernels/q8_ukernels.h"
 
@@ -77,19 +77,21 @@ struct F16wGemmConfig {
 const F16wGemmConfig& f16w_gemm_config();
 const F16wGemmConfig* f16w_gemm_config_for(Isa isa);
 
-// The float16 KV cache (ops/kv_gemm.cpp): conversions and P·V over halves.
-struct KvF16Config {
+// Attention over a KV cache, float32 or float16 (ops/kv_gemm.cpp).
+struct KvConfig {
   Isa isa;
   F16ToF32Ukernel widen;
   F32ToF16Ukernel narrow;
-  F32F16PvUkernel pv;
-  const char* widen_name;
-  const char* narrow_name;
+  KvQkUkernel<float> qk_f32;
+  KvQkUkernel<uint16_t> qk_f16;
+  KvPvUkernel<float> pv_f32;
+  KvPvUkernel<uint16_t> pv_f16;
+  const char* qk_name;  // "f32_qk_ukernel_2x4__avx2" (the f16 twin: f32_f16_…)
   const char* pv_name;
 };
 
-const KvF16Config& kv_f16_config();
-const KvF16Config* kv_f16_config_for(Isa isa);
+const KvConfig& kv_config();
+const KvConfig* kv_config_for(Isa isa);
 
 // Elementwise float math (the vectorised exp and sigmoid).
 struct VecMathConfig {

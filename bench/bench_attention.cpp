@@ -1,0 +1,83 @@
+// Attention's two decode products over a KV cache (ops/kv_gemm.h), float32
+// and float16, on the Qwen3-0.6B geometry: 28 layers × 8 KV heads of 128,
+// 2 query rows per KV head. Each iteration visits every head once, so the
+// cache streams from memory as in a decode step (224 heads × T positions ×
+// 128 × 2 or 4 bytes: far past the last-level cache at T ≥ 256).
+//
+//   ninja -C build bench_attention && build/bench/bench_attention
+//
+// kv/DTYPE/T reports the cache bytes read per second (keys for scores,
+// values for mix).
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "base/dtype.h"
+#include "ops/kv_gemm.h"
+
+namespace {
+
+using namespace onebit;
+
+constexpr size_t kHeads = 28 * 8, kDim = 128, kRows = 2;
+
+// state.range: T, float16 (0/1), product (0 scores, 1 mix).
+void BM_kv(benchmark::State& state) {
+  const size_t t = static_cast<size_t>(state.range(0));
+  const bool half = state.range(1) != 0, mix = state.range(2) != 0;
+  const DType dtype = half ? DType::F16 : DType::F32;
+  const size_t elem = half ? 2 : 4, head_bytes = t * kDim * elem;
+  std::vector<unsigned char> cache(kHeads * head_bytes);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t i = 0; i < kHeads * t * kDim; ++i) {
+    const float x = u(rng);
+    if (half) reinterpret_cast<uint16_t*>(cache.data())[i] = float_to_half(x);
+    else reinterpret_cast<float*>(cache.data())[i] = x;
+  }
+  std::vector<float> a(kRows * std::max(t, kDim)), y(kRows * std::max(t, kDim));
+  for (float& x : a) x = u(rng);
+  const KvGemmConfig cfg = kv_gemm_config();
+  std::vector<unsigned char> ws(kv_mix_workspace(cfg, kRows, t, kDim, dtype) + 64);
+  void* work = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
+  for (auto _ : state) {
+    for (size_t h = 0; h < kHeads; ++h) {
+      const KvRows rows{cache.data() + h * head_bytes, dtype};
+      if (mix) kv_mix(cfg, kRows, t, kDim, a.data(), t, rows, y.data(), kDim, work, nullptr);
+      else kv_scores(cfg, kRows, t, kDim, a.data(), kDim, rows, y.data(), t, nullptr);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kHeads * head_bytes));
+  state.SetLabel(fmt::format("{} {}", mix ? "P.V" : "Q.K^T", dtype_name(dtype)));
+}
+
+// The same bytes read by a plain sum (one stream, as a head's kernel reads
+// it): what the kernels above are measured against, in the same run.
+void BM_read(benchmark::State& state) {
+  const size_t bytes = kHeads * static_cast<size_t>(state.range(0)) * kDim * 4;
+  std::vector<float> buf(bytes / 4, 1.0f);
+  for (auto _ : state) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < buf.size(); i += 32) {
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(&buf[i]));
+      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(&buf[i + 8]));
+      s2 = _mm256_add_ps(s2, _mm256_loadu_ps(&buf[i + 16]));
+      s3 = _mm256_add_ps(s3, _mm256_loadu_ps(&buf[i + 24]));
+    }
+    benchmark::DoNotOptimize(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+
+BENCHMARK(BM_read)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_kv)->ArgsProduct({{256, 1024, 4096}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
