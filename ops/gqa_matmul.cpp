@@ -21,9 +21,6 @@ namespace onebit {
 
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 class GqaMatMulKernel : public Kernel {
  public:
   explicit GqaMatMulKernel(const KernelInfo& info)
@@ -62,7 +59,6 @@ class GqaMatMulKernel : public Kernel {
       fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * rep, kv[2], kv[3]);
     ctx.set_output(0, t, {a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]});
     const size_t m = static_cast<size_t>(rep * a[2]);
-    const size_t n = static_cast<size_t>(trans_b_ ? kv[2] : kv[3]), k = static_cast<size_t>(x);
     ctx.set_workspace(slot_bytes(m, static_cast<size_t>(kv[2]), static_cast<size_t>(kv[3]), ctx.dtype(1)) *
                       static_cast<size_t>(ThreadPool::default_threads()));
   }

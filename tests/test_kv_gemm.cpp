@@ -50,7 +50,7 @@ std::vector<float> widened(const std::vector<uint16_t>& h) {
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
 KvGemmConfig config_for(Isa isa) {
-  const KvGemmConfig cfg{sgemm_config_for(isa), kv_config_for(isa == Isa::Avx512 ? Isa::Avx2 : isa)};
+  const KvGemmConfig cfg{sgemm_config_for(isa), kv_config_for(isa)};
   REQUIRE(cfg.f32);
   REQUIRE(cfg.kv);
   return cfg;
@@ -154,7 +154,9 @@ void products(Isa isa) {
 
 ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Scalar, conversions)
 ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Avx2, conversions)
+ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Avx512, conversions)
 ONEBIT_ISA_CASE("kv: Q.K^T and P.V kernels match the scalar reference", "[kv_f16]", Avx2, kernels)
+ONEBIT_ISA_CASE("kv: Q.K^T and P.V kernels match the scalar reference", "[kv_f16]", Avx512, kernels)
 ONEBIT_ISA_CASE("kv f16: attention products equal float32 on the widened rows", "[kv_f16]", Scalar, products)
 ONEBIT_ISA_CASE("kv f16: attention products equal float32 on the widened rows", "[kv_f16]", Avx2, products)
 ONEBIT_ISA_CASE("kv f16: attention products equal float32 on the widened rows", "[kv_f16]", Avx512, products)

@@ -56,5 +56,9 @@ void f32_f16_pv_ukernel_2x32__scalar(size_t m, size_t t, size_t d, const float* 
                                      size_t ldv, float* y, size_t ldy);
 void f32_f16_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p, size_t ldp, const uint16_t* v,
                                    size_t ldv, float* y, size_t ldy);
+void f32_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v,
+                                  size_t ldv, float* y, size_t ldy);
+void f32_f16_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const uint16_t* v,
+                                      size_t ldv, float* y, size_t ldy);
 
 }  // namespace onebit

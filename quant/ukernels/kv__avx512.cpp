@@ -1,0 +1,73 @@
+// AVX-512 P·V over a KV cache: 2 rows × 128 columns of accumulators (16
+// zmm), so a value row of up to 128 elements is read once, in order, for
+// both rows, and sixteen independent FMA chains hide the FMA latency. Wider
+// heads go 128 columns at a time, the rest by 16-column masked blocks. Each
+// element is one FMA chain over the positions from zero, as kv_ukernels.h
+// fixes (the AVX2 and scalar kernels, and the float GEMM, compute the same).
+#include "quant/ukernels/simd_avx512.h"
+
+#include <algorithm>
+
+#include "quant/ukernels/kv_ukernels.h"
+
+namespace onebit {
+
+namespace {
+
+__m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+__m512 load16(const uint16_t* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const __m256i*>(p)));
+}
+
+// R rows × B blocks of 16 columns (the last one `tail` lanes wide).
+template <int R, int B, class V>
+void block(size_t t, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy, __mmask16 tail) {
+  __m512 acc[R][B];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_ps();
+  for (size_t j = 0; j < t; ++j, v += ldv) {
+    __m512 x[B];
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) x[b] = load16(v + 16 * b, b == B - 1 ? tail : __mmask16(0xFFFF));
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_set1_ps(p[r * ldp + j]);
+#pragma GCC unroll 8
+      for (int b = 0; b < B; ++b) acc[r][b] = _mm512_fmadd_ps(s, x[b], acc[r][b]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int b = 0; b < B; ++b) _mm512_mask_storeu_ps(y + r * ldy + 16 * b, b == B - 1 ? tail : __mmask16(0xFFFF), acc[r][b]);
+}
+
+template <int R, class V>
+void rows(size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy) {
+  size_t c = 0;
+  for (; c + 128 <= d; c += 128) block<R, 8>(t, p, ldp, v + c, ldv, y + c, ldy, __mmask16(0xFFFF));
+  for (; c < d; c += 16) block<R, 1>(t, p, ldp, v + c, ldv, y + c, ldy, mask16(d - c));
+}
+
+template <class V>
+void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy) {
+  for (size_t r = 0; r < m; r += 2) {
+    if (m - r >= 2) rows<2>(t, d, p + r * ldp, ldp, v, ldv, y + r * ldy, ldy);
+    else rows<1>(t, d, p + r * ldp, ldp, v, ldv, y + r * ldy, ldy);
+  }
+}
+
+}  // namespace
+
+void f32_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v,
+                                  size_t ldv, float* y, size_t ldy) {
+  pv(m, t, d, p, ldp, v, ldv, y, ldy);
+}
+void f32_f16_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const uint16_t* v,
+                                      size_t ldv, float* y, size_t ldy) {
+  pv(m, t, d, p, ldp, v, ldv, y, ldy);
+}
+
+}  // namespace onebit
