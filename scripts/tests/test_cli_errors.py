@@ -70,6 +70,8 @@ CASES = {
                                        ["prompt is 10 tokens", "context is 8"]),
     "-n 0": (["ort-run", "{tiny}", "--prompt", "hi", "-n", "0"], ["at least 1"]),
     "--cached on a graph without a cache": (["ort-run", "{tiny}", "--cached", "--prompt", "hi"], ["no KV cache input"]),
+    "--kv-dtype f16 on a graph without a cache": (["ort-run", "{tiny}", "--kv-dtype", "f16", "--prompt", "hi"],
+                                                  ["float16 KV cache", "keeps no KV cache", "no past inputs"]),
     "graph without logits": (["ort-run", "{nologits}", "--prompt-ids", "1,2"],
                              ["no output named logits", "inputs:", "input_ids"]),
     "missing model": (["ort-run", "{tmp}/none.onnx", "--prompt-ids", "1"], ["none.onnx", "cannot open"]),

@@ -2,7 +2,8 @@
 the binary: on every graph kind the tiny exports have — uncached, cached
 (the cache kept in the session and rewound over rejected drafts), A8W8 QDQ,
 opset-23 Attention, onnxruntime-genai fp32 and int4 (GroupQueryAttention's
-kept cache) — and many prompts, `--lookup 4` must choose exactly the tokens
+kept cache), the cached and genai fp32 ones with the cache kept in float16
+— and many prompts, `--lookup 4` must choose exactly the tokens
 of the plain greedy run with bit-identical logits, while drafting, refusing
 drafted tokens (the cache rewound) and, where the model repeats itself,
 keeping them.
@@ -36,9 +37,9 @@ def prompts(vocab: int) -> list[list[int]]:
     return out
 
 
-def run(onebit: str, model, ids: list[int], lookup: int, dump) -> tuple[dict, np.ndarray]:
+def run(onebit: str, model, ids: list[int], lookup: int, dump, extra: tuple = ()) -> tuple[dict, np.ndarray]:
     cmd = [onebit, "ort-run", str(model), "--prompt-ids", ",".join(map(str, ids)), "-n", str(STEPS),
-           "--lookup", str(lookup), "--json", "--dump-logits", str(dump)]
+           "--lookup", str(lookup), "--json", "--dump-logits", str(dump), *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0, f"{' '.join(cmd)} failed:\n{p.stderr}"
     return json.loads(p.stdout), np.load(dump)
@@ -57,8 +58,13 @@ def graphs(pytestconfig):
     }
 
 
-@pytest.mark.parametrize("kind", ["uncached", "cached", "cached-qdq", "cached-op23", "genai-fp32", "genai-int4"])
+# "+f16": the session keeps the cache in float16 (--kv-dtype f16); the rows
+# a verification pass computes must still be those decode steps compute.
+@pytest.mark.parametrize("kind", ["uncached", "cached", "cached-qdq", "cached-op23", "genai-fp32", "genai-int4",
+                                  "cached+f16", "genai-fp32+f16"])
 def test_lookup_is_greedy(onebit, pytestconfig, tmp_path, kind):
+    kind, _, kv = kind.partition("+")
+    extra = ("--kv-dtype", kv) if kv else ()
     model = graphs(pytestconfig)[kind]
     drafted = accepted = fewer = 0
     cases = prompts(200)
@@ -66,11 +72,12 @@ def test_lookup_is_greedy(onebit, pytestconfig, tmp_path, kind):
     # text + prompt + that text's first two tokens. The last two tokens recur,
     # so drafts come from the quote whether or not this model repeats itself.
     for ids in cases[:4]:
-        quoted, _ = run(onebit, model, ids, 0, tmp_path / "quote.npy")
+        quoted, _ = run(onebit, model, ids, 0, tmp_path / "quote.npy", extra)
         cases.append(ids + quoted["generated_ids"] + ids + quoted["generated_ids"][:2])
     for i, ids in enumerate(cases):
-        want, lw = run(onebit, model, ids, 0, tmp_path / f"plain{i}.npy")
-        got, lg = run(onebit, model, ids, LOOKUP, tmp_path / f"lookup{i}.npy")
+        want, lw = run(onebit, model, ids, 0, tmp_path / f"plain{i}.npy", extra)
+        got, lg = run(onebit, model, ids, LOOKUP, tmp_path / f"lookup{i}.npy", extra)
+        assert want["kv_dtype"] == (got["kv_dtype"]) == ("float16" if kv else "float32")
         assert got["generated_ids"] == want["generated_ids"], f"prompt {ids}: lookup parted from greedy"
         assert lg.shape == lw.shape and np.array_equal(lg.view(np.uint32), lw.view(np.uint32)), \
             f"prompt {ids}: logits differ, max |d| {np.abs(lg - lw).max()}"
