@@ -6,8 +6,11 @@
 //
 //   ninja -C build bench_attention && build/bench/bench_attention
 //
-// kv/DTYPE/T reports the cache bytes read per second (keys for scores,
-// values for mix).
+// BM_kv/T/F16/MIX reports the cache bytes read per second (keys for
+// scores, values for mix); BM_sgemm/T/MIX the float32 cache on the float
+// GEMM (its dot kernel for Q·Kᵀ, its tile kernel in place for P·V), the
+// path before the KV kernels; BM_read a plain read of as many bytes, the
+// limit all three are measured against in the same run.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <fmt/format.h>
@@ -19,6 +22,7 @@
 
 #include "base/dtype.h"
 #include "ops/kv_gemm.h"
+#include "ops/sgemm.h"
 
 namespace {
 
@@ -75,7 +79,28 @@ void BM_read(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
 
-BENCHMARK(BM_read)->Arg(1024)->Unit(benchmark::kMillisecond);
+// The float32 cache on the float GEMM. state.range: T, product (0 scores, 1 mix).
+void BM_sgemm(benchmark::State& state) {
+  const size_t t = static_cast<size_t>(state.range(0));
+  const bool mix = state.range(1) != 0;
+  std::vector<float> cache(kHeads * t * kDim, 0.5f), a(kRows * std::max(t, kDim), 0.1f), y(kRows * std::max(t, kDim));
+  const SgemmConfig& cfg = sgemm_config();
+  std::vector<float> ws(sgemm_workspace(cfg, kRows, mix ? kDim : t, mix ? t : kDim, false, !mix) / 4 + 16);
+  float* work = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
+  for (auto _ : state) {
+    for (size_t h = 0; h < kHeads; ++h) {
+      const float* kv = cache.data() + h * t * kDim;
+      if (mix) sgemm(cfg, kRows, kDim, t, a.data(), t, false, kv, kDim, false, nullptr, y.data(), kDim, work, nullptr);
+      else sgemm(cfg, kRows, t, kDim, a.data(), kDim, false, kv, kDim, true, nullptr, y.data(), t, work, nullptr);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kHeads * t * kDim * 4));
+  state.SetLabel(mix ? "P.V float32, float GEMM" : "Q.K^T float32, float GEMM");
+}
+
+BENCHMARK(BM_read)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sgemm)->ArgsProduct({{256, 1024, 4096}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_kv)->ArgsProduct({{256, 1024, 4096}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
