@@ -167,11 +167,12 @@ const KvConfig kKvScalar KV_FAMILY(Isa::Scalar, scalar, qk_ukernel_2x4, pv_ukern
 const KvConfig kKvAvx2 KV_FAMILY(Isa::Avx2, avx2, qk_ukernel_2x4, pv_ukernel_2x32);
 #undef KV_FAMILY
 
-// AVX-512: the AVX2 conversions and Q·Kᵀ (already at the read limit), and a
-// P·V whose 32 registers hold a whole 128-wide value row for two query rows.
+// AVX-512: the AVX2 conversions; Q·Kᵀ as AVX2 computes it with 4-row blocks
+// for prompts; a P·V whose 32 registers hold a whole 128-wide value row for
+// two query rows.
 const KvConfig kKvAvx512{Isa::Avx512, f16_f32_vcvt_ukernel__avx2, f32_f16_vcvt_ukernel__avx2,
-                         f32_qk_ukernel_2x4__avx2, f32_f16_qk_ukernel_2x4__avx2, f32_pv_ukernel_2x128__avx512,
-                         f32_f16_pv_ukernel_2x128__avx512, "f32_qk_ukernel_2x4__avx2", "f32_pv_ukernel_2x128__avx512"};
+                         f32_qk_ukernel_4x4__avx512, f32_f16_qk_ukernel_4x4__avx512, f32_pv_ukernel_2x128__avx512,
+                         f32_f16_pv_ukernel_2x128__avx512, "f32_qk_ukernel_4x4__avx512", "f32_pv_ukernel_2x128__avx512"};
 
 const KvConfig* kv_config_for(Isa isa) {
   if (!cpu_supports(isa)) return nullptr;

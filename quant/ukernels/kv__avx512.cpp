@@ -1,4 +1,4 @@
-// AVX-512 P·V over a KV cache: 2 rows × 128 columns of accumulators (16
+// AVX-512 KV kernels. Q·Kᵀ: kv_qk.h in row blocks of 4. P·V: 2 rows × 128 columns of accumulators (16
 // zmm), so a value row of up to 128 elements is read once, in order, for
 // both rows, and sixteen independent FMA chains hide the FMA latency. Wider
 // heads go 128 columns at a time, the rest by 16-column masked blocks. Each
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "quant/ukernels/kv_qk.h"
 #include "quant/ukernels/kv_ukernels.h"
 
 namespace onebit {
@@ -60,6 +61,20 @@ void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, si
 }
 
 }  // namespace
+
+// Q·Kᵀ as the AVX2 kernel computes it, in row blocks of 4 (the AVX-512
+// registers ymm16-31 hold the extra accumulators): a prompt's scores at
+// twice the FMAs per load.
+void f32_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const float* k, size_t ldk,
+                                float* s, size_t lds) {
+  if (d % 8 != 0) return f32_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, s, lds);
+  kv_qk<4>(m, t, d, q, ldq, k, ldk, s, lds);
+}
+void f32_f16_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const uint16_t* k,
+                                    size_t ldk, float* s, size_t lds) {
+  if (d % 8 != 0) return f32_f16_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, s, lds);
+  kv_qk<4>(m, t, d, q, ldq, k, ldk, s, lds);
+}
 
 void f32_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v,
                                   size_t ldv, float* y, size_t ldy) {

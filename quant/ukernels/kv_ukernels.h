@@ -48,6 +48,11 @@ void f32_f16_qk_ukernel_2x4__scalar(size_t m, size_t t, size_t d, const float* q
 void f32_f16_qk_ukernel_2x4__avx2(size_t m, size_t t, size_t d, const float* q, size_t ldq, const uint16_t* k,
                                   size_t ldk, float* s, size_t lds);
 
+void f32_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const float* k, size_t ldk,
+                                float* s, size_t lds);
+void f32_f16_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const uint16_t* k,
+                                    size_t ldk, float* s, size_t lds);
+
 void f32_pv_ukernel_2x32__scalar(size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v, size_t ldv,
                                  float* y, size_t ldy);
 void f32_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v, size_t ldv,

@@ -1,0 +1,105 @@
+// The Q·Kᵀ kernel body shared by the AVX2 and AVX-512 KV kernel files (which
+// alone include it, under their own flags; internal linkage). Only 256-bit
+// AVX2 operations, so the AVX-512 file computes every score exactly as the
+// AVX2 one does; it only has 32 registers for taller row blocks.
+//
+// Per score eight lane chains over d (lane l sums i ≡ l mod 8, one FMA each
+// in i order from zero), then one hadd tree for four keys at once:
+// ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)), as kv_ukernels.h fixes. d is a
+// multiple of 8 (the callers send other head sizes to the scalar kernel).
+//   decode (one or two rows): key by key, so the cache is read as one
+//     stream — the four keys side by side read the head as four streams,
+//     measured ~2x slower for a float32 cache;
+//   more rows: keys in blocks of 64 kept in L1 while every row block runs
+//     over them, the four keys side by side (more FMAs per load).
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace onebit {
+namespace {  // deliberately per translation unit, see above
+
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Lane j: the sum of a_j's lanes, ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)).
+inline __m128 sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+// R rows against keys [0, t), four at a time; a last group of fewer repeats
+// its first key and stores only what it has. Streamed: key by key.
+template <int R, bool Streamed, class K>
+void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s, size_t lds) {
+  for (size_t j = 0; j < t; j += 4) {
+    const size_t nk = std::min<size_t>(4, t - j);
+    const K* keys[4] = {k + j * ldk, k + (j + (nk > 1)) * ldk, k + (j + 2 * (nk > 2)) * ldk,
+                        k + (j + 3 * (nk > 3)) * ldk};
+    __m256 acc[R][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
+    if (Streamed) {
+#pragma GCC unroll 4
+      for (int x = 0; x < 4; ++x)
+        for (size_t i = 0; i < d; i += 8) {
+          const __m256 b = load8(keys[x] + i);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) acc[r][x] = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * ldq + i), b, acc[r][x]);
+        }
+    } else {
+      for (size_t i = 0; i < d; i += 8) {
+        const __m256 b0 = load8(keys[0] + i), b1 = load8(keys[1] + i), b2 = load8(keys[2] + i),
+                     b3 = load8(keys[3] + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const __m256 a = _mm256_loadu_ps(q + r * ldq + i);
+          acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+          acc[r][2] = _mm256_fmadd_ps(a, b2, acc[r][2]);
+          acc[r][3] = _mm256_fmadd_ps(a, b3, acc[r][3]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m128 v = sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+      if (nk == 4) {
+        _mm_storeu_ps(s + r * lds + j, v);
+      } else {
+        alignas(16) float out[4];
+        _mm_store_ps(out, v);
+        for (size_t x = 0; x < nk; ++x) s[r * lds + j + x] = out[x];
+      }
+    }
+  }
+}
+
+// S = Q·Kᵀ with row blocks of up to MaxRows (2 or 4).
+template <int MaxRows, class K>
+void kv_qk(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s,
+           size_t lds) {
+  if (m <= 2) {
+    if (m == 2) qk_rows<2, true>(t, d, q, ldq, k, ldk, s, lds);
+    else if (m == 1) qk_rows<1, true>(t, d, q, ldq, k, ldk, s, lds);
+    return;
+  }
+  constexpr size_t kBlock = 64;
+  for (size_t j0 = 0; j0 < t; j0 += kBlock) {
+    const size_t n = std::min(kBlock, t - j0);
+    size_t r = 0;
+    if constexpr (MaxRows >= 4)
+      for (; r + 4 <= m; r += 4) qk_rows<4, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds);
+    for (; r + 2 <= m; r += 2) qk_rows<2, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds);
+    if (r < m) qk_rows<1, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds);
+  }
+}
+
+}  // namespace
+}  // namespace onebit
