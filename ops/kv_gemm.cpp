@@ -26,7 +26,7 @@ void check_dtype(KvRows r) {
     fail("the KV cache is {}, expected float32 or float16", dtype_name(r.dtype));
 }
 
-// fn(begin, end) over [0, n) in `blocks`-aligned runs, one per thread of the pool.
+// fn(begin, end) over [0, n) in runs of whole `block`s, one per thread of the pool.
 template <class Fn>
 void split(ThreadPool* pool, size_t n, size_t block, size_t work, Fn&& fn) {
   const size_t threads = pool ? static_cast<size_t>(pool->size()) : 1;
