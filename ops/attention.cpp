@@ -33,9 +33,6 @@ namespace onebit {
 
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 // Where element (b, head, row, i) of a 3D or 4D Q/K/V lies.
 struct HeadView {
   int64_t heads = 0, rows = 0, dim = 0;
@@ -221,7 +218,7 @@ class AttentionKernel : public Kernel {
     size_t at = 0;
     auto take = [&](size_t floats) {
       const size_t here = at;
-      at += align_up(floats * sizeof(float));
+      at += align64(floats * sizeof(float));
       return here;
     };
     p.k_at = take(static_cast<size_t>(b * k.heads * total * k.dim));
@@ -232,8 +229,8 @@ class AttentionKernel : public Kernel {
     }
     p.slots_at = at;
     const size_t s = static_cast<size_t>(q.rows), tn = static_cast<size_t>(std::max<int64_t>(total, 1));
-    p.scores = align_up(s * tn * sizeof(float));
-    p.slot = p.scores + align_up(std::max(sgemm_workspace(*config_, s, tn, static_cast<size_t>(q.dim), false, true),
+    p.scores = align64(s * tn * sizeof(float));
+    p.slot = p.scores + align64(std::max(sgemm_workspace(*config_, s, tn, static_cast<size_t>(q.dim), false, true),
                                           sgemm_workspace(*config_, s, static_cast<size_t>(v.dim), tn, false, false)));
     p.total = at + p.slot * static_cast<size_t>(ThreadPool::default_threads());
     return p;

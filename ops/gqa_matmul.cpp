@@ -79,7 +79,7 @@ class GqaMatMulKernel : public Kernel {
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
     const float* a = A.data<float>();
     const auto* kvp = static_cast<const unsigned char*>(KV.raw());
-    const size_t elem = KV.dtype() == DType::F16 ? 2 : 4;
+    const size_t elem = element_bytes(KV.dtype(), "GqaMatMul");
     float* y = Y.data<float>();
     auto one = [&](int64_t task, void* work, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;

@@ -54,9 +54,6 @@ namespace onebit {
 
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 class GroupQueryAttentionKernel : public Kernel {
  public:
   explicit GroupQueryAttentionKernel(const KernelInfo& info)
@@ -330,12 +327,12 @@ class GroupQueryAttentionKernel : public Kernel {
 
   Plan plan(int64_t b, int64_t s, int64_t d, int64_t t) const {
     Plan p;
-    p.q_bytes = align_up(static_cast<size_t>(b * s * heads_ * d) * sizeof(float));
+    p.q_bytes = align64(static_cast<size_t>(b * s * heads_ * d) * sizeof(float));
     const size_t m = static_cast<size_t>(s == 1 ? heads_ / kv_heads_ : s);
     const size_t tn = static_cast<size_t>(std::max<int64_t>(t, 1)), dn = static_cast<size_t>(d);
-    p.scores_bytes = align_up(m * tn * sizeof(float));
+    p.scores_bytes = align64(m * tn * sizeof(float));
     const size_t gemm = kv_mix_workspace(kv_config_, m, tn, dn, state_ ? k_.dtype() : DType::F32);
-    p.slot = p.scores_bytes + align_up(gemm);
+    p.slot = p.scores_bytes + align64(gemm);
     return p;
   }
 

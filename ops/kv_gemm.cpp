@@ -5,14 +5,12 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "ops/op_util.h"
 #include "ops/sgemm.h"
 
 namespace onebit {
 
 namespace {
-
-constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // Up to this many rows read V in place (decode, a verification pass of a
 // few drafts); more rows reuse V enough to pay for the GEMM's packing.
@@ -45,8 +43,8 @@ KvGemmConfig kv_gemm_config() { return {&sgemm_config(), &kv_config()}; }
 
 size_t kv_mix_workspace(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, DType kv) {
   if (mixes_in_place(cfg, m)) return 0;
-  const size_t gemm = align_up(sgemm_workspace(*cfg.f32, m, d, t, false, false));
-  return kv == DType::F16 ? align_up(t * d * sizeof(float)) + gemm : gemm;
+  const size_t gemm = align64(sgemm_workspace(*cfg.f32, m, d, t, false, false));
+  return kv == DType::F16 ? align64(t * d * sizeof(float)) + gemm : gemm;
 }
 
 void kv_scores(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* q, size_t ldq, KvRows k,
@@ -81,7 +79,7 @@ void kv_mix(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* 
     float* wide = static_cast<float*>(workspace);
     cfg.kv->widen(t * d, static_cast<const uint16_t*>(v.data), wide);
     vf = wide;
-    gemm_ws = static_cast<unsigned char*>(workspace) + align_up(t * d * sizeof(float));
+    gemm_ws = static_cast<unsigned char*>(workspace) + align64(t * d * sizeof(float));
   }
   sgemm(*cfg.f32, m, d, t, p, ldp, false, vf, d, false, nullptr, y, ldy, gemm_ws, pool);
 }

@@ -84,7 +84,7 @@ class KvStore {
   }
 
  private:
-  size_t elem_bytes() const { return dtype_ == DType::F16 ? 2 : 4; }
+  size_t elem_bytes() const { return dtype_bytes(dtype_, 1); }
   void* at(int64_t h, int64_t pos) const {
     return static_cast<unsigned char*>(data_.get()) + static_cast<size_t>((h * capacity_ + pos) * d_) * elem_bytes();
   }

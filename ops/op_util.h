@@ -43,6 +43,10 @@ void run_task_ranges(ThreadPool& pool, int64_t tasks, One&& one) {
   }
 }
 
+// Sizes and offsets of workspace parts, rounded up to 64 bytes (the
+// workspace's alignment: each part starts on a cache line).
+inline size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
 // Ranks up to this use fixed-size index arrays in run() (no allocation).
 inline constexpr int kMaxRank = 16;
 

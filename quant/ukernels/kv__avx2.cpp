@@ -9,7 +9,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "base/dtype.h"
 #include "quant/ukernels/kv_qk.h"
@@ -34,8 +33,16 @@ void f32_f16_vcvt_ukernel__avx2(size_t n, const float* x, uint16_t* y) {
 
 namespace {
 
-float wide(float x) { return x; }
-float wide(uint16_t h) { return half_to_float(h); }
+// The reference kernel for the columns past the last block of 32: the same
+// one chain per element.
+void pv_tail(size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v, size_t ldv, float* y,
+             size_t ldy) {
+  f32_pv_ukernel_2x32__scalar(m, t, d, p, ldp, v, ldv, y, ldy);
+}
+void pv_tail(size_t m, size_t t, size_t d, const float* p, size_t ldp, const uint16_t* v, size_t ldv, float* y,
+             size_t ldy) {
+  f32_f16_pv_ukernel_2x32__scalar(m, t, d, p, ldp, v, ldv, y, ldy);
+}
 
 // R rows × 32 columns over positions [0, n); `first`: the chains start at zero, else from Y.
 template <int R, class V>
@@ -69,10 +76,7 @@ void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, si
   // prefetching the next one, measured slower.)
   constexpr size_t kRun = 64;
   const size_t whole = d / 32 * 32;
-  if (t == 0) {
-    for (size_t r = 0; r < m; ++r) std::fill(y + r * ldy, y + r * ldy + d, 0.0f);
-    return;
-  }
+  if (t == 0) return pv_tail(m, t, d, p, ldp, v, ldv, y, ldy);  // zeros
   for (size_t j0 = 0; j0 < t; j0 += kRun) {
     const size_t n = std::min(kRun, t - j0);
     const bool first = j0 == 0;
@@ -83,14 +87,9 @@ void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, si
         if (m - r >= 2) pv_block<2>(n, pr, ldp, v + j0 * ldv + c, ldv, yr + c, ldy, first);
         else pv_block<1>(n, pr, ldp, v + j0 * ldv + c, ldv, yr + c, ldy, first);
       }
-      for (size_t rr = r; rr < std::min(m, r + 2); ++rr)  // columns past the last block of 32
-        for (size_t c = whole; c < d; ++c) {
-          float acc = first ? 0.0f : y[rr * ldy + c];
-          for (size_t j = j0; j < j0 + n; ++j) acc = std::fma(p[rr * ldp + j], wide(v[j * ldv + c]), acc);
-          y[rr * ldy + c] = acc;
-        }
     }
   }
+  if (whole < d) pv_tail(m, t, d - whole, p, ldp, v + whole, ldv, y + whole, ldy);
 }
 
 }  // namespace
