@@ -1,6 +1,8 @@
 // A zeroed, 64-byte aligned heap buffer, counted against the memory budget:
 // packed weights and their per-column tables live in these (one cache line
-// per Q4Group / VNNI weight group).
+// per Q4Group / VNNI weight group). From kPagesFrom bytes on, the buffer is
+// pages of its own (budgeted_pages), zeroed by the kernel, so packing a
+// large weight does not zero it a second time first.
 #pragma once
 
 #include <cstddef>
@@ -16,13 +18,18 @@ namespace onebit {
 class AlignedBuffer {
  public:
   static constexpr size_t kAlign = 64;
+  static constexpr size_t kPagesFrom = size_t{1} << 20;
 
   AlignedBuffer() = default;
   // At least one cache line, so empty problems still get a valid pointer.
   AlignedBuffer(size_t bytes, const char* what) : bytes_(bytes) {
-    p_.reset(budgeted_alloc(bytes, kAlign, what));
+    if (bytes >= kPagesFrom) {
+      p_.reset(budgeted_pages(bytes, what));
+    } else {
+      p_.reset(budgeted_alloc(bytes, kAlign, what));
+      std::memset(p_.get(), 0, bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign);
+    }
     p_.get_deleter().bytes = bytes;
-    std::memset(p_.get(), 0, bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign);
   }
 
   template <class T>
@@ -35,7 +42,12 @@ class AlignedBuffer {
   struct Free {
     Free() noexcept {}
     size_t bytes = 0;
-    void operator()(void* p) const { budgeted_free(p, bytes, kAlign); }
+    void operator()(void* p) const {
+      if (bytes >= kPagesFrom)
+        budgeted_pages_free(p, bytes);
+      else
+        budgeted_free(p, bytes, kAlign);
+    }
   };
   std::unique_ptr<void, Free> p_;
   size_t bytes_ = 0;

@@ -1,5 +1,6 @@
 #include "base/memory_budget.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -71,6 +72,32 @@ void budgeted_free(void* p, size_t bytes, size_t align) {
   if (!p) return;
   std::free(p);
   memory_release(rounded(bytes, align));
+}
+
+namespace {
+constexpr size_t kPage = 4096;
+size_t page_rounded(size_t bytes) {
+  if (bytes > kMaxTensorBytes) fail("an allocation of {} bytes is larger than 2^48 bytes", bytes);
+  return bytes == 0 ? kPage : (bytes + kPage - 1) / kPage * kPage;
+}
+}  // namespace
+
+void* budgeted_pages(size_t bytes, std::string_view what) {
+  const size_t r = page_rounded(bytes);
+  memory_reserve(r, what);
+  void* p = mmap(nullptr, r, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    memory_release(r);
+    fail("{}{}out of memory mapping {}", what, what.empty() ? "" : ": ", format_bytes(r));
+  }
+  return p;
+}
+
+void budgeted_pages_free(void* p, size_t bytes) {
+  if (!p) return;
+  const size_t r = page_rounded(bytes);
+  munmap(p, r);
+  memory_release(r);
 }
 
 std::shared_ptr<void> budgeted_shared(size_t bytes, size_t align, std::string_view what) {

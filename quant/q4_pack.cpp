@@ -59,6 +59,11 @@ struct OnnxSource {
   void group(size_t k0, size_t rows, size_t n0, size_t cols, int (*out)[kQ4NR]) const {
     for (size_t q = 0; q < rows; ++q) codes(k0 + q, n0, cols, out[q]);
   }
+  // Row k0's run of columns n0 .. n0 + 16 as whole bytes (the pack
+  // ukernel's input), or null when the rows do not start on a byte (odd N).
+  const uint8_t* rows(size_t k0, size_t n0) const { return w.n % 2 ? nullptr : w.data + (k0 * w.n + n0) / 2; }
+  size_t row_bytes() const { return w.n / 2; }
+  uint8_t flip() const { return w.is_signed ? 8 : 0; }
 };
 
 // com.microsoft::MatMulNBits: per column n, ceil(K/bs) blobs of bs/2 bytes.
@@ -87,6 +92,9 @@ struct NBitsSource {
   // Rows k0 .. k0 + rows (at most 8, inside one block: k0 is a multiple of
   // 8 and so is the block size) of columns n0 .. n0 + cols: 4 bytes of each
   // column's blob.
+  const uint8_t* rows(size_t, size_t) const { return nullptr; }  // columns are blobs: no row runs
+  size_t row_bytes() const { return 0; }
+  uint8_t flip() const { return 0; }
   void group(size_t k0, size_t rows, size_t n0, size_t cols, int (*out)[kQ4NR]) const {
     const size_t bytes = w.block_size / 2;
     for (size_t j = 0; j < cols; ++j) {
@@ -150,18 +158,23 @@ void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
 
   const size_t groups = kp_ / kQ4GroupK;
   split_ranges(pool, panels_, double(k_) * double(n_) >= kMinParallelMacs, [&](size_t p0, size_t p1) {
+    // z' and scale of row r, column n; padding rows and columns mean weight 0.
+    auto zero_of = [&](size_t r, size_t n) { return n < n_ && r < real_rows ? src.zero(r, n) : 8; };
+    // The panels' scales and zero points a scale row at a time: the [K,N]
+    // layout holds a row's scales side by side and one panel's rows N apart.
+    for (size_t r = 0; r < scale_rows_; ++r)
+      for (size_t p = p0; p < p1; ++p) {
+        float* scale = scales_.as<float>() + (p * scale_rows_ + r) * kQ4NR;
+        uint8_t* zero = has_zero_ ? zeros_.as<uint8_t>() + (p * scale_rows_ + r) * kQ4NR : nullptr;
+        for (size_t j = 0, n = p * kQ4NR; j < kQ4NR; ++j, ++n) {
+          scale[j] = n < n_ && r < real_rows ? src.scale(r, n) : 0.0f;
+          if (zero) zero[j] = static_cast<uint8_t>(zero_of(r, n));
+        }
+      }
     for (size_t p = p0; p < p1; ++p) {
-      float* scale = scales_.as<float>() + p * scale_rows_ * kQ4NR;
-      uint8_t* zero = has_zero_ ? zeros_.as<uint8_t>() + p * scale_rows_ * kQ4NR : nullptr;
+      const float* scale = scales_.as<float>() + p * scale_rows_ * kQ4NR;
       Q4Group* codes = codes_.as<Q4Group>() + p * groups;
       const size_t n0 = p * kQ4NR;
-      // z' and scale of row r; padding rows and columns mean weight 0.
-      auto zero_of = [&](size_t r, size_t j) { return n0 + j < n_ && r < real_rows ? src.zero(r, n0 + j) : 8; };
-      for (size_t r = 0; r < scale_rows_; ++r)
-        for (size_t j = 0; j < kQ4NR; ++j) {
-          scale[r * kQ4NR + j] = n0 + j < n_ && r < real_rows ? src.scale(r, n0 + j) : 0.0f;
-          if (zero) zero[r * kQ4NR + j] = static_cast<uint8_t>(zero_of(r, j));
-        }
       double g[kQ4NR] = {};
       int64_t wsum[kQ4NR] = {};
       int z[kQ4NR];
@@ -171,13 +184,36 @@ void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
       // and columns past N are z' (weight 0), and the line is written once.
       // Block sizes are multiples of kQ4GroupK, so a group has one zero row.
       static_assert(kQ4GroupK == 8 && kQ4KAlign % kQ4GroupK == 0);
+      // A full panel's whole groups, when the source holds them as row runs,
+      // go through the config's pack ukernel a block's run at a time; the
+      // rest (and every group of a MatMulNBits source) one group here.
       const size_t cols = std::min(kQ4NR, n_ - n0);  // real columns
-      for (size_t grp = 0; grp < groups; ++grp) {
+      const size_t whole_k = k_ / kQ4GroupK * kQ4GroupK;
+      // Rows up to k_end are packed: at a block's end its Σ (c − z') joins g.
+      auto close_block = [&](size_t k_end, size_t r) {
+        if (k_end != kp_ && !(bs_ && k_end % bs_ == 0)) return;
+        for (size_t j = 0; j < kQ4NR; ++j) {
+          g[j] += double(scale[r * kQ4NR + j]) * double(wsum[j]);
+          wsum[j] = 0;
+        }
+      };
+      for (size_t grp = 0; grp < groups;) {
         const size_t k0 = grp * kQ4GroupK;
         const size_t r = bs_ ? k0 / bs_ : 0;
         if (r != zrow) {
-          for (size_t j = 0; j < kQ4NR; ++j) z[j] = zero_of(r, j);
+          for (size_t j = 0; j < kQ4NR; ++j) z[j] = zero_of(r, n0 + j);
           zrow = r;
+        }
+        const uint8_t* run = cols == kQ4NR && k0 < whole_k ? src.rows(k0, n0) : nullptr;
+        if (run) {
+          const size_t k_end = bs_ ? std::min(whole_k, (r + 1) * bs_) : whole_k;
+          const size_t count = (k_end - k0) / kQ4GroupK;
+          int32_t sums[kQ4NR] = {};
+          config_->pack(run, src.row_bytes(), count, src.flip(), codes + grp, sums);
+          for (size_t j = 0; j < kQ4NR; ++j) wsum[j] += sums[j] - int64_t(count * kQ4GroupK) * z[j];
+          grp += count;
+          close_block(k_end, r);
+          continue;
         }
         int c[kQ4GroupK][kQ4NR];
         const size_t rows = k0 < k_ ? std::min(kQ4GroupK, k_ - k0) : 0;  // real rows
@@ -193,12 +229,8 @@ void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
           }
           wsum[j] += sum - static_cast<int>(kQ4GroupK) * z[j];
         }
-        const size_t k_end = k0 + kQ4GroupK;
-        if (k_end == kp_ || (bs_ && k_end % bs_ == 0))
-          for (size_t j = 0; j < kQ4NR; ++j) {
-            g[j] += double(scale[r * kQ4NR + j]) * double(wsum[j]);
-            wsum[j] = 0;
-          }
+        close_block(k0 + kQ4GroupK, r);
+        ++grp;
       }
       for (size_t j = 0; j < kQ4NR; ++j) g_.as<float>()[n0 + j] = static_cast<float>(g[j]);  // padding: 0
     }

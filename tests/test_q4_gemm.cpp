@@ -356,6 +356,31 @@ void isa_case_5(Isa isa) {
       }
 }
 
+// "q4 pack ukernel equals its scalar twin"
+void isa_case_6(Isa isa) {
+  const Q4GemmConfig* cfg = q4_gemm_config_for(isa);
+  REQUIRE(cfg);
+  std::mt19937 rng(6);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (size_t groups : {1, 2, 511, 512, 513, 1100})  // across the 16-bit column counts' widening
+    for (size_t row_bytes : {size_t{8}, size_t{24}})
+      for (uint8_t flip : {uint8_t{0}, uint8_t{8}}) {
+        INFO(cfg->pack_name << " groups=" << groups << " row_bytes=" << row_bytes << " flip=" << int(flip));
+        std::vector<uint8_t> src(groups * kQ4GroupK * row_bytes);
+        for (uint8_t& v : src) v = static_cast<uint8_t>(byte(rng));
+        std::vector<Q4Group> want(groups), got(groups);
+        int32_t want_sums[kQ4NR], got_sums[kQ4NR];
+        for (size_t j = 0; j < kQ4NR; ++j) want_sums[j] = got_sums[j] = int32_t(j) - 5;  // sums are added to
+        q4_pack_ukernel_8x16__scalar(src.data(), row_bytes, groups, flip, want.data(), want_sums);
+        cfg->pack(src.data(), row_bytes, groups, flip, got.data(), got_sums);
+        CHECK(std::memcmp(want.data(), got.data(), groups * sizeof(Q4Group)) == 0);
+        CHECK(std::equal(want_sums, want_sums + kQ4NR, got_sums));
+      }
+  // Through Q4Gemm: per-channel weights whose one block spans 600 groups.
+  for (bool sgn : {true, false})
+    Q4Tester().m(2).n(32).k(4800).is_signed(sgn).block_size(0).zero_points(!sgn).config(*cfg).test();
+}
+
 }  // namespace
 
 // One case per distinct Q4GemmConfig family.
@@ -374,6 +399,8 @@ Q4_ISA_CASES("q4 MatMulNBits zero points packed, float and float16 match the [K,
 Q4_ISA_CASES("q4 per-channel int8-block uses its own activation block", "[q4]", isa_case_4)
 
 Q4_ISA_CASES("q4 strided activations and outputs, one and two threads", "[q4]", isa_case_5)
+
+Q4_ISA_CASES("q4 pack ukernel equals its scalar twin", "[q4]", isa_case_6)
 
 TEST_CASE("q4: bad inputs are errors that name the value", "[q4]") {
   std::vector<uint8_t> data(64);

@@ -59,7 +59,8 @@ const Q4GemmConfig kQ4Scalar{
     {Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kInt8Row), Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kInt8Block),
      Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kFloat)},
     {"q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar"},
-    {"q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar"}};
+    {"q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar"},
+    q4_pack_ukernel_8x16__scalar, "q4_pack_ukernel_8x16__scalar"};
 
 const Q4GemmConfig kQ4Avx2{
     Isa::Avx2,
@@ -70,7 +71,8 @@ const Q4GemmConfig kQ4Avx2{
     {Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kInt8Row), Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kInt8Block),
      Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kFloat)},
     {"q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2"},
-    {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2"}};
+    {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2"},
+    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2"};
 
 const Q4GemmConfig kQ4Avx512{
     Isa::Avx512,
@@ -81,7 +83,8 @@ const Q4GemmConfig kQ4Avx512{
     {Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kInt8Row), Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kInt8Block),
      Q4_ROW(q4_gemv_ukernel_1x64c8__avx512, Q4Act::kFloat)},
     {"q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_8x16c8__avx512"},
-    {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x64c8__avx512"}};
+    {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x64c8__avx512"},
+    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2"};
 
 const Q4GemmConfig kQ4Vnni{
     Isa::Avx512Vnni,
@@ -94,7 +97,8 @@ const Q4GemmConfig kQ4Vnni{
      Q4_ROW(q4_gemv_ukernel_1x64c8__avx512vnni, Q4Act::kInt8Block),
      Q4_ROW(q4_gemv_ukernel_1x64c8__avx512, Q4Act::kFloat)},
     {"q4_gemm_ukernel_8x16c8__avx512vnni", "q4_gemm_ukernel_8x16c8__avx512vnni", "q4_gemm_ukernel_8x16c8__avx512"},
-    {"q4_gemv_ukernel_1x64c8__avx512vnni", "q4_gemv_ukernel_1x64c8__avx512vnni", "q4_gemv_ukernel_1x64c8__avx512"}};
+    {"q4_gemv_ukernel_1x64c8__avx512vnni", "q4_gemv_ukernel_1x64c8__avx512vnni", "q4_gemv_ukernel_1x64c8__avx512"},
+    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2"};
 #undef Q4_ROW
 
 }  // namespace

@@ -62,6 +62,8 @@ struct Q4GemmConfig {
   Q4GemmUkernel gemv[kQ4ActCount][2];
   const char* gemm_name[kQ4ActCount];
   const char* gemv_name[kQ4ActCount];
+  Q4PackUkernel pack;  // whole groups of the [K,N] layout at load
+  const char* pack_name;
 };
 
 const Q4GemmConfig& q4_gemm_config();

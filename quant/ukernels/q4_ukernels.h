@@ -117,4 +117,18 @@ template <Q4Act A, bool Z>
 void q4_gemv_ukernel_1x64c8__avx512vnni(size_t mr, size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a,
                                         float* c, size_t ldc);
 
+// Packing: `groups` consecutive Q4Groups of one panel from the opset-21
+// [K,N] layout. Group i takes rows 8i .. 8i+7 of the panel's 16 columns;
+// row r is the 8 bytes at src + r·row_bytes (column 2t in byte t's low
+// nibble, 2t + 1 in its high one), every nibble XOR `flip` (8 turns an int4
+// w into its code w + 8; 0 keeps a uint4). Adds each column's code sum over
+// the groups to sums[16]. Writes each group's 64 bytes once.
+using Q4PackUkernel = void (*)(const uint8_t* src, size_t row_bytes, size_t groups, uint8_t flip, Q4Group* out,
+                               int32_t* sums);
+
+void q4_pack_ukernel_8x16__scalar(const uint8_t* src, size_t row_bytes, size_t groups, uint8_t flip, Q4Group* out,
+                                  int32_t* sums);
+void q4_pack_ukernel_8x16__avx2(const uint8_t* src, size_t row_bytes, size_t groups, uint8_t flip, Q4Group* out,
+                                int32_t* sums);
+
 }  // namespace onebit
