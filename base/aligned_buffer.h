@@ -24,7 +24,7 @@ class AlignedBuffer {
   // At least one cache line, so empty problems still get a valid pointer.
   AlignedBuffer(size_t bytes, const char* what) : bytes_(bytes) {
     if (bytes >= kPagesFrom) {
-      p_.reset(budgeted_pages(bytes, what));
+      p_.reset(budgeted_pages(bytes, 4096, what));
     } else {
       p_.reset(budgeted_alloc(bytes, kAlign, what));
       std::memset(p_.get(), 0, bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign);

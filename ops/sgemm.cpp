@@ -233,7 +233,12 @@ void run(const SgemmConfig& cfg, size_t m, size_t n, size_t k, const float* a, B
 
 }  // namespace
 
-void PackedB::Free::operator()(float* p) const { budgeted_free(p, bytes, align); }
+void PackedB::Free::operator()(float* p) const {
+  if (pages)
+    budgeted_pages_free(p, bytes);
+  else
+    budgeted_free(p, bytes, align);
+}
 
 PackedB::PackedB(const SgemmConfig& config, size_t k, size_t n, const float* b, size_t ldb, bool trans_b,
                  ThreadPool* pool, bool huge_pages)
@@ -246,13 +251,16 @@ PackedB::PackedB(const SgemmConfig& config, size_t k, size_t n, const float* b, 
   // collapse the pages in the background), and `huge_pages`
   // (ONEBIT_HUGE_PAGES=1) asks for them up front. Either way failure just
   // means 4 KiB pages.
-  const bool huge = bytes >= kHugePage;
+  const bool huge = bytes >= kHugePage, eager = huge_pages;
   if (huge) bytes = round_up(bytes, kHugePage);
   const size_t align = huge ? kHugePage : kAlign;
+  // A large weight not asked onto huge pages up front gets populated pages
+  // of its own (base/memory_budget.h: no fault per 4 KiB while it is copied).
+  const bool pages = huge && !eager;
+  const std::string what = fmt::format("a packed {}x{} float32 weight", k, n);
   data_ = std::unique_ptr<float[], Free>(
-      static_cast<float*>(budgeted_alloc(bytes, align, fmt::format("a packed {}x{} float32 weight", k, n))),
-      Free{bytes, align});
-  const bool eager = huge_pages;
+      static_cast<float*>(pages ? budgeted_pages(bytes, align, what) : budgeted_alloc(bytes, align, what)),
+      Free{bytes, align, pages});
   if (huge && eager) madvise(data_.get(), bytes, MADV_HUGEPAGE);
   pack_b_all(config, k, n, b, ldb, trans_b, data_.get(), pool);
   if (huge && !eager) madvise(data_.get(), bytes, MADV_HUGEPAGE);

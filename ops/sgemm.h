@@ -47,8 +47,9 @@ class PackedB {
  private:
   struct Free {
     Free() noexcept {}
-    Free(size_t b, size_t a) noexcept : bytes(b), align(a) {}
+    Free(size_t b, size_t a, bool p) noexcept : bytes(b), align(a), pages(p) {}
     size_t bytes = 0, align = 0;
+    bool pages = false;  // budgeted_pages, else budgeted_alloc
     void operator()(float* p) const;
   };
   const SgemmConfig* config_ = nullptr;

@@ -65,6 +65,16 @@ void prepare_rows(size_t m0, size_t m1, size_t k, const X* x, size_t lda, int32_
 
 constexpr size_t kRowSumAlign = 64;
 
+// p = w + delta as a byte is w's byte XOR 0x80 for every weight and both
+// nonzero deltas: int8 w + 128 and uint8 w − 128, modulo 256.
+constexpr bool operand_flip_is_exact() {
+  for (int b = 0; b < 256; ++b) {
+    const int s = b < 128 ? b : b - 256;  // the byte as int8
+    if (((s + 128) & 255) != (b ^ 0x80) || ((b - 128) & 255) != (b ^ 0x80)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Q8Gemm::Q8Gemm(const Q8GemmConfig& config, const Q8Weight& w, ThreadPool* pool)
@@ -99,23 +109,25 @@ Q8Gemm::Q8Gemm(const Q8GemmConfig& config, const Q8Weight& w, ThreadPool* pool)
     sw[j] = w.scale[w.scale_count == 1 ? 0 : j];
   }
 
-  // [panel][k / KR][NR][KR]: p = w + delta; padding stays 0.
+  // [panel][k / KR][NR][KR]: p = w + delta, which for delta = ±128 is the
+  // weight's byte with its top bit flipped (and the byte itself for 0);
+  // padding stays 0. A full panel's whole KR-row groups go through the
+  // config's pack ukernel, the rest a byte at a time.
+  static_assert(operand_flip_is_exact());
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
   uint8_t* dst = packed_.as<uint8_t>();
-  const bool w_signed = w.type == Q8Type::kS8;
-  const int32_t delta = delta_;
-  const size_t k = k_, n = n_;
+  const uint8_t flip = delta_ ? 0x80 : 0;
+  const size_t k = k_, n = n_, whole = k / kr * kr;
   split_ranges(pool, panels_, double(k) * double(n) >= kMinParallelMacs, [&](size_t p0, size_t p1) {
     for (size_t p = p0; p < p1; ++p) {
       uint8_t* panel = dst + p * kr_ * nr;
       const size_t cols = n - p * nr < nr ? n - p * nr : nr;
-      for (size_t kk = 0; kk < k; ++kk) {
+      const size_t k0 = cols == nr ? whole : 0;
+      if (k0) config.pack(src + p * nr, ldw, k0 / kr, nr, flip, panel);
+      for (size_t kk = k0; kk < k; ++kk) {
         const uint8_t* row = src + kk * ldw + p * nr;
         uint8_t* g = panel + (kk / kr) * nr * kr + kk % kr;
-        for (size_t j = 0; j < cols; ++j) {
-          const int32_t value = w_signed ? int32_t(static_cast<int8_t>(row[j])) : int32_t(row[j]);
-          g[j * kr] = static_cast<uint8_t>(value + delta);
-        }
+        for (size_t j = 0; j < cols; ++j) g[j * kr] = static_cast<uint8_t>(row[j] ^ flip);
       }
     }
   });

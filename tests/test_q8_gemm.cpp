@@ -327,6 +327,28 @@ void isa_case_8(Isa isa) {
   }
 }
 
+// "q8 pack ukernel equals its scalar twin"
+void isa_case_9(Isa isa) {
+  const Q8GemmConfig* cfg = q8_gemm_config_for(isa);
+  REQUIRE(cfg);
+  const Q8PackUkernel twin = cfg->kr == 2 ? q8_pack_ukernel_c2__scalar : q8_pack_ukernel_c4__scalar;
+  REQUIRE((cfg->kr == 2 || cfg->kr == 4));
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (size_t groups : {1, 3, 64})
+    for (size_t extra : {size_t{0}, size_t{5}})  // row stride beyond the panel
+      for (uint8_t flip : {uint8_t{0}, uint8_t{0x80}}) {
+        const size_t nr = cfg->nr, ldw = nr + extra;
+        INFO(cfg->pack_name << " groups=" << groups << " ldw=" << ldw << " flip=" << int(flip));
+        std::vector<uint8_t> src(groups * cfg->kr * ldw);
+        for (uint8_t& v : src) v = static_cast<uint8_t>(byte(rng));
+        std::vector<uint8_t> want(groups * cfg->kr * nr), got(want.size(), 0xEE);
+        twin(src.data(), ldw, groups, nr, flip, want.data());
+        cfg->pack(src.data(), ldw, groups, nr, flip, got.data());
+        CHECK(want == got);
+      }
+}
+
 }  // namespace
 
 // One case per distinct Q8GemmConfig family.
@@ -350,6 +372,8 @@ Q8_ISA_CASES("q8 gemm near ties resolve exactly in the vector epilogues", "[q8]"
 Q8_ISA_CASES("q8 gemm largest K is exact, one more is refused", "[q8]", isa_case_7)
 
 Q8_ISA_CASES("q8 gemm a symmetric graph never computes the weight column sums", "[q8]", isa_case_8)
+
+Q8_ISA_CASES("q8 pack ukernel equals its scalar twin", "[q8]", isa_case_9)
 
 TEST_CASE("q8 gemm: bad parameters are errors that name the value", "[q8]") {
   std::vector<int8_t> w(4 * 3);

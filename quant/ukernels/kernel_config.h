@@ -48,6 +48,8 @@ struct Q8GemmConfig {
   Q8GemvUkernel gemv[2];
   const char* gemm_name;
   const char* gemv_name;
+  Q8PackUkernel pack;  // whole KR-row groups of full panels at load
+  const char* pack_name;
 };
 
 const Q8GemmConfig& q8_gemm_config();

@@ -88,6 +88,17 @@ template <bool XS>
 void q8_gemv_ukernel_1x64c4__avx512vnni(size_t nc, size_t k, const void* a, const uint8_t* w, size_t panel_stride,
                                         size_t m0, size_t n0, const Q8Epilogue& ep, void* c);
 
+// Packing: `groups` groups of KR rows × nr columns of the [K,N] byte layout
+// into one panel's [groups][nr][KR] (quant/q8_gemm.h): row t of group g is
+// read at src + (g·KR + t)·ldw, and every byte is XOR `flip` (0x80 moves a
+// weight into the operand domain, w + delta with delta = ±128; 0 keeps it).
+// The vector packers take nr a multiple of 16.
+using Q8PackUkernel = void (*)(const uint8_t* src, size_t ldw, size_t groups, size_t nr, uint8_t flip, uint8_t* out);
+void q8_pack_ukernel_c2__scalar(const uint8_t* src, size_t ldw, size_t groups, size_t nr, uint8_t flip, uint8_t* out);
+void q8_pack_ukernel_c4__scalar(const uint8_t* src, size_t ldw, size_t groups, size_t nr, uint8_t flip, uint8_t* out);
+void q8_pack_ukernel_c2__avx2(const uint8_t* src, size_t ldw, size_t groups, size_t nr, uint8_t flip, uint8_t* out);
+void q8_pack_ukernel_c4__avx2(const uint8_t* src, size_t ldw, size_t groups, size_t nr, uint8_t flip, uint8_t* out);
+
 // The scalar epilogue for one element, shared by the scalar kernels and the
 // vector kernels' tails: `raw` is Σ x·p as wrapped int32.
 void q8_store_scalar(uint32_t raw, size_t m, size_t n, const Q8Epilogue& ep, void* c, size_t index);
