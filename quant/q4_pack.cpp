@@ -89,12 +89,12 @@ struct NBitsSource {
     return 8;
   }
   float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, n * blocks + r); }
-  // Rows k0 .. k0 + rows (at most 8, inside one block: k0 is a multiple of
-  // 8 and so is the block size) of columns n0 .. n0 + cols: 4 bytes of each
-  // column's blob.
   const uint8_t* rows(size_t, size_t) const { return nullptr; }  // columns are blobs: no row runs
   size_t row_bytes() const { return 0; }
   uint8_t flip() const { return 0; }
+  // Rows k0 .. k0 + rows (at most 8, inside one block: k0 is a multiple of
+  // 8 and so is the block size) of columns n0 .. n0 + cols: 4 bytes of each
+  // column's blob.
   void group(size_t k0, size_t rows, size_t n0, size_t cols, int (*out)[kQ4NR]) const {
     const size_t bytes = w.block_size / 2;
     for (size_t j = 0; j < cols; ++j) {
