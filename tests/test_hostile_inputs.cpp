@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/error.h"
 #include "base/memory_budget.h"
 #include "graph/npy.h"
@@ -284,6 +285,37 @@ TEST_CASE("hostile: allocations past --max-memory are errors naming the node and
   Tensor x = Tensor::allocate(DType::F32, {1 << 20});  // 4 MiB in, 4 MiB out
   Budget budget(memory_in_use() + (uint64_t{1} << 20));
   CHECK_THAT(error_of(path, {{"x", x}}), Catch::Contains("memory budget") && Catch::Contains("MiB"));
+}
+
+TEST_CASE("packed-weight buffers: zeroed, aligned, counted against the budget and given back", "[hostile]") {
+  const uint64_t before = memory_in_use();
+  for (size_t bytes : {size_t{100}, AlignedBuffer::kPagesFrom - 1, AlignedBuffer::kPagesFrom,
+                       AlignedBuffer::kPagesFrom + 12345, size_t{5} << 20}) {
+    INFO("bytes " << bytes);
+    {
+      AlignedBuffer b(bytes, "a test buffer");
+      const auto* p = b.as<unsigned char>();
+      CHECK(reinterpret_cast<uintptr_t>(p) % AlignedBuffer::kAlign == 0);
+      CHECK(memory_in_use() >= before + bytes);
+      size_t nonzero = 0;
+      for (size_t i = 0; i < bytes; ++i) nonzero += p[i] != 0;
+      CHECK(nonzero == 0);
+      std::memset(b.as<unsigned char>(), 0xAB, bytes);  // every byte is writable
+    }
+    CHECK(memory_in_use() == before);
+  }
+  // Pages aligned beyond 4 KiB keep their alignment, and a bad one is refused.
+  void* p = budgeted_pages(3 << 20, size_t{2} << 20, "a test mapping");
+  CHECK(reinterpret_cast<uintptr_t>(p) % (size_t{2} << 20) == 0);
+  static_cast<unsigned char*>(p)[(3 << 20) - 1] = 1;
+  budgeted_pages_free(p, 3 << 20);
+  CHECK(memory_in_use() == before);
+  CHECK_THROWS_WITH(budgeted_pages(4096, 3000, "a test mapping"), Catch::Contains("alignment 3000"));
+  // Past the budget: an error naming what it was for, before anything is mapped.
+  Budget budget(memory_in_use() + (uint64_t{1} << 20));
+  CHECK_THROWS_WITH(AlignedBuffer(size_t{8} << 20, "Q4 packed codes"),
+                    Catch::Contains("Q4 packed codes") && Catch::Contains("memory budget"));
+  CHECK(memory_in_use() == before);
 }
 
 TEST_CASE("hostile: shapes that overflow are errors naming the shape", "[hostile]") {
