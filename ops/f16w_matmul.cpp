@@ -7,9 +7,11 @@
 // instead of the 4 a folded float32 copy would. The result is the float
 // product of the float16 values, as the unfused Cast → MatMul computes it
 // (up to the order of the sums).
+#include <algorithm>
 #include <cstring>
+#include <string>
 
-#include "base/memory_budget.h"
+#include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
 #include "quant/ukernels/kernel_config.h"
@@ -29,16 +31,19 @@ class F16wMatMulKernel : public Kernel {
     panels_ = (n_ + static_cast<int64_t>(kF16wNR) - 1) / static_cast<int64_t>(kF16wNR);
     const size_t count = static_cast<size_t>(panels_ * k_) * kF16wNR;
     bytes_ = (count * sizeof(uint16_t) + 63) / 64 * 64;
-    auto* p = static_cast<uint16_t*>(budgeted_alloc(bytes_, 64, fmt::format("packing float16 weight [{}, {}]", k_, n_)));
-    const size_t bytes = bytes_;
-    packed_ = std::shared_ptr<uint16_t>(p, [bytes](uint16_t* q) { budgeted_free(q, bytes, 64); });
+    // Zeroed (the columns past N stay 0); a large one on populated pages of
+    // its own (base/aligned_buffer.h).
+    const std::string what = fmt::format("packing float16 weight [{}, {}]", k_, n_);
+    packed_ = std::make_shared<AlignedBuffer>(bytes_, what.c_str());
+    uint16_t* p = packed_->as<uint16_t>();
+    // A source row at a time (contiguous), its 16-column runs to the panels.
     const uint16_t* src = w->data<uint16_t>();
-    for (int64_t pn = 0; pn < panels_; ++pn)
-      for (int64_t i = 0; i < k_; ++i)
-        for (size_t j = 0; j < kF16wNR; ++j) {
-          const int64_t col = pn * static_cast<int64_t>(kF16wNR) + static_cast<int64_t>(j);
-          p[(static_cast<size_t>(pn * k_ + i)) * kF16wNR + j] = col < n_ ? src[i * n_ + col] : 0;
-        }
+    const size_t k = static_cast<size_t>(k_), n = static_cast<size_t>(n_);
+    for (size_t i = 0; i < k; ++i)
+      for (size_t pn = 0; pn < static_cast<size_t>(panels_); ++pn) {
+        const size_t col = pn * kF16wNR;
+        std::memcpy(p + (pn * k + i) * kF16wNR, src + i * n + col, std::min(kF16wNR, n - col) * sizeof(uint16_t));
+      }
   }
   bool packs_constant(int input) const override { return input == 1; }
 
@@ -57,7 +62,7 @@ class F16wMatMulKernel : public Kernel {
     if (m == 0) return;
     const float* x = X.data<float>();
     float* y = ctx.output(0).data<float>();
-    const uint16_t* w = packed_.get();
+    const uint16_t* w = packed_->as<uint16_t>();
     const size_t mr = kF16wMR, k = static_cast<size_t>(k_), n = static_cast<size_t>(n_);
     // Panels split over the threads; each streams its panels once per MR rows.
     const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(k_, 1));
@@ -79,7 +84,7 @@ class F16wMatMulKernel : public Kernel {
   const F16wGemmConfig* config_;
   int64_t k_ = 0, n_ = 0, panels_ = 0;
   size_t bytes_ = 0;
-  std::shared_ptr<uint16_t> packed_;  // [panels][K][16] float16 bits
+  std::shared_ptr<AlignedBuffer> packed_;  // [panels][K][16] float16 bits
 };
 
 }  // namespace
