@@ -76,14 +76,10 @@ void budgeted_free(void* p, size_t bytes, size_t align) {
 
 namespace {
 constexpr size_t kPage = 4096;
-size_t page_rounded(size_t bytes) {
-  if (bytes > kMaxTensorBytes) fail("an allocation of {} bytes is larger than 2^48 bytes", bytes);
-  return bytes == 0 ? kPage : (bytes + kPage - 1) / kPage * kPage;
-}
 }  // namespace
 
 void* budgeted_pages(size_t bytes, size_t align, std::string_view what) {
-  const size_t r = page_rounded(bytes);
+  const size_t r = rounded(bytes, kPage);
   if (align < kPage || (align & (align - 1))) fail("budgeted_pages: alignment {} is not a power-of-two page multiple", align);
   memory_reserve(r, what);
   // Over-map by the alignment, keep the aligned part, give the rest back.
@@ -103,7 +99,7 @@ void* budgeted_pages(size_t bytes, size_t align, std::string_view what) {
 
 void budgeted_pages_free(void* p, size_t bytes) {
   if (!p) return;
-  const size_t r = page_rounded(bytes);
+  const size_t r = rounded(bytes, kPage);
   munmap(p, r);
   memory_release(r);
 }

@@ -33,20 +33,18 @@ float load_float(Q4FloatType t, const void* p, size_t i) {
 struct OnnxSource {
   const Q4OnnxWeight& w;
   int code(size_t k, size_t n) const {
-    const int c = nibble(w.data, k * w.n + n);
-    return w.is_signed ? c ^ 8 : c;  // two's-complement nibble w ↦ w + 8
+    return nibble(w.data, k * w.n + n) ^ flip();
   }
   int zero(size_t r, size_t n) const {
     if (!w.zero_points) return w.is_signed ? 8 : w.uint4_zero_point;
-    const int z = nibble(w.zero_points, r * w.n + n);
-    return w.is_signed ? z ^ 8 : z;
+    return nibble(w.zero_points, r * w.n + n) ^ flip();
   }
   float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, r * w.n + n); }
   // codes(k, n0 .. n0 + cols): one run of nibbles of row k.
   void codes(size_t k, size_t n0, size_t cols, int* out) const {
     const size_t at = k * w.n + n0;
     const uint8_t* p = w.data + at / 2;
-    const int flip = w.is_signed ? 8 : 0;
+    const int flip = this->flip();
     size_t j = 0;
     if (at % 2) out[j++] = (p++[0] >> 4) ^ flip;
     for (; j + 2 <= cols; j += 2, ++p) {
@@ -63,6 +61,7 @@ struct OnnxSource {
   // ukernel's input), or null when the rows do not start on a byte (odd N).
   const uint8_t* rows(size_t k0, size_t n0) const { return w.n % 2 ? nullptr : w.data + (k0 * w.n + n0) / 2; }
   size_t row_bytes() const { return w.n / 2; }
+  // What turns a stored nibble into its code: two's-complement w ↦ w + 8.
   uint8_t flip() const { return w.is_signed ? 8 : 0; }
 };
 
