@@ -142,9 +142,18 @@ const float* Generator::forward(std::span<const int32_t> ids, int64_t past_len, 
     fail("{}: a pass needs the logits of its last {} positions but the session keeps {} (lookup decoding needs "
          "SessionOptions::last_rows_input)",
          session_.graph().path, rows, logits.dim(1));
-  if (logits.dtype() != DType::F32) fail("{}: logits are {}, expected float32", session_.graph().path, dtype_name(logits.dtype()));
   vocab_ = logits.dim(2);
-  return logits.data<float>() + (logits.dim(1) - rows) * vocab_;
+  const int64_t first = (logits.dim(1) - rows) * vocab_;
+  if (logits.dtype() == DType::F32) return logits.data<float>() + first;
+  // A float16 model's logits: the kept rows widened (exactly) to float32.
+  if (logits.dtype() != DType::F16 && logits.dtype() != DType::BF16)
+    fail("{}: logits are {}, expected float32, float16 or bfloat16", session_.graph().path, dtype_name(logits.dtype()));
+  wide_logits_.resize(static_cast<size_t>(rows * vocab_));
+  const uint16_t* bits = logits.data<uint16_t>() + first;
+  const bool half = logits.dtype() == DType::F16;
+  for (size_t i = 0; i < wide_logits_.size(); ++i)
+    wide_logits_[i] = half ? half_to_float(bits[i]) : bfloat16_to_float(bits[i]);
+  return wide_logits_.data();
 }
 
 void Generator::reset() {

@@ -134,6 +134,7 @@ class Generator {
   bool kv_state_ = false;      // the session keeps the cache (Session::keeps_kv_state)
   bool rows_input_ = false;    // the pass added kLastRowsInput (SessionOptions::last_rows_input)
   std::vector<Tensor> outputs_;
+  std::vector<float> wide_logits_;  // float16 / bfloat16 logits rows, widened
   int64_t vocab_ = 0;
   std::vector<int32_t> sequence_;
   int64_t fed_ = 0;            // leading tokens of sequence_ the cache holds

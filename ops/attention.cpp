@@ -20,6 +20,7 @@
 // float GEMM (ops/sgemm.h), one per (batch, query head).
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "base/thread_pool.h"
@@ -51,6 +52,182 @@ struct HeadView {
 };
 
 float load_at(const Tensor& t, int64_t i) { return static_cast<float>(tensor_double_at(t, i)); }
+
+// n elements of t from offset `off` as float32 into dst (float16: the
+// vectorised conversion).
+void widen_row(const Tensor& t, int64_t off, int64_t n, float* dst) {
+  if (t.dtype() == DType::F32) std::memcpy(dst, t.data<float>() + off, static_cast<size_t>(n) * sizeof(float));
+  else if (t.dtype() == DType::F16) vec_math_config().widen(static_cast<size_t>(n), t.data<uint16_t>() + off, dst);
+  else
+    for (int64_t i = 0; i < n; ++i) dst[i] = load_at(t, off + i);
+}
+
+// row[j] += t[off + j] for j < n.
+void add_row(const Tensor& t, int64_t off, int64_t n, float* row) {
+  float run[256];
+  for (int64_t j = 0; j < n; j += 256) {
+    const int64_t m = std::min<int64_t>(256, n - j);
+    widen_row(t, off + j, m, run);
+    for (int64_t i = 0; i < m; ++i) row[j + i] += run[i];
+  }
+}
+
+// One attention problem, as both kernels below see it: the shapes, the
+// tensors, and what is added to each score.
+struct Problem {
+  int64_t b = 0, past = 0, total = 0;
+  HeadView q, k, v;
+  const Tensor *Q = nullptr, *K = nullptr, *V = nullptr, *past_k = nullptr, *past_v = nullptr;
+  const Tensor* qkv_bias = nullptr;  // MultiHeadAttention's bias [hq + hk + hv], added to Q, K and V
+  bool out4d = false;
+  float scale = 1, softcap = 0;
+  // Adds to the T scores of row (b, n, r) after the scale and the soft cap;
+  // empty adds nothing.
+  std::function<void(int64_t b, int64_t n, int64_t r, float* row)> bias;
+  Tensor* out = nullptr;
+  Tensor *present_k = nullptr, *present_v = nullptr;
+  Tensor* qk = nullptr;  // Attention's qk_matmul_output, in mode qk_mode
+  int64_t qk_mode = 0;
+};
+
+// The workspace: keys and values as float32 [B, kvN, T, H] (past then new),
+// the queries and output as float32 when they are not already, then one slot
+// of scores and GEMM workspace per thread.
+struct Layout {
+  size_t k_at = 0, v_at = 0, q_at = 0, out_at = 0, slots_at = 0, scores = 0, slot = 0, total = 0;
+  bool q_copied = false, out_copied = false;
+};
+
+Layout layout(const SgemmConfig& config, DType t, bool has_qkv_bias, int64_t b, const HeadView& q, const HeadView& k,
+              const HeadView& v, int64_t total) {
+  Layout p;
+  size_t at = 0;
+  auto take = [&](size_t floats) {
+    const size_t here = at;
+    at += align64(floats * sizeof(float));
+    return here;
+  };
+  p.k_at = take(static_cast<size_t>(b * k.heads * total * k.dim));
+  p.v_at = take(static_cast<size_t>(b * k.heads * total * v.dim));
+  p.q_copied = t != DType::F32 || has_qkv_bias;
+  p.out_copied = t != DType::F32;
+  if (p.q_copied) p.q_at = take(static_cast<size_t>(b * q.heads * q.rows * q.dim));
+  if (p.out_copied) p.out_at = take(static_cast<size_t>(b * q.heads * q.rows * v.dim));
+  p.slots_at = at;
+  const size_t s = static_cast<size_t>(q.rows), tn = static_cast<size_t>(std::max<int64_t>(total, 1));
+  p.scores = align64(s * tn * sizeof(float));
+  p.slot = p.scores + align64(std::max(sgemm_workspace(config, s, tn, static_cast<size_t>(q.dim), false, true),
+                                        sgemm_workspace(config, s, static_cast<size_t>(v.dim), tn, false, false)));
+  p.total = at + p.slot * static_cast<size_t>(ThreadPool::default_threads());
+  return p;
+}
+
+void softmax_row(float* r, size_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (size_t j = 0; j < n; ++j) mx = std::max(mx, r[j]);
+  if (mx == -std::numeric_limits<float>::infinity() || std::isnan(mx)) {
+    // Every key masked: the reference's softmax gives NaN (−∞ − −∞).
+    for (size_t j = 0; j < n; ++j) r[j] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  for (size_t j = 0; j < n; ++j) r[j] -= mx;
+  vec_math_config().exp(n, r, r);
+  double sum = 0;
+  for (size_t j = 0; j < n; ++j) sum += r[j];
+  const float inv = static_cast<float>(1.0 / sum);
+  for (size_t j = 0; j < n; ++j) r[j] *= inv;
+}
+
+void store_row(Tensor& t, int64_t off, const float* row, size_t n) {
+  if (t.dtype() == DType::F16) return vec_math_config().narrow(n, row, t.data<uint16_t>() + off);
+  dispatch_float(t.dtype(), "attention output", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>() + off;
+    for (size_t j = 0; j < n; ++j) p[j] = Arith<T>::store(static_cast<typename Arith<T>::C>(row[j]));
+  });
+}
+
+// scores = scale · Q·Kᵀ (soft-capped) + bias, softmax, · V; one task per
+// (batch, query head), query head n reading KV head n / (qN / kvN).
+void attend(const SgemmConfig& config, ThreadPool& pool, void* workspace, const Problem& p) {
+  const HeadView &q = p.q, &k = p.k, &v = p.v;
+  const int64_t b = p.b, past = p.past, total = p.total;
+  const Layout pl = layout(config, p.Q->dtype(), p.qkv_bias != nullptr, b, q, k, v, total);
+  auto* ws = static_cast<unsigned char*>(workspace);
+  float* kc = reinterpret_cast<float*>(ws + pl.k_at);
+  float* vc = reinterpret_cast<float*>(ws + pl.v_at);
+  const int64_t hq = q.heads * q.dim, hk = k.heads * k.dim;
+  auto gather = [&](const Tensor* past_t, const Tensor& now, const HeadView& nv, int64_t bias_from, float* dst) {
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t g = 0; g < nv.heads; ++g) {
+        float* d = dst + (bi * nv.heads + g) * total * nv.dim;
+        if (past_t) widen_row(*past_t, (bi * nv.heads + g) * past * nv.dim, past * nv.dim, d);
+        for (int64_t r = 0; r < nv.rows; ++r) {
+          const int64_t off = bi * nv.batch_stride + g * nv.head_stride + r * nv.row_stride;
+          float* row = d + (past + r) * nv.dim;
+          widen_row(now, off, nv.dim, row);
+          if (p.qkv_bias) add_row(*p.qkv_bias, bias_from + g * nv.dim, nv.dim, row);
+        }
+      }
+  };
+  gather(p.past_k, *p.K, k, hq, kc);
+  gather(p.past_v, *p.V, v, hq + hk, vc);
+  const float* qf = pl.q_copied ? reinterpret_cast<float*>(ws + pl.q_at) : p.Q->data<float>();
+  if (pl.q_copied) {
+    // Same layout as Q; the bias (when given) is per hidden column.
+    float* dst = const_cast<float*>(qf);
+    const int64_t row = p.out4d ? q.dim : hq, rows = row ? p.Q->size() / row : 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      widen_row(*p.Q, i * row, row, dst + i * row);
+      if (p.qkv_bias) add_row(*p.qkv_bias, 0, row, dst + i * row);
+    }
+  }
+  float* out = pl.out_copied ? reinterpret_cast<float*>(ws + pl.out_at) : p.out->data<float>();
+  const int64_t out_row = p.out4d ? v.dim : q.heads * v.dim;
+  const int64_t rep = q.heads / k.heads, tasks = b * q.heads;
+  auto one = [&](int64_t task, unsigned char* slot, ThreadPool* inner) {
+    const int64_t bi = task / q.heads, n = task % q.heads, g = n / rep;
+    float* sc = reinterpret_cast<float*>(slot);
+    void* gws = slot + pl.scores;
+    const size_t s = static_cast<size_t>(q.rows), tn = static_cast<size_t>(total);
+    const float* a = qf + bi * q.batch_stride + n * q.head_stride;
+    sgemm(config, s, tn, static_cast<size_t>(q.dim), a, static_cast<size_t>(q.row_stride), false,
+          kc + (bi * k.heads + g) * total * k.dim, static_cast<size_t>(k.dim), true, nullptr, sc, tn, gws, inner);
+    for (size_t r = 0; r < s; ++r) {
+      float* row = sc + r * tn;
+      const int64_t qk_at = ((bi * q.heads + n) * q.rows + static_cast<int64_t>(r)) * total;
+      for (size_t j = 0; j < tn; ++j) {
+        float x = row[j] * p.scale;
+        if (p.softcap > 0) x = p.softcap * std::tanh(x / p.softcap);
+        row[j] = x;
+      }
+      if (p.qk && p.qk_mode <= 1) store_row(*p.qk, qk_at, row, tn);
+      if (p.bias) p.bias(bi, n, static_cast<int64_t>(r), row);
+      if (p.qk && p.qk_mode == 2) store_row(*p.qk, qk_at, row, tn);
+      softmax_row(row, tn);
+      if (p.qk && p.qk_mode == 3) store_row(*p.qk, qk_at, row, tn);
+    }
+    float* o = out + (p.out4d ? (bi * q.heads + n) * q.rows * v.dim : bi * q.rows * out_row + n * v.dim);
+    sgemm(config, s, static_cast<size_t>(v.dim), tn, sc, tn, false, vc + (bi * k.heads + g) * total * v.dim,
+          static_cast<size_t>(v.dim), false, nullptr, o, static_cast<size_t>(out_row), gws, inner);
+  };
+  run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
+    one(task, ws + pl.slots_at + static_cast<size_t>(r) * pl.slot, inner);
+  });
+  if (pl.out_copied) store_row(*p.out, 0, out, static_cast<size_t>(p.out->size()));
+  if (p.present_k) store_row(*p.present_k, 0, kc, static_cast<size_t>(p.present_k->size()));
+  if (p.present_v) store_row(*p.present_v, 0, vc, static_cast<size_t>(p.present_v->size()));
+}
+
+// Element (b, n, s, j) of `m` broadcast right-aligned to [B, N, S, T]; the
+// caller checks j is inside its last dim.
+int64_t broadcast_offset(const Shape& sh, int64_t b, int64_t n, int64_t s, int64_t j) {
+  const size_t r = sh.size();
+  const int64_t idx[4] = {b, n, s, j};
+  int64_t off = 0;
+  for (size_t i = 0; i < r; ++i) off = off * sh[i] + (sh[i] == 1 ? 0 : idx[4 - r + i]);
+  return off;
+}
 
 class AttentionKernel : public Kernel {
  public:
@@ -117,179 +294,206 @@ class AttentionKernel : public Kernel {
     if (ctx.has_output(1)) ctx.set_output(1, t, {b, k.heads, total, k.dim});
     if (ctx.has_output(2)) ctx.set_output(2, t, {b, k.heads, total, v.dim});
     if (ctx.has_output(3)) ctx.set_output(3, t, {b, q.heads, q.rows, total});
-    const Plan p = plan(t, b, q, k, v, total);
-    ctx.set_workspace(p.total);
+    ctx.set_workspace(layout(*config_, t, false, b, q, k, v, total).total);
   }
 
   void run(RunContext& ctx) override {
     const Tensor& Q = ctx.input(0);
-    const HeadView q = HeadView::of(Q.shape(), q_heads_), k = HeadView::of(ctx.input(1).shape(), kv_heads_),
-                   v = HeadView::of(ctx.input(2).shape(), kv_heads_);
-    const int64_t b = Q.dim(0), past = ctx.has_input(4) ? ctx.input(4).dim(2) : 0, total = past + k.rows;
-    const DType t = Q.dtype();
-    const bool f32 = t == DType::F32;
-    const Plan pl = plan(t, b, q, k, v, total);
-    auto* ws = static_cast<unsigned char*>(ctx.workspace());
-    // The keys and values as [B, kvN, T, H] float32 (past then new), and the queries as float32.
-    float* kc = reinterpret_cast<float*>(ws + pl.k_at);
-    float* vc = reinterpret_cast<float*>(ws + pl.v_at);
-    auto gather = [&](const Tensor* past_t, const Tensor& now, const HeadView& nv, float* dst) {
-      for (int64_t bi = 0; bi < b; ++bi)
-        for (int64_t g = 0; g < nv.heads; ++g) {
-          float* d = dst + (bi * nv.heads + g) * total * nv.dim;
-          if (past_t) {
-            const int64_t off = (bi * nv.heads + g) * past * nv.dim;
-            for (int64_t i = 0; i < past * nv.dim; ++i) d[i] = load_at(*past_t, off + i);
-          }
-          for (int64_t r = 0; r < nv.rows; ++r) {
-            const int64_t off = bi * nv.batch_stride + g * nv.head_stride + r * nv.row_stride;
-            float* row = d + (past + r) * nv.dim;
-            if (f32) std::memcpy(row, now.data<float>() + off, static_cast<size_t>(nv.dim) * sizeof(float));
-            else
-              for (int64_t i = 0; i < nv.dim; ++i) row[i] = load_at(now, off + i);
-          }
-        }
-    };
-    gather(ctx.has_input(4) ? &ctx.input(4) : nullptr, ctx.input(1), k, kc);
-    gather(ctx.has_input(5) ? &ctx.input(5) : nullptr, ctx.input(2), v, vc);
-    const float* qf = f32 ? Q.data<float>() : reinterpret_cast<float*>(ws + pl.q_at);
-    if (!f32)
-      for (int64_t i = 0; i < Q.size(); ++i) const_cast<float*>(qf)[i] = load_at(Q, i);
-    float* out = f32 ? ctx.output(0).data<float>() : reinterpret_cast<float*>(ws + pl.out_at);
-    const bool out4d = Q.rank() == 4;
-    const int64_t out_row = out4d ? v.dim : q.heads * v.dim;
-
-    const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(q.dim));
+    Problem p;
+    p.q = HeadView::of(Q.shape(), q_heads_);
+    p.k = HeadView::of(ctx.input(1).shape(), kv_heads_);
+    p.v = HeadView::of(ctx.input(2).shape(), kv_heads_);
+    p.b = Q.dim(0);
+    p.past = ctx.has_input(4) ? ctx.input(4).dim(2) : 0;
+    p.total = p.past + p.k.rows;
+    p.Q = &Q, p.K = &ctx.input(1), p.V = &ctx.input(2);
+    p.past_k = ctx.has_input(4) ? &ctx.input(4) : nullptr;
+    p.past_v = ctx.has_input(5) ? &ctx.input(5) : nullptr;
+    p.out4d = Q.rank() == 4;
+    p.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(p.q.dim));
+    p.softcap = softcap_;
+    p.out = &ctx.output(0);
+    p.present_k = ctx.has_output(1) ? &ctx.output(1) : nullptr;
+    p.present_v = ctx.has_output(2) ? &ctx.output(2) : nullptr;
+    p.qk = ctx.has_output(3) ? &ctx.output(3) : nullptr;
+    p.qk_mode = qk_mode_;
     const Tensor* mask = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const Tensor* nonpad = ctx.has_input(6) ? &ctx.input(6) : nullptr;
-    Tensor* qk = ctx.has_output(3) ? &ctx.output(3) : nullptr;
-    const int64_t rep = q.heads / k.heads, tasks = b * q.heads;
-    auto one = [&](int64_t task, unsigned char* slot, ThreadPool* inner) {
-      const int64_t bi = task / q.heads, n = task % q.heads, g = n / rep;
-      float* sc = reinterpret_cast<float*>(slot);
-      void* gws = slot + pl.scores;
-      const size_t s = static_cast<size_t>(q.rows), tn = static_cast<size_t>(total);
-      const float* a = qf + bi * q.batch_stride + n * q.head_stride;
-      sgemm(*config_, s, tn, static_cast<size_t>(q.dim), a, static_cast<size_t>(q.row_stride), false,
-            kc + (bi * k.heads + g) * total * k.dim, static_cast<size_t>(k.dim), true, nullptr, sc, tn, gws, inner);
-      const int64_t keep = nonpad ? tensor_int_at(*nonpad, bi) : total;
-      for (size_t r = 0; r < s; ++r) {
-        float* row = sc + r * tn;
-        float* qk_row = qk ? nullptr : nullptr;
-        for (size_t j = 0; j < tn; ++j) {
-          float x = row[j] * scale;
-          if (softcap_ > 0) x = softcap_ * std::tanh(x / softcap_);
-          row[j] = x;
-        }
-        if (qk && qk_mode_ <= 1) store_row(*qk, ((bi * q.heads + n) * q.rows + static_cast<int64_t>(r)) * total, row, tn);
-        for (size_t j = 0; j < tn; ++j) {
-          const int64_t jj = static_cast<int64_t>(j);
-          float bias = 0;
-          if (mask) bias = mask_at(*mask, bi, n, static_cast<int64_t>(r), jj, b, q.heads, q.rows, total);
-          if (causal_ && jj > past + static_cast<int64_t>(r)) bias = -std::numeric_limits<float>::infinity();
-          if (jj >= keep) bias = -std::numeric_limits<float>::infinity();
-          row[j] += bias;
-        }
-        if (qk && qk_mode_ == 2) store_row(*qk, ((bi * q.heads + n) * q.rows + static_cast<int64_t>(r)) * total, row, tn);
-        softmax(row, tn);
-        if (qk && qk_mode_ == 3) store_row(*qk, ((bi * q.heads + n) * q.rows + static_cast<int64_t>(r)) * total, row, tn);
-        (void)qk_row;
-      }
-      float* o = out + (out4d ? (bi * q.heads + n) * q.rows * v.dim : bi * q.rows * out_row + n * v.dim);
-      sgemm(*config_, s, static_cast<size_t>(v.dim), tn, sc, tn, false, vc + (bi * k.heads + g) * total * v.dim,
-            static_cast<size_t>(v.dim), false, nullptr, o, static_cast<size_t>(out_row), gws, inner);
-    };
-    ThreadPool& pool = ctx.pool();
-    run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
-      one(task, ws + pl.slots_at + static_cast<size_t>(r) * pl.slot, inner);
-    });
-    if (!f32) store(ctx.output(0), out);
-    if (ctx.has_output(1)) store(ctx.output(1), kc);
-    if (ctx.has_output(2)) store(ctx.output(2), vc);
+    if (mask || nonpad || causal_) {
+      const int64_t past = p.past;
+      const float ninf = -std::numeric_limits<float>::infinity();
+      const bool causal = causal_;
+      const int64_t total = p.total;
+      auto at = [=](int64_t bi, int64_t n, int64_t r, int64_t j) {
+        if (causal && j > past + r) return ninf;
+        if (nonpad && j >= tensor_int_at(*nonpad, bi)) return ninf;
+        if (!mask) return 0.0f;
+        // A mask shorter than T is padded with −∞.
+        if (j >= mask->shape().back()) return ninf;
+        const int64_t off = broadcast_offset(mask->shape(), bi, n, r, j);
+        if (mask->dtype() == DType::Bool) return mask->data<bool>()[off] ? 0.0f : ninf;
+        return load_at(*mask, off);
+      };
+      p.bias = [=](int64_t bi, int64_t n, int64_t r, float* row) {
+        for (int64_t j = 0; j < total; ++j) row[j] += at(bi, n, r, j);
+      };
+    }
+    attend(*config_, ctx.pool(), ctx.workspace(), p);
   }
 
  private:
-  struct Plan {
-    size_t k_at = 0, v_at = 0, q_at = 0, out_at = 0, slots_at = 0, scores = 0, slot = 0, total = 0;
-  };
-
-  Plan plan(DType t, int64_t b, const HeadView& q, const HeadView& k, const HeadView& v, int64_t total) const {
-    Plan p;
-    size_t at = 0;
-    auto take = [&](size_t floats) {
-      const size_t here = at;
-      at += align64(floats * sizeof(float));
-      return here;
-    };
-    p.k_at = take(static_cast<size_t>(b * k.heads * total * k.dim));
-    p.v_at = take(static_cast<size_t>(b * k.heads * total * v.dim));
-    if (t != DType::F32) {
-      p.q_at = take(static_cast<size_t>(b * q.heads * q.rows * q.dim));
-      p.out_at = take(static_cast<size_t>(b * q.heads * q.rows * v.dim));
-    }
-    p.slots_at = at;
-    const size_t s = static_cast<size_t>(q.rows), tn = static_cast<size_t>(std::max<int64_t>(total, 1));
-    p.scores = align64(s * tn * sizeof(float));
-    p.slot = p.scores + align64(std::max(sgemm_workspace(*config_, s, tn, static_cast<size_t>(q.dim), false, true),
-                                          sgemm_workspace(*config_, s, static_cast<size_t>(v.dim), tn, false, false)));
-    p.total = at + p.slot * static_cast<size_t>(ThreadPool::default_threads());
-    return p;
-  }
-
-  // The mask's value for (b, n, s, j), broadcast right-aligned; past its last dim −∞.
-  static float mask_at(const Tensor& m, int64_t b, int64_t n, int64_t s, int64_t j, int64_t B, int64_t N, int64_t S,
-                       int64_t T) {
-    (void)B, (void)N, (void)S, (void)T;
-    const Shape& sh = m.shape();
-    const size_t r = sh.size();
-    if (j >= sh.back()) return m.dtype() == DType::Bool ? -std::numeric_limits<float>::infinity()
-                                                        : -std::numeric_limits<float>::infinity();
-    const int64_t idx[4] = {b, n, s, j};
-    int64_t off = 0;
-    for (size_t i = 0; i < r; ++i) {
-      const int64_t d = sh[i];
-      const int64_t x = idx[4 - r + i];
-      off = off * d + (d == 1 ? 0 : x);
-    }
-    if (m.dtype() == DType::Bool) return m.data<bool>()[off] ? 0.0f : -std::numeric_limits<float>::infinity();
-    return load_at(m, off);
-  }
-
-  static void softmax(float* r, size_t n) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (size_t j = 0; j < n; ++j) mx = std::max(mx, r[j]);
-    if (mx == -std::numeric_limits<float>::infinity() || std::isnan(mx)) {
-      // Every key masked: the reference's softmax gives NaN (−∞ − −∞).
-      for (size_t j = 0; j < n; ++j) r[j] = std::numeric_limits<float>::quiet_NaN();
-      return;
-    }
-    for (size_t j = 0; j < n; ++j) r[j] -= mx;
-    vec_math_config().exp(n, r, r);
-    double sum = 0;
-    for (size_t j = 0; j < n; ++j) sum += r[j];
-    const float inv = static_cast<float>(1.0 / sum);
-    for (size_t j = 0; j < n; ++j) r[j] *= inv;
-  }
-
-  static void store_row(Tensor& t, int64_t off, const float* row, size_t n) {
-    dispatch_float(t.dtype(), "Attention output", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* p = t.data<T>() + off;
-      for (size_t j = 0; j < n; ++j) p[j] = Arith<T>::store(static_cast<typename Arith<T>::C>(row[j]));
-    });
-  }
-  static void store(Tensor& t, const float* src) { store_row(t, 0, src, static_cast<size_t>(t.size())); }
-
   const SgemmConfig* config_;
   int64_t q_heads_ = 0, kv_heads_ = 0, qk_mode_ = 0;
   bool causal_ = false, has_scale_ = false;
   float softcap_ = 0, scale_ = 0;
 };
 
+
+// MultiHeadAttention (com.microsoft 1), at onnxruntime's documented
+// semantics (docs/ContribOperators.md), as onnxruntime-genai's builder
+// writes it for float16 CPU models:
+//   query [B, S, N·H]; key [B, L, N·H] or [B, N, L, H] (the whole key,
+//   no past then); value likewise with Hv; bias [N·H + N·H + N·Hv] added to
+//   the projections (3-D key and value only); past_key / past_value
+//   [B, N, P, H] prepended, present_key / present_value [B, N, P + L, H].
+//   scores = scale · Q·Kᵀ (scale default 1/√H) + attention_bias [B|1, N|1,
+//   S, T]; key_padding_mask int32 [B] (key lengths), [B, T] or [B, S, T]
+//   (0: padding) and unidirectional (keys past P + s) each add
+//   mask_filter_value (default −10000), as onnxruntime's CPU kernel does.
+//   output [B, S, N·Hv].
+// Not implemented, and refused at load by name: packed QKV / KV (5-D query
+// or key), the (3B + 2) mask layout, past_sequence_length and
+// cache_indirection (buffer sharing, beam search), the qk output.
+class MultiHeadAttentionKernel : public Kernel {
+ public:
+  explicit MultiHeadAttentionKernel(const KernelInfo& info) : config_(&sgemm_config()) {
+    const Attributes& a = info.attrs();
+    heads_ = a.get_int("num_heads", 0);
+    if (heads_ <= 0) fail("attribute num_heads is {}, expected a positive count", heads_);
+    filter_ = a.get_float("mask_filter_value", -10000.0f);
+    has_scale_ = a.has("scale");
+    scale_ = a.get_float("scale", 0.0f);
+    causal_ = a.get_int("unidirectional", 0) != 0;
+    for (int i : {8, 9})
+      if (info.has_input(i))
+        fail("input {} ({}) is not implemented: 1bit runs MultiHeadAttention without buffer sharing or beams", i,
+             i == 8 ? "past_sequence_length" : "cache_indirection");
+    if (info.has_output(3)) fail("output qk is not implemented");
+  }
+
+  void reshape(ReshapeContext& ctx) override {
+    const DType t = ctx.dtype(0);
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
+      fail("input query is {}, expected float, float16 or bfloat16", dtype_name(t));
+    if (!ctx.has_input(1) || !ctx.has_input(2))
+      fail("inputs key and value are required (packed QKV in query is not implemented)");
+    for (int i : {1, 2, 3, 5, 6, 7})
+      if (ctx.has_input(i) && ctx.dtype(i) != t)
+        fail("input {} is {}, query is {}; they must agree", i, dtype_name(ctx.dtype(i)), dtype_name(t));
+    const Shape &qs = ctx.shape(0), &ks = ctx.shape(1), &vs = ctx.shape(2);
+    if (qs.size() != 3) fail("query has shape {}, expected [B, S, hidden] (packed QKV is not implemented)", shape_str(qs));
+    if ((ks.size() != 3 && ks.size() != 4) || vs.size() != ks.size())
+      fail("key {} and value {} must both be [B, L, hidden] or both [B, N, L, H] (packed KV is not implemented)",
+           shape_str(ks), shape_str(vs));
+    if (qs[2] % heads_ != 0) fail("query {} hidden size is not a multiple of num_heads = {}", shape_str(qs), heads_);
+    const HeadView q = HeadView::of(qs, heads_), k = HeadView::of(ks, heads_), v = HeadView::of(vs, heads_);
+    const int64_t b = qs[0];
+    if (ks[0] != b || vs[0] != b || k.heads != heads_ || v.heads != heads_ || k.dim != q.dim || v.rows != k.rows ||
+        (ks.size() == 3 && (ks[2] % heads_ != 0 || vs[2] % heads_ != 0)))
+      fail("query {}, key {} and value {} do not agree on batch, num_heads = {}, head size and key length",
+           shape_str(qs), shape_str(ks), shape_str(vs), heads_);
+    const bool four = ks.size() == 4;
+    if (ctx.has_input(3)) {
+      if (four) fail("input bias needs 3-D key and value; key is {}", shape_str(ks));
+      if (ctx.shape(3) != Shape{q.heads * q.dim + k.heads * k.dim + v.heads * v.dim})
+        fail("bias has shape {}, expected [{}]", shape_str(ctx.shape(3)), q.heads * q.dim + k.heads * k.dim + v.heads * v.dim);
+    }
+    if (ctx.has_input(6) != ctx.has_input(7)) fail("inputs past_key and past_value must be given together");
+    int64_t past = 0;
+    if (ctx.has_input(6)) {
+      if (four) fail("past_key needs 3-D key and value; a 4-D key {} is the whole key", shape_str(ks));
+      const Shape &pk = ctx.shape(6), &pv = ctx.shape(7);
+      if (pk.size() != 4 || pk[0] != b || pk[1] != heads_ || pk[3] != k.dim || pv != Shape{b, heads_, pk[2], v.dim})
+        fail("past_key {} and past_value {} must be [{}, {}, past, {}] and [{}, {}, past, {}]", shape_str(pk),
+             shape_str(pv), b, heads_, k.dim, b, heads_, v.dim);
+      past = pk[2];
+    }
+    const int64_t total = past + k.rows;
+    if (ctx.has_input(4)) {
+      if (ctx.dtype(4) != DType::I32) fail("key_padding_mask is {}, expected int32", dtype_name(ctx.dtype(4)));
+      const Shape& m = ctx.shape(4);
+      if (m != Shape{b} && m != Shape{b, total} && m != Shape{b, q.rows, total})
+        fail("key_padding_mask has shape {}, expected [{}], [{}, {}] or [{}, {}, {}] (the [3B + 2] layout is not "
+             "implemented)",
+             shape_str(m), b, b, total, b, q.rows, total);
+    }
+    if (ctx.has_input(5)) {
+      const Shape& m = ctx.shape(5);
+      if (m.size() != 4 || (m[0] != 1 && m[0] != b) || (m[1] != 1 && m[1] != heads_) || m[2] != q.rows || m[3] != total)
+        fail("attention_bias has shape {}, expected [{} or 1, {} or 1, {}, {}]", shape_str(m), b, heads_, q.rows, total);
+    }
+    ctx.set_output(0, t, {b, q.rows, heads_ * v.dim});
+    if (ctx.has_output(1)) ctx.set_output(1, t, {b, heads_, total, k.dim});
+    if (ctx.has_output(2)) ctx.set_output(2, t, {b, heads_, total, v.dim});
+    ctx.set_workspace(layout(*config_, t, ctx.has_input(3), b, q, k, v, total).total);
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& Q = ctx.input(0);
+    Problem p;
+    p.q = HeadView::of(Q.shape(), heads_);
+    p.k = HeadView::of(ctx.input(1).shape(), heads_);
+    p.v = HeadView::of(ctx.input(2).shape(), heads_);
+    p.b = Q.dim(0);
+    p.past = ctx.has_input(6) ? ctx.input(6).dim(2) : 0;
+    p.total = p.past + p.k.rows;
+    p.Q = &Q, p.K = &ctx.input(1), p.V = &ctx.input(2);
+    p.past_k = ctx.has_input(6) ? &ctx.input(6) : nullptr;
+    p.past_v = ctx.has_input(7) ? &ctx.input(7) : nullptr;
+    p.qkv_bias = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    p.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(p.q.dim));
+    p.out = &ctx.output(0);
+    p.present_k = ctx.has_output(1) ? &ctx.output(1) : nullptr;
+    p.present_v = ctx.has_output(2) ? &ctx.output(2) : nullptr;
+    const Tensor* pad = ctx.has_input(4) ? &ctx.input(4) : nullptr;
+    const Tensor* ab = ctx.has_input(5) ? &ctx.input(5) : nullptr;
+    if (pad || ab || causal_) {
+      const int64_t past = p.past, total = p.total, s = p.q.rows;
+      const float filter = filter_;
+      const bool causal = causal_;
+      p.bias = [=](int64_t bi, int64_t n, int64_t r, float* row) {
+        if (pad) {
+          const Shape& m = pad->shape();
+          const int32_t* keep = pad->data<int32_t>();
+          if (m.size() == 1) {
+            for (int64_t j = std::max<int64_t>(keep[bi], 0); j < total; ++j) row[j] += filter;
+          } else {
+            const int32_t* kr = keep + (m.size() == 2 ? bi * total : (bi * s + r) * total);
+            for (int64_t j = 0; j < total; ++j)
+              if (kr[j] == 0) row[j] += filter;
+          }
+        }
+        if (causal)
+          for (int64_t j = past + r + 1; j < total; ++j) row[j] += filter;
+        // attention_bias's last dim is T: the row is contiguous.
+        if (ab) add_row(*ab, broadcast_offset(ab->shape(), bi, n, r, 0), total, row);
+      };
+    }
+    attend(*config_, ctx.pool(), ctx.workspace(), p);
+  }
+
+ private:
+  const SgemmConfig* config_;
+  int64_t heads_ = 0;
+  float filter_ = -10000.0f, scale_ = 0;
+  bool has_scale_ = false, causal_ = false;
+};
+
 }  // namespace
 
 void register_attention_op(OpRegistry& r) {
   r.add_versions("", "Attention", {23, 24}, make_factory<AttentionKernel>());  // 24: nonpad_kv_seqlen
+  r.add(kMicrosoftDomain, "MultiHeadAttention", 1, 1, make_factory<MultiHeadAttentionKernel>());
 }
 
 }  // namespace onebit

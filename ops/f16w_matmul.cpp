@@ -1,6 +1,10 @@
 // com.onebit::F16wMatMul(x float [..., K], W constant float16 [K, N]) —
 // written by graph/passes/f16_weight_matmul.cpp for MatMul(x, Cast(W, to
-// float)): the "float16 weights, float32 compute" graphs. The weight stays
+// float)): the "float16 weights, float32 compute" graphs; and for a float16
+// model's MatMul(x float16, W float16), where x is widened to float32, the
+// product computed as for float32 x, and each output rounded once to
+// float16 (what onnxruntime's CPU provider computes, through the Casts it
+// puts around a float16 MatMul it has no kernel for). The weight stays
 // float16, packed once at create into 16-column panels ([N/16][K][16]
 // halves, columns past N zero), and each product widens it in registers
 // (quant/ukernels/f16w_ukernels.h): a decode step reads 2 bytes a weight
@@ -48,20 +52,32 @@ class F16wMatMulKernel : public Kernel {
   bool packs_constant(int input) const override { return input == 1; }
 
   void reshape(ReshapeContext& ctx) override {
-    if (ctx.dtype(0) != DType::F32) fail("input A is {}, expected float32", dtype_name(ctx.dtype(0)));
+    const DType t = ctx.dtype(0);
+    if (t != DType::F32 && t != DType::F16) fail("input A is {}, expected float32 or float16", dtype_name(t));
     const Shape& x = ctx.shape(0);
     if (x.empty() || x.back() != k_) fail("input A has shape {}, expected [..., K={}]", shape_str(x), k_);
     Shape y = x;
     y.back() = n_;
-    ctx.set_output(0, DType::F32, y);
+    ctx.set_output(0, t, y);
+    // float16 A: A and the product as float32.
+    if (t == DType::F16) {
+      const size_t m = static_cast<size_t>(numel(x) / std::max<int64_t>(k_, 1));
+      ctx.set_workspace(wide_bytes(m * static_cast<size_t>(k_)) + wide_bytes(m * static_cast<size_t>(n_)));
+    }
   }
 
   void run(RunContext& ctx) override {
     const Tensor& X = ctx.input(0);
     const int64_t m = k_ ? X.size() / k_ : 0;
     if (m == 0) return;
-    const float* x = X.data<float>();
-    float* y = ctx.output(0).data<float>();
+    const bool half = X.dtype() == DType::F16;
+    const size_t mk = static_cast<size_t>(m * k_), mn = static_cast<size_t>(m * n_);
+    auto* ws = static_cast<unsigned char*>(half ? ctx.workspace() : nullptr);
+    float* x_wide = half ? reinterpret_cast<float*>(ws) : nullptr;
+    float* y_wide = half ? reinterpret_cast<float*>(ws + wide_bytes(mk)) : nullptr;
+    if (half) vec_math_config().widen(mk, X.data<uint16_t>(), x_wide);
+    const float* x = half ? x_wide : X.data<float>();
+    float* y = half ? y_wide : ctx.output(0).data<float>();
     const uint16_t* w = packed_->as<uint16_t>();
     const size_t mr = kF16wMR, k = static_cast<size_t>(k_), n = static_cast<size_t>(n_);
     // Panels split over the threads; each streams its panels once per MR rows.
@@ -74,6 +90,7 @@ class F16wMatMulKernel : public Kernel {
                         w + static_cast<size_t>(pn) * k * kF16wNR, y + r * n + col, n, nc);
       }
     });
+    if (half) vec_math_config().narrow(mn, y_wide, ctx.output(0).data<uint16_t>());
   }
 
   std::string describe() const override {
@@ -81,6 +98,8 @@ class F16wMatMulKernel : public Kernel {
   }
 
  private:
+  static size_t wide_bytes(size_t floats) { return (floats * sizeof(float) + 63) / 64 * 64; }
+
   const F16wGemmConfig* config_;
   int64_t k_ = 0, n_ = 0, panels_ = 0;
   size_t bytes_ = 0;

@@ -84,45 +84,71 @@ class RotaryHalfKernel : public Kernel {
 //   cos_cache, sin_cache [B, S, R/2], or [max_position, R/2] indexed by
 //   position_ids [B, S]. interleaved: pairs (x[2i], x[2i+1]); else halves
 //   (x[i], x[i + R/2]). y1 = cos·x1 − sin·x2, y2 = sin·x1 + cos·x2.
+//
+// RotaryEmbedding (com.microsoft 1), onnxruntime's contrib op
+// (docs/ContribOperators.md), as onnxruntime-genai's builder writes it: the
+// same rotation on inputs (input, position_ids, cos_cache, sin_cache), the
+// caches always [max_position, R/2], position_ids [B, S] or [1] (an offset:
+// position p + s). A 3-D input without num_heads has heads of 2 · (the
+// caches' last dim); rotary_embedding_dim needs num_heads, as onnxruntime
+// checks. Refused at load: is_packed_batching, and a scale other than 1.
 class RotaryEmbeddingKernel : public Kernel {
  public:
   explicit RotaryEmbeddingKernel(const KernelInfo& info)
-      : heads_(info.attrs().get_int("num_heads", 0)), rot_(info.attrs().get_int("rotary_embedding_dim", 0)),
-        interleaved_(info.attrs().get_int("interleaved", 0) != 0) {}
+      : contrib_(info.node().domain == kMicrosoftDomain), heads_(info.attrs().get_int("num_heads", 0)),
+        rot_(info.attrs().get_int("rotary_embedding_dim", 0)),
+        interleaved_(info.attrs().get_int("interleaved", 0) != 0) {
+    if (contrib_) {
+      x_ = 0, pos_ = 1, cos_ = 2, sin_ = 3;
+      if (info.attrs().get_int("is_packed_batching", 0) != 0) fail("attribute is_packed_batching = 1 is not implemented");
+      const float scale = info.attrs().get_float("scale", 1.0f);
+      if (scale != 1.0f) fail("attribute scale = {} is not implemented (only 1)", scale);
+      if (rot_ > 0 && heads_ <= 0) fail("attribute rotary_embedding_dim = {} needs num_heads", rot_);
+    }
+  }
 
   void reshape(ReshapeContext& ctx) override {
-    const DType t = ctx.dtype(0);
+    const DType t = ctx.dtype(x_);
     if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
       fail("input X is {}, expected float, float16 or bfloat16", dtype_name(t));
-    for (int i : {1, 2})
+    for (int i : {cos_, sin_})
       if (ctx.dtype(i) != t) fail("input {} is {}, X is {}; they must agree", i, dtype_name(ctx.dtype(i)), dtype_name(t));
-    const Shape& x = ctx.shape(0);
+    const Shape& x = ctx.shape(x_);
+    const Shape& c = ctx.shape(cos_);
     if (x.size() != 3 && x.size() != 4) fail("input X has shape {}, expected [B, N, S, H] or [B, S, hidden]", shape_str(x));
-    if (x.size() == 3 && (heads_ <= 0 || x[2] % heads_ != 0))
-      fail("3D input X {} needs attribute num_heads dividing its hidden size (num_heads = {})", shape_str(x), heads_);
+    const Heads hd = heads(x, c);
+    if (x.size() == 3 && (hd.n <= 0 || hd.h <= 0 || x[2] != hd.n * hd.h))
+      fail("3D input X {} needs num_heads (or caches) that divide its hidden size (num_heads = {}, head size {})",
+           shape_str(x), heads_, hd.h);
     const int64_t b = x[0], s = x.size() == 4 ? x[2] : x[1];
-    const int64_t h = x.size() == 4 ? x[3] : x[2] / heads_;
-    const int64_t rot = rot_ ? rot_ : h;
-    if (rot > h || rot % 2 != 0) fail("rotary_embedding_dim {} must be even and at most the head size {}", rot, h);
-    const Shape& c = ctx.shape(1);
-    const bool ids = ctx.has_input(3);
-    if (ids && ctx.shape(3) != Shape{b, s}) fail("position_ids has shape {}, expected [{}, {}]", shape_str(ctx.shape(3)), b, s);
-    const bool ok = ids ? (c.size() == 2 && c[1] == rot / 2) : (c == Shape{b, s, rot / 2});
-    if (!ok || ctx.shape(2) != c)
+    if (hd.rot > hd.h || hd.rot % 2 != 0 || hd.rot <= 0)
+      fail("rotary_embedding_dim {} must be even, positive and at most the head size {}", hd.rot, hd.h);
+    const bool ids = pos_ >= 0 && ctx.has_input(pos_);
+    if (contrib_ && !ids) fail("input position_ids is required");
+    if (ids) {
+      const Shape& p = ctx.shape(pos_);
+      if (!dtype_is_integer(ctx.dtype(pos_))) fail("position_ids is {}, expected int64", dtype_name(ctx.dtype(pos_)));
+      if (p != Shape{b, s} && !(contrib_ && p == Shape{1}))
+        fail("position_ids has shape {}, expected [{}, {}]{}", shape_str(p), b, s, contrib_ ? " or [1]" : "");
+    }
+    const bool ok = ids ? (c.size() == 2 && c[1] == hd.rot / 2) : (c == Shape{b, s, hd.rot / 2});
+    if (!ok || ctx.shape(sin_) != c)
       fail("cos_cache {} and sin_cache {} must be {} with last dim rotary_embedding_dim / 2 = {}", shape_str(c),
-           shape_str(ctx.shape(2)), ids ? "[max_position, R/2]" : fmt::format("[{}, {}, R/2]", b, s), rot / 2);
+           shape_str(ctx.shape(sin_)), ids ? "[max_position, R/2]" : fmt::format("[{}, {}, R/2]", b, s), hd.rot / 2);
     ctx.set_output(0, t, x);
   }
 
   void run(RunContext& ctx) override {
-    const Tensor& X = ctx.input(0);
+    const Tensor& X = ctx.input(x_);
     const Shape& x = X.shape();
     const bool four = x.size() == 4;
-    const int64_t b = x[0], n = four ? x[1] : heads_, s = four ? x[2] : x[1], h = four ? x[3] : x[2] / heads_;
-    const int64_t rot = rot_ ? rot_ : h, half = rot / 2;
-    const Tensor& C = ctx.input(1);
-    const Tensor& S = ctx.input(2);
-    const Tensor* P = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    const Tensor& C = ctx.input(cos_);
+    const Tensor& S = ctx.input(sin_);
+    const Heads hd = heads(x, C.shape());
+    const int64_t b = x[0], n = hd.n, s = four ? x[2] : x[1], h = hd.h;
+    const int64_t rot = hd.rot, half = rot / 2;
+    const Tensor* P = pos_ >= 0 && ctx.has_input(pos_) ? &ctx.input(pos_) : nullptr;
+    const bool offset = P && P->rank() == 1;
     const int64_t max_pos = P ? C.dim(0) : 0;
     dispatch_float(X.dtype(), "RotaryEmbedding X", [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -134,14 +160,14 @@ class RotaryEmbeddingKernel : public Kernel {
       ctx.pool().parallel_for(b * n * s, std::max<int64_t>(1, 2048 / std::max<int64_t>(h, 1)), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           // r walks (b, n, s) for 4D, (b, s, n) for 3D: the memory order.
-          int64_t bi, ni, si;
-          if (four) bi = r / (n * s), ni = (r / s) % n, si = r % s;
-          else bi = r / (s * n), si = (r / n) % s, ni = r % n;
-          (void)ni;
+          int64_t bi, si;
+          if (four) bi = r / (n * s), si = r % s;
+          else bi = r / (s * n), si = (r / n) % s;
           int64_t row = bi * s + si;
           if (P) {
-            const int64_t pos = tensor_int_at(*P, bi * s + si);
-            if (pos < 0 || pos >= max_pos) fail("position_ids[{}, {}] = {} is outside the cache's {} positions", bi, si, pos, max_pos);
+            const int64_t pos = offset ? tensor_int_at(*P, 0) + si : tensor_int_at(*P, bi * s + si);
+            if (pos < 0 || pos >= max_pos)
+              fail("position_ids gives position {} for [{}, {}], outside the cache's {} positions", pos, bi, si, max_pos);
             row = pos;
           }
           const T* xr = xp + r * h;
@@ -162,6 +188,25 @@ class RotaryEmbeddingKernel : public Kernel {
   }
 
  private:
+  struct Heads {
+    int64_t n = 0, h = 0, rot = 0;
+  };
+  // Heads, head size and rotary dims of input shape x given the cache shape c.
+  Heads heads(const Shape& x, const Shape& c) const {
+    Heads hd;
+    if (x.size() == 4) {
+      hd.n = x[1], hd.h = x[3];
+    } else if (heads_ > 0) {
+      hd.n = heads_, hd.h = x[2] / heads_;
+    } else if (contrib_ && c.size() == 2 && c[1] > 0) {
+      hd.h = 2 * c[1], hd.n = x[2] / hd.h;
+    }
+    hd.rot = rot_ ? rot_ : hd.h;
+    return hd;
+  }
+
+  bool contrib_;
+  int x_ = 0, cos_ = 1, sin_ = 2, pos_ = 3;
   int64_t heads_, rot_;
   bool interleaved_;
 };
@@ -171,6 +216,7 @@ class RotaryEmbeddingKernel : public Kernel {
 void register_rotary_op(OpRegistry& r) {
   r.add(kOneBitDomain, "RotaryHalf", 1, 1, make_factory<RotaryHalfKernel>());
   r.add("", "RotaryEmbedding", 23, kOnnxOpsetMax, make_factory<RotaryEmbeddingKernel>());
+  r.add(kMicrosoftDomain, "RotaryEmbedding", 1, 1, make_factory<RotaryEmbeddingKernel>());
 }
 
 }  // namespace onebit

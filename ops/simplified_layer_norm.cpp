@@ -24,10 +24,13 @@
 // Sums accumulate in double, as onnxruntime's CPU kernels do for the skip
 // variant; rows run in parallel.
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
 #include "ops/dispatch.h"
+#include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
 
@@ -50,6 +53,23 @@ float inv_rms(const float* x, int64_t n, float eps) {
   return static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + eps));
 }
 
+// float32, float16 or bfloat16 X (the weights of X's type): 16-bit rows are
+// widened into a float32 row, computed as float32 rows are, and each output
+// rounded once; the statistics outputs stay float32, as onnxruntime's are.
+bool norm_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// n 16-bit floats to float32 and back (float16: the vectorised conversions).
+template <class T> void widen(const T* src, int64_t n, float* dst) {
+  if constexpr (std::is_same_v<T, Half>) vec_math_config().widen(static_cast<size_t>(n), &src->bits, dst);
+  else
+    for (int64_t i = 0; i < n; ++i) dst[i] = Arith<T>::load(src[i]);
+}
+template <class T> void narrow(const float* src, int64_t n, T* dst) {
+  if constexpr (std::is_same_v<T, Half>) vec_math_config().narrow(static_cast<size_t>(n), src, &dst->bits);
+  else
+    for (int64_t i = 0; i < n; ++i) dst[i] = Arith<T>::store(src[i]);
+}
+
 class SimplifiedLayerNormKernel : public Kernel {
  public:
   explicit SimplifiedLayerNormKernel(const KernelInfo& info)
@@ -59,15 +79,17 @@ class SimplifiedLayerNormKernel : public Kernel {
   }
 
   void reshape(ReshapeContext& ctx) override {
-    if (ctx.dtype(0) != DType::F32 || ctx.dtype(1) != DType::F32)
-      fail("inputs X and scale are {} and {}, expected float32", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
+    const DType t = ctx.dtype(0);
+    if (!norm_dtype(t) || ctx.dtype(1) != t)
+      fail("inputs X and scale are {} and {}, expected both float32, float16 or bfloat16", dtype_name(t),
+           dtype_name(ctx.dtype(1)));
     const Shape& x = ctx.shape(0);
     const int64_t rank = static_cast<int64_t>(x.size());
     const Shape tail = norm_tail(x, axis_);
     const int64_t axis = rank - static_cast<int64_t>(tail.size());
     if (numel(ctx.shape(1)) != numel(tail))
       fail("scale {} does not match X {} from axis {}", shape_str(ctx.shape(1)), shape_str(x), axis);
-    ctx.set_output(0, DType::F32, x);
+    ctx.set_output(0, t, x);
     if (ctx.has_output(1)) {
       Shape s = x;
       for (int64_t i = axis; i < rank; ++i) s[static_cast<size_t>(i)] = 1;
@@ -76,25 +98,40 @@ class SimplifiedLayerNormKernel : public Kernel {
   }
 
   void run(RunContext& ctx) override {
+    dispatch_float(ctx.input(0).dtype(), "SimplifiedLayerNormalization X", [&](auto tag) {
+      run_as<typename decltype(tag)::type>(ctx);
+    });
+  }
+
+ private:
+  template <class T> void run_as(RunContext& ctx) {
+    using A = Arith<T>;
     const Tensor& X = ctx.input(0);
     const int64_t d = numel(norm_tail(X.shape(), axis_)), rows = d ? X.size() / d : 0;
-    const float* x = X.data<float>();
-    const float* w = ctx.input(1).data<float>();
-    float* y = ctx.output(0).data<float>();
+    const T* x = X.data<T>();
+    const T* w = ctx.input(1).data<T>();
+    T* y = ctx.output(0).data<T>();
     float* inv_out = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
     const float eps = epsilon_;
     ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
+      std::vector<float> wide(std::is_same_v<T, float> ? 0 : static_cast<size_t>(d));
       for (int64_t r = r0; r < r1; ++r) {
-        const float* xr = x + r * d;
-        float* yr = y + r * d;
-        const float inv = inv_rms(xr, d, eps);
-        for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv * w[i];
+        const T* xr = x + r * d;
+        T* yr = y + r * d;
+        const float* xf;
+        if constexpr (std::is_same_v<T, float>) {
+          xf = xr;
+        } else {
+          widen(xr, d, wide.data());
+          xf = wide.data();
+        }
+        const float inv = inv_rms(xf, d, eps);
+        for (int64_t i = 0; i < d; ++i) yr[i] = A::store(xf[i] * inv * static_cast<float>(A::load(w[i])));
         if (inv_out) inv_out[r] = inv;
       }
     });
   }
 
- private:
   int64_t axis_;
   float epsilon_;
 };
@@ -104,9 +141,11 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
   explicit SkipSimplifiedLayerNormKernel(const KernelInfo& info) : epsilon_(info.attrs().get_float("epsilon", 1e-5f)) {}
 
   void reshape(ReshapeContext& ctx) override {
-    for (int i : {0, 1, 2, 3})
-      if (ctx.has_input(i) && ctx.dtype(i) != DType::F32)
-        fail("input {} is {}, expected float32", i, dtype_name(ctx.dtype(i)));
+    const DType t = ctx.dtype(0);
+    if (!norm_dtype(t)) fail("input 0 is {}, expected float32, float16 or bfloat16", dtype_name(t));
+    for (int i : {1, 2, 3})
+      if (ctx.has_input(i) && ctx.dtype(i) != t)
+        fail("input {} is {}, input 0 is {}; they must agree", i, dtype_name(ctx.dtype(i)), dtype_name(t));
     const Shape& x = ctx.shape(0);
     if (x.size() < 2) fail("input has shape {}, expected [..., hidden]", shape_str(x));
     const int64_t d = x.back();
@@ -117,44 +156,71 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
     if (numel(ctx.shape(2)) != d) fail("gamma {} does not match the hidden size {}", shape_str(ctx.shape(2)), d);
     if (ctx.has_input(3) && numel(ctx.shape(3)) != d)
       fail("bias {} does not match the hidden size {}", shape_str(ctx.shape(3)), d);
-    ctx.set_output(0, DType::F32, x);
+    ctx.set_output(0, t, x);
     Shape stat = x;
     stat.back() = 1;
     for (int o : {1, 2})
       if (ctx.has_output(o)) ctx.set_output(o, DType::F32, stat);
-    if (ctx.has_output(3)) ctx.set_output(3, DType::F32, x);
+    if (ctx.has_output(3)) ctx.set_output(3, t, x);
   }
 
   void run(RunContext& ctx) override {
-    const Tensor& X = ctx.input(0);
-    const int64_t d = X.shape().back(), rows = d ? X.size() / d : 0;
-    const float* x = X.data<float>();
-    const float* sk = ctx.input(1).data<float>();
-    const float* w = ctx.input(2).data<float>();
-    const float* bias = ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr;
-    float* y = ctx.output(0).data<float>();
-    float* mean_out = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
-    float* inv_out = ctx.has_output(2) ? ctx.output(2).data<float>() : nullptr;
-    float* sum_out = ctx.has_output(3) ? ctx.output(3).data<float>() : nullptr;
-    const float eps = epsilon_;
-    const int64_t skip_rows = d > 0 ? ctx.input(1).size() / d : 0;
-    ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* xr = x + r * d;
-        const float* sr = sk + (r % skip_rows) * d;
-        // s lands in output 3 when asked for, else in y (normalised in place).
-        float* s = sum_out ? sum_out + r * d : y + r * d;
-        for (int64_t i = 0; i < d; ++i) s[i] = xr[i] + sr[i] + (bias ? bias[i] : 0.0f);
-        const float inv = inv_rms(s, d, eps);
-        float* yr = y + r * d;
-        for (int64_t i = 0; i < d; ++i) yr[i] = s[i] * inv * w[i];
-        if (mean_out) mean_out[r] = 0.0f;
-        if (inv_out) inv_out[r] = inv;
-      }
+    dispatch_float(ctx.input(0).dtype(), "SkipSimplifiedLayerNormalization input", [&](auto tag) {
+      run_as<typename decltype(tag)::type>(ctx);
     });
   }
 
  private:
+  template <class T> void run_as(RunContext& ctx) {
+    constexpr bool f32 = std::is_same_v<T, float>;
+    const Tensor& X = ctx.input(0);
+    const int64_t d = X.shape().back(), rows = d ? X.size() / d : 0;
+    const T* x = X.data<T>();
+    const T* sk = ctx.input(1).data<T>();
+    const T* w = ctx.input(2).data<T>();
+    const T* bias = ctx.has_input(3) ? ctx.input(3).data<T>() : nullptr;
+    T* y = ctx.output(0).data<T>();
+    float* mean_out = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
+    float* inv_out = ctx.has_output(2) ? ctx.output(2).data<float>() : nullptr;
+    T* sum_out = ctx.has_output(3) ? ctx.output(3).data<T>() : nullptr;
+    const float eps = epsilon_;
+    const int64_t skip_rows = d > 0 ? ctx.input(1).size() / d : 0;
+    ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
+      // 16-bit: s, the skip row, then the output in float32 rows; gamma and
+      // bias widened once per share.
+      const size_t wd = f32 ? 0 : static_cast<size_t>(d);
+      std::vector<float> wide(4 * wd);
+      float *sw = wide.data(), *kw = sw + wd, *gw = kw + wd, *bw = gw + wd;
+      if constexpr (!f32) {
+        widen(w, d, gw);
+        if (bias) widen(bias, d, bw);
+      }
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* xr = x + r * d;
+        const T* sr = sk + (r % skip_rows) * d;
+        T* yr = y + r * d;
+        if constexpr (f32) {
+          // s lands in output 3 when asked for, else in y (normalised in place).
+          float* s = sum_out ? sum_out + r * d : y + r * d;
+          for (int64_t i = 0; i < d; ++i) s[i] = xr[i] + sr[i] + (bias ? bias[i] : 0.0f);
+          const float inv = inv_rms(s, d, eps);
+          for (int64_t i = 0; i < d; ++i) yr[i] = s[i] * inv * w[i];
+          if (inv_out) inv_out[r] = inv;
+        } else {
+          widen(xr, d, sw);
+          widen(sr, d, kw);
+          for (int64_t i = 0; i < d; ++i) sw[i] = sw[i] + kw[i] + (bias ? bw[i] : 0.0f);
+          const float inv = inv_rms(sw, d, eps);
+          if (sum_out) narrow(sw, d, sum_out + r * d);
+          for (int64_t i = 0; i < d; ++i) kw[i] = sw[i] * inv * gw[i];
+          narrow(kw, d, yr);
+          if (inv_out) inv_out[r] = inv;
+        }
+        if (mean_out) mean_out[r] = 0.0f;
+      }
+    });
+  }
+
   float epsilon_;
 };
 

@@ -137,6 +137,22 @@ class UnaryKernel : public Kernel {
           });
           return;
         }
+        // float16: widened a run at a time through the same vectorized kernel.
+        if (ctx.input(0).dtype() == DType::F16) {
+          const uint16_t* x = ctx.input(0).data<uint16_t>();
+          uint16_t* y = ctx.output(0).data<uint16_t>();
+          const VecMathConfig& vm = vec_math_config();
+          ctx.pool().parallel_for(ctx.input(0).size(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+            float run[256];
+            for (int64_t i = b; i < e; i += 256) {
+              const size_t n = static_cast<size_t>(std::min<int64_t>(256, e - i));
+              vm.widen(n, x + i, run);
+              vm.sigmoid(n, run, run);
+              vm.narrow(n, run, y + i);
+            }
+          });
+          return;
+        }
         // Other types: 1 / (1 + e^-x), written per sign so the exponential
         // never overflows: for x < 0, e^x / (1 + e^x).
         return map_float(ctx, n, [](auto v) {

@@ -8,6 +8,11 @@
 // decode step to read. It runs before folding for that reason. Preconditions:
 // W a constant 2-D float16 tensor; the Cast's output read only by MatMuls
 // as their B (each becomes its own F16wMatMul; the Cast then goes dead).
+//
+// A float16 model's MatMul(x, W) with W a constant 2-D float16 tensor (x is
+// float16 then, as MatMul's types must agree) becomes F16wMatMul(x, W) too,
+// which widens x and rounds its output back to float16; without it, MatMul
+// would widen the whole weight every run.
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 
@@ -24,6 +29,11 @@ Match<F16wGroup> match(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
   const Node& n = g.node(node);
   if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[1] < 0) return {};
+  const Value& direct = g.value(n.inputs[1]);
+  if (direct.constant && direct.constant->dtype() == DType::F16) {
+    if (direct.constant->rank() != 2) return Refusal{"weight_rank"};
+    return F16wGroup{node, n.inputs[1]};
+  }
   const Node* cast = producer_op(g, n.inputs[1], "Cast");
   if (!cast || cast->inputs.empty() || cast->attrs.get_int("to", 0) != static_cast<int64_t>(DType::F32)) return {};
   const Value& w = g.value(cast->inputs[0]);

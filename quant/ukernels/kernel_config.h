@@ -97,12 +97,16 @@ struct KvConfig {
 const KvConfig& kv_config();
 const KvConfig* kv_config_for(Isa isa);
 
-// Elementwise float math (the vectorised exp and sigmoid).
+// Elementwise float math (the vectorised exp and sigmoid), and the float16
+// conversions a float16 model's elementwise ops and MatMuls run through
+// (bit for bit base/dtype.h's half_to_float / float_to_half).
 struct VecMathConfig {
   Isa isa;
   F32VUnaryUkernel exp, sigmoid;
   const char* exp_name;
   const char* sigmoid_name;
+  F16ToF32Ukernel widen;
+  F32ToF16Ukernel narrow;
 };
 
 const VecMathConfig& vec_math_config();
