@@ -70,7 +70,12 @@ def ort_greedy(model: str, prompt: np.ndarray, n: int, eos: set[int], follow: np
     every step's logits are on 1bit's sequence (teacher forcing)."""
     from onebit_tools.ort import session
 
-    sess = session(model)
+    import onnx
+
+    # A float16 graph runs with onnxruntime's buffer reuse off (onebit_tools/ort.py).
+    graph_inputs = onnx.load(model, load_external_data=False).graph.input
+    half = any(i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for i in graph_inputs)
+    sess = session(model, mem_reuse=not half)
     names = {i.name: i for i in sess.get_inputs()}
     cached = "past" in names
     # Per-layer caches (Optimum, onnxruntime-genai): past_key_values.N.key -> present.N.key.

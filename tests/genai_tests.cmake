@@ -14,7 +14,7 @@ set_tests_properties(opset_ranges_match_onnx PROPERTIES TIMEOUT 300)
 set(ONEBIT_GENAI_TINY ${PROJECT_BINARY_DIR}/models/genai-tiny)
 add_test(NAME genai_build_tiny
   COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/genai_models.py tiny --out ${ONEBIT_GENAI_TINY}
-          --precision fp32 int4)
+          --precision fp32 int4 fp16)
 set_tests_properties(genai_build_tiny PROPERTIES FIXTURES_SETUP genai_tiny TIMEOUT 900)
 
 # 1bit ort-run on those builds: the same greedy tokens as onnxruntime-genai's

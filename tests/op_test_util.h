@@ -190,6 +190,12 @@ class OpTest {
     options_.threads = n;
     return *this;
   }
+  // Folding and the QDQ fusion only (SessionOptions::basic): the op as the
+  // file has it, without the fusions that replace it.
+  OpTest& basic() {
+    options_.basic = true;
+    return *this;
+  }
 
   // The one-node graph this test describes.
   Graph graph() const {

@@ -17,13 +17,17 @@ LEVELS = {
 
 def session(model: str | Path | bytes, opt: str = "all", threads: int | None = None, inter_threads: int | None = None,
             quiet: bool = False, optimized_path: str | Path | None = None, config: dict[str, str] | None = None,
-            sequential: bool = False) -> ort.InferenceSession:
+            sequential: bool = False, mem_reuse: bool = True) -> ort.InferenceSession:
     """An InferenceSession on the CPU EP.
 
     opt: a key of LEVELS. threads / inter_threads: intra- and inter-op
     thread counts (None: onnxruntime's choice). quiet: log errors only
     (severity 3). optimized_path: where onnxruntime writes the graph it runs.
     config: session config entries. sequential: ORT_SEQUENTIAL execution.
+    mem_reuse: False turns off onnxruntime's buffer reuse, which onnxruntime
+    1.2x gets wrong on onnxruntime-genai's float16 CPU builds (the Casts it
+    inserts around float16 nodes: "Shape mismatch attempting to re-use
+    buffer" on the second step).
     """
     so = ort.SessionOptions()
     so.graph_optimization_level = LEVELS[opt]
@@ -37,6 +41,9 @@ def session(model: str | Path | bytes, opt: str = "all", threads: int | None = N
         so.optimized_model_filepath = str(optimized_path)
     if sequential:
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if not mem_reuse:
+        so.enable_mem_reuse = False
+        so.enable_mem_pattern = False
     for key, value in (config or {}).items():
         so.add_session_config_entry(key, value)
     source = model if isinstance(model, bytes) else str(model)

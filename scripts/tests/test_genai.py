@@ -1,9 +1,13 @@
 """onnxruntime-genai's builds run unchanged (issue 12): the tiny model built
-by onnxruntime-genai's model builder (scripts/genai_models.py: fp32, int4)
-decoded by `1bit ort-run` against onnxruntime-genai's own greedy generator
-on the same files, token by token, and against onnxruntime on the same graph
-step by step (teacher-forced: onnxruntime follows 1bit's tokens, so every
-step compares logits on one sequence). One test per build and check:
+by onnxruntime-genai's model builder (scripts/genai_models.py: fp32, int4,
+fp16) decoded by `1bit ort-run` against onnxruntime-genai's own greedy
+generator on the same files, token by token, and against onnxruntime on the
+same graph step by step (teacher-forced: onnxruntime follows 1bit's tokens,
+so every step compares logits on one sequence). onnxruntime-genai 0.18's
+generator cannot run its own fp16 CPU build (onnxruntime's buffer reuse
+fails on the second step, onebit_tools/ort.py), so the fp16 tokens are
+checked against onnxruntime's greedy run with that reuse off. One test per
+build and check:
 
   test_generator_tokens[fp32-0]   test_logits_vs_onnxruntime[int4]   test_kv_state[fp32]
 
@@ -29,9 +33,11 @@ MAX_KL = {"fp32": 1e-6, "int4": 1e-3, "fp16": 1e-4}
 # within this many logits of each other in 1bit's own logits (a near tie
 # that onnxruntime's int8 activation rounding and 1bit's decide apart;
 # MatMulNBits accuracy_level 4 quantizes activations per block, as 1bit's
-# int8-block does, but the scales round differently). Float builds must not part.
-TIE = {"fp32": 0.0, "int4": 0.1, "fp16": 0.0}
-BUILDS = ["fp32", "int4"]
+# int8-block does, but the scales round differently; fp16: every op's
+# output rounds to float16, where the sums' orders differ by an ulp or two).
+# fp32 must not part.
+TIE = {"fp32": 0.0, "int4": 0.1, "fp16": 0.05}
+BUILDS = ["fp32", "int4", "fp16"]
 
 
 def genai_dir(config, build: str) -> Path:
@@ -69,8 +75,15 @@ def test_generator_tokens(onebit, pytestconfig, tmp_path, build, prompt):
     logits, got, prompt_ids = parity.run_onebit(onebit, str(d / "model.onnx"), ["--prompt", PROMPTS[prompt]], STEPS, [],
                                                 str(tmp_path / "onebit.npy"))
     ours = [int(t) for t in got]
-    ids, theirs = genai_generate(d, PROMPTS[prompt])
-    print(f"prompt ids {ids}\n1bit:              {ours}\nonnxruntime-genai: {theirs}")
+    if build == "fp16":
+        import onnxruntime_genai as og
+
+        ids = [int(t) for t in og.Tokenizer(og.Model(str(d))).encode(PROMPTS[prompt])]
+        theirs = [int(t) for t in parity.ort_greedy(str(d / "model.onnx"), np.array(ids), STEPS,
+                                                     parity.eos_ids(str(d / "model.onnx")))[1]]
+    else:
+        ids, theirs = genai_generate(d, PROMPTS[prompt])
+    print(f"prompt ids {ids}\n1bit:              {ours}\nreference ({build}): {theirs}")
     assert [int(t) for t in prompt_ids] == ids, "the tokenizers disagree on the prompt"
     part = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
     if part is None:
@@ -79,7 +92,7 @@ def test_generator_tokens(onebit, pytestconfig, tmp_path, build, prompt):
         return
     margin = float(logits[part][ours[part]] - logits[part][theirs[part]])
     print(f"they part at step {part}: 1bit's logits give its token {ours[part]} {logits[part][ours[part]]:.4f}, "
-          f"onnxruntime-genai's {theirs[part]} {logits[part][theirs[part]]:.4f} (margin {margin:.4f}, tie bound "
+          f"the reference's {theirs[part]} {logits[part][theirs[part]]:.4f} (margin {margin:.4f}, tie bound "
           f"{TIE[build]})")
     assert margin <= TIE[build], f"the generators part at step {part} where 1bit's margin is {margin:.4f}: no near tie"
 
@@ -102,7 +115,7 @@ def test_logits_vs_onnxruntime(onebit, pytestconfig, tmp_path, build):
     assert s["mean_kl"] <= MAX_KL[build], f"mean KL {s['mean_kl']:.3e} > {MAX_KL[build]:g}"
 
 
-@pytest.mark.parametrize("build", BUILDS)
+@pytest.mark.parametrize("build", ["fp32", "int4"])
 def test_kv_state(onebit, pytestconfig, build):
     """The session keeps the cache (GroupQueryAttention appends in place); the
     plain graph (ONEBIT_KV_STATE=0: present fed back as past) picks the same tokens."""
