@@ -25,7 +25,9 @@
 
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
+#include "ops/broadcast.h"
 #include "ops/dispatch.h"
+#include "ops/kv_gemm.h"
 #include "ops/op_util.h"
 #include "ops/sgemm.h"
 #include "quant/ukernels/kernel_config.h"
@@ -489,11 +491,161 @@ class MultiHeadAttentionKernel : public Kernel {
   bool has_scale_ = false, causal_ = false;
 };
 
+
+// com.onebit::GroupedAttention, written by graph/passes/mha_repeat_kv.cpp
+// for onnxruntime-genai's float16 CPU attention,
+//
+//   cache [b,kvh,T,d] -Unsqueeze(2)-> -Expand(e)-> -Reshape(r)-> -Transpose(0,2,1,3)-> -Reshape(f)-> MultiHeadAttention
+//
+// (the KV heads repeated to the query heads, then flattened to [b, T, N·d]):
+// the same attention read from the unrepeated cache. Inputs: query
+// [b, S, N·d]; key, value caches [b, kvh, T, d] (float32 or float16);
+// attention_bias (optional); e, r, f of the key chain, then of the value
+// chain (checked at plan time to be exactly that repeat and flatten, else
+// the plan is refused naming the shapes); with inputs 10 and 11
+// (graph/kv_state.cpp) the caches are KvAppend states whose heads lie that
+// many elements apart. MultiHeadAttention's attributes, semantics and
+// float16 rounding as above; the products run on ops/kv_gemm.h's kernels
+// over the cache as stored.
+class GroupedAttentionKernel : public Kernel {
+ public:
+  explicit GroupedAttentionKernel(const KernelInfo& info) : kv_config_(kv_gemm_config()) {
+    const Attributes& a = info.attrs();
+    heads_ = a.get_int("num_heads", 0);
+    if (heads_ <= 0) fail("attribute num_heads is {}, expected a positive count", heads_);
+    filter_ = a.get_float("mask_filter_value", -10000.0f);
+    has_scale_ = a.has("scale");
+    scale_ = a.get_float("scale", 0.0f);
+    causal_ = a.get_int("unidirectional", 0) != 0;
+    state_ = info.has_input(10) || info.has_input(11);
+  }
+
+  void reshape(ReshapeContext& ctx) override {
+    const DType t = ctx.dtype(0);
+    if (t != DType::F32 && t != DType::F16) fail("input query is {}, expected float32 or float16", dtype_name(t));
+    for (int i : {1, 2})
+      if (ctx.dtype(i) != DType::F32 && ctx.dtype(i) != DType::F16)
+        fail("input {} is {}, expected a float32 or float16 cache", i, dtype_name(ctx.dtype(i)));
+    const Shape& q = ctx.shape(0);
+    if (q.size() != 3 || q[2] % heads_ != 0)
+      fail("query has shape {}, expected [b, S, num_heads·d] with num_heads = {}", shape_str(q), heads_);
+    const int64_t b = q[0], s = q[1], d = q[2] / heads_;
+    const Shape& k = ctx.shape(1);
+    if (k.size() != 4 || k[0] != b || k[3] != d || k[1] <= 0 || heads_ % k[1] != 0 || ctx.shape(2) != k)
+      fail("key {} and value {} must be one [{}, kv_heads, T, {}] shape with kv_heads dividing {}", shape_str(k),
+           shape_str(ctx.shape(2)), b, d, heads_);
+    for (int first : {4, 7}) check_repeat(ctx, k, first);
+    const int64_t total = k[2];
+    if (ctx.has_input(3)) {
+      const Shape& m = ctx.shape(3);
+      if (ctx.dtype(3) != t || m.size() != 4 || (m[0] != 1 && m[0] != b) || (m[1] != 1 && m[1] != heads_) ||
+          m[2] != s || m[3] != total)
+        fail("attention_bias is {} {}, expected {} [{} or 1, {} or 1, {}, {}]", dtype_name(ctx.dtype(3)), shape_str(m),
+             dtype_name(t), b, heads_, s, total);
+    }
+    ctx.set_output(0, t, q);
+    const Layout l = layout(t, b, s, total, d, ctx.dtype(2));
+    ctx.set_workspace(l.total);
+  }
+
+  void run(RunContext& ctx) override {
+    const Tensor& Q = ctx.input(0);
+    const Tensor& K = ctx.input(1);
+    const Tensor& V = ctx.input(2);
+    const int64_t b = Q.dim(0), s = Q.dim(1), n_all = heads_, d = Q.dim(2) / heads_;
+    const int64_t kvh = K.dim(1), total = K.dim(2), past = total - s, rep = n_all / kvh;
+    const int64_t ks = ctx.has_input(10) ? *ctx.input(10).data<int64_t>() : total * d;
+    const int64_t vs = ctx.has_input(11) ? *ctx.input(11).data<int64_t>() : total * d;
+    if (ks < total * d || vs < total * d)
+      fail("KV heads are {} and {} elements apart, less than {} positions of {}", ks, vs, total, d);
+    const Layout l = layout(Q.dtype(), b, s, total, d, V.dtype());
+    auto* ws = static_cast<unsigned char*>(ctx.workspace());
+    const bool f32 = Q.dtype() == DType::F32;
+    const int64_t row = n_all * d;
+    float* qf = f32 ? Q.data<float>() : reinterpret_cast<float*>(ws + l.q_at);
+    if (!f32) vec_math_config().widen(static_cast<size_t>(Q.size()), Q.data<uint16_t>(), qf);
+    float* out = f32 ? ctx.output(0).data<float>() : reinterpret_cast<float*>(ws + l.out_at);
+    const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(d));
+    const Tensor* ab = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    const auto* kp = static_cast<const unsigned char*>(K.raw());
+    const auto* vp = static_cast<const unsigned char*>(V.raw());
+    const size_t ke = element_bytes(K.dtype(), "GroupedAttention"), ve = element_bytes(V.dtype(), "GroupedAttention");
+    const size_t sz = static_cast<size_t>(s), tz = static_cast<size_t>(total), dz = static_cast<size_t>(d);
+    auto one = [&](int64_t task, unsigned char* slot, ThreadPool* inner) {
+      const int64_t bi = task / n_all, n = task % n_all, g = n / rep;
+      float* sc = reinterpret_cast<float*>(slot);
+      const KvRows krows{kp + static_cast<size_t>((bi * kvh + g) * ks) * ke, K.dtype()};
+      const KvRows vrows{vp + static_cast<size_t>((bi * kvh + g) * vs) * ve, V.dtype()};
+      kv_scores(kv_config_, sz, tz, dz, qf + bi * s * row + n * d, static_cast<size_t>(row), krows, sc, tz, inner);
+      for (int64_t r = 0; r < s; ++r) {
+        float* sr = sc + r * total;
+        for (int64_t j = 0; j < total; ++j) sr[j] *= scale;
+        if (causal_)
+          for (int64_t j = past + r + 1; j < total; ++j) sr[j] += filter_;
+        if (ab) add_row(*ab, broadcast_offset(ab->shape(), bi, n, r, 0), total, sr);
+        softmax_row(sr, tz);
+      }
+      kv_mix(kv_config_, sz, tz, dz, sc, tz, vrows, out + bi * s * row + n * d, static_cast<size_t>(row),
+             slot + l.scores, inner);
+    };
+    run_task_ranges(ctx.pool(), b * n_all, [&](int64_t task, int64_t r, ThreadPool* inner) {
+      one(task, ws + l.slots_at + static_cast<size_t>(r) * l.slot, inner);
+    });
+    if (!f32) vec_math_config().narrow(static_cast<size_t>(Q.size()), out, ctx.output(0).data<uint16_t>());
+  }
+
+  std::string describe() const override {
+    return fmt::format("{} heads over unrepeated KV{}, {}", heads_, state_ ? " (the KV state)" : "", kv_config_.kv->qk_name);
+  }
+
+ private:
+  struct Layout {
+    size_t q_at = 0, out_at = 0, slots_at = 0, scores = 0, slot = 0, total = 0;
+  };
+  Layout layout(DType t, int64_t b, int64_t s, int64_t total, int64_t d, DType v) const {
+    Layout l;
+    const size_t rows = static_cast<size_t>(b * s * heads_ * d);
+    if (t != DType::F32) {
+      l.q_at = 0;
+      l.out_at = align64(rows * sizeof(float));
+      l.slots_at = 2 * l.out_at;
+    }
+    l.scores = align64(static_cast<size_t>(s * std::max<int64_t>(total, 1)) * sizeof(float));
+    l.slot = l.scores + align64(kv_mix_workspace(kv_config_, static_cast<size_t>(s), static_cast<size_t>(total),
+                                                 static_cast<size_t>(d), v));
+    l.total = l.slots_at + l.slot * static_cast<size_t>(ThreadPool::default_threads());
+    return l;
+  }
+
+  // Inputs first, first + 1, first + 2: the Expand, Reshape and flattening
+  // Reshape targets of one cache's chain, which must repeat each KV head to
+  // num_heads and flatten [b, T, num_heads, d] to [b, T, num_heads·d].
+  void check_repeat(ReshapeContext& ctx, const Shape& kv, int first) const {
+    const int64_t rep = heads_ / kv[1];
+    const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, tensor_to_ints(ctx.value(first))});
+    if (e != Shape{kv[0], kv[1], rep, kv[2], kv[3]})
+      fail("Expand to {} of the cache {} is not a repeat of each KV head {} times", shape_str(e), shape_str(kv), rep);
+    const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(first + 1)), false);
+    if (r != Shape{kv[0], heads_, kv[2], kv[3]})
+      fail("Reshape of {} to {} is not [b, num_heads, T, d]", shape_str(e), shape_str(r));
+    const Shape t{kv[0], kv[2], heads_, kv[3]};
+    const Shape f = resolve_reshape(t, tensor_to_ints(ctx.value(first + 2)), false);
+    if (f != Shape{kv[0], kv[2], heads_ * kv[3]})
+      fail("Reshape of {} to {} is not [b, T, num_heads·d]", shape_str(t), shape_str(f));
+  }
+
+  KvGemmConfig kv_config_;
+  int64_t heads_ = 0;
+  float filter_ = -10000.0f, scale_ = 0;
+  bool has_scale_ = false, causal_ = false, state_ = false;
+};
+
 }  // namespace
 
 void register_attention_op(OpRegistry& r) {
   r.add_versions("", "Attention", {23, 24}, make_factory<AttentionKernel>());  // 24: nonpad_kv_seqlen
   r.add(kMicrosoftDomain, "MultiHeadAttention", 1, 1, make_factory<MultiHeadAttentionKernel>());
+  r.add(kOneBitDomain, "GroupedAttention", 1, 1, make_factory<GroupedAttentionKernel>());
 }
 
 }  // namespace onebit

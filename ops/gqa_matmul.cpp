@@ -50,7 +50,7 @@ class GqaMatMulKernel : public Kernel {
       if (e.size() != 5 || e[0] != kv[0] || e[1] != kv[1] || e[3] != kv[2] || e[4] != kv[3])
         fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(e), shape_str(kv));
       rep = e[2];
-      const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(3)));
+      const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(3)), allowzero_);
       if (r != Shape{kv[0], kv[1] * rep, kv[2], kv[3]})
         fail("Reshape of {} to {} is not [b, kvh*rep, T, d]", shape_str(e), shape_str(r));
     }
@@ -129,24 +129,6 @@ class GqaMatMulKernel : public Kernel {
   }
 
  private:
-  // ONNX Reshape's target resolution (0 copies a dim unless allowzero, -1 infers).
-  Shape resolve_reshape(const Shape& in, const std::vector<int64_t>& spec) const {
-    Shape out(spec.size());
-    int64_t known = 1, infer = -1;
-    for (size_t i = 0; i < spec.size(); ++i) {
-      int64_t dim = spec[i];
-      if (dim == 0 && !allowzero_) dim = i < in.size() ? in[i] : 0;
-      if (dim == -1) {
-        infer = static_cast<int64_t>(i);
-        continue;
-      }
-      out[i] = dim;
-      known *= dim;
-    }
-    if (infer >= 0) out[static_cast<size_t>(infer)] = known ? numel(in) / known : 0;
-    return out;
-  }
-
   // One task's workspace: A [m×k] against t rows of d (the scores need none).
   size_t slot_bytes(size_t m, size_t t, size_t d, DType kv) const {
     return trans_b_ ? 0 : kv_mix_workspace(kv_config_, m, t, d, kv);

@@ -1,6 +1,7 @@
 // com.onebit::KvAppend(new, past), written by graph/kv_state.cpp: one
 // layer's K or V cache, kept by the kernel across runs.
-//   new  [1, kvh, S, d] float32: this step's keys or values;
+//   new  [1, kvh, S, d] float32 or float16 (a float16 model's: widened,
+//        exactly, before the state stores it as float32 or float16);
 //   past any tensor whose dim `past_axis` is the past length P (its data is
 //        never read; the caller passes a shape-only tensor).
 // Outputs:
@@ -16,11 +17,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "graph/op_registry.h"
 #include "base/memory_budget.h"
 #include "base/sizes.h"
 #include "ops/kv_store.h"
+#include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
 
@@ -34,7 +37,8 @@ class KvAppendKernel : public Kernel {
   bool needs_input_data(int input) const override { return input == 0; }
 
   void reshape(ReshapeContext& ctx) override {
-    if (ctx.dtype(0) != DType::F32) fail("new keys or values are {}, expected float32", dtype_name(ctx.dtype(0)));
+    if (ctx.dtype(0) != DType::F32 && ctx.dtype(0) != DType::F16)
+      fail("new keys or values are {}, expected float32 or float16", dtype_name(ctx.dtype(0)));
     const Shape& x = ctx.shape(0);
     if (x.size() != 4 || x[0] != 1)
       fail("new keys or values have shape {}, expected [1, kv_heads, S, head_dim]", shape_str(x));
@@ -55,7 +59,12 @@ class KvAppendKernel : public Kernel {
     const int64_t past = ctx.input(1).dim(static_cast<int>(past_axis_));
     store_.continue_at(past);
     store_.reserve(kvh, d, past + s);
-    const float* src = x.data<float>();
+    const float* src = x.dtype() == DType::F32 ? x.data<float>() : nullptr;
+    if (!src) {
+      wide_.resize(static_cast<size_t>(x.size()));
+      vec_math_config().widen(wide_.size(), x.data<uint16_t>(), wide_.data());
+      src = wide_.data();
+    }
     for (int64_t h = 0; h < kvh; ++h) store_.put(h, past, src + h * s * d, s);
     store_.length = past + s;
     ctx.output(0) = Tensor(store_.dtype(), {1, kvh, store_.length, d}, store_.data(), store_.owner());
@@ -70,6 +79,7 @@ class KvAppendKernel : public Kernel {
  private:
   int64_t past_axis_;
   KvStore store_;
+  std::vector<float> wide_;  // float16 new positions, widened
 };
 
 }  // namespace

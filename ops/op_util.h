@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
 #include "graph/tensor.h"
@@ -66,6 +67,25 @@ inline int64_t dims_product(const Shape& shape, int begin, int end) {
 inline size_t element_bytes(DType t, std::string_view op) {
   if (dtype_bits(t) < 8) fail("{} does not support {}", op, dtype_name(t));
   return static_cast<size_t>(dtype_bits(t) / 8);
+}
+
+// ONNX Reshape's target resolution for an input of shape `in`: 0 copies
+// the input's dim (unless allowzero), -1 infers the one dim left.
+inline Shape resolve_reshape(const Shape& in, const std::vector<int64_t>& spec, bool allowzero) {
+  Shape out(spec.size());
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    int64_t dim = spec[i];
+    if (dim == 0 && !allowzero) dim = i < in.size() ? in[i] : 0;
+    if (dim == -1) {
+      infer = static_cast<int64_t>(i);
+      continue;
+    }
+    out[i] = dim;
+    known *= dim;
+  }
+  if (infer >= 0) out[static_cast<size_t>(infer)] = known ? numel(in) / known : 0;
+  return out;
 }
 
 // Round half to even. std::nearbyint rounds in the current mode, which is

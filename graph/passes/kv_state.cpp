@@ -35,7 +35,10 @@
 //
 // Multi-head attention (no repeat_kv, so no GqaMatMul yet) reads the cache
 // through MatMul(Q, Transpose(cache)) and MatMul(P, cache); those products
-// become GqaMatMuls with one query head per KV head.
+// become GqaMatMuls with one query head per KV head. onnxruntime-genai's
+// float16 MultiHeadAttention, once graph/passes/mha_repeat_kv.cpp made it a
+// com.onebit::GroupedAttention, reads the Concat as its key or value; it is
+// given the head stride as input 10 or 11. Shape nodes may read the Concat.
 //
 // All or nothing: the pass rewrites only when every present output is made
 // of matched Concats whose results only attention products read, and the
@@ -124,6 +127,8 @@ void refuse(const Graph& g, PassContext& ctx, const std::string& why) {
   if (ctx.options.kernel.trace && !ctx.options.debug_refusals) fmt::print(stderr, "kv_state_refused why={}\n", why);
   report_refusals(g, ctx, "kv_state", {{why, 1}});
 }
+
+bool is_grouped_attention(const Node& n) { return n.op_type == "GroupedAttention" && n.domain == kOneBitDomain; }
 
 bool is_ort_gqa(const Node& n) { return n.op_type == "GroupQueryAttention" && n.domain == "com.microsoft"; }
 
@@ -221,6 +226,9 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
     for (int r : readers(out)) {
       const Node& c = g.node(r);
       if (c.op_type == "GqaMatMul" && c.domain == "com.onebit" && input_at(c, 1) == out && c.inputs[0] != out) continue;
+      if (is_grouped_attention(c) && (input_at(c, 1) == out) != (input_at(c, 2) == out) && c.inputs[0] != out) continue;
+      // Its shape (the repeat's Expand and Reshape targets are computed from it).
+      if (c.op_type == "Shape" && c.domain.empty()) continue;
       if (attention_product(g, readers, out, r) >= 0) continue;
       if (c.op_type == "Unsqueeze" && c.domain.empty() && c.inputs.size() == 2 && constant_ints_equal(g, c.inputs[1], {0}) &&
           readers(c.outputs[0]).size() == 1 && a.past_axis == 3 && present < 0) {
@@ -286,7 +294,12 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
         continue;
       }
       Node& c = g.node(r);
-      if (c.op_type != "GqaMatMul") continue;  // the way to `present`
+      if (is_grouped_attention(c)) {  // heads input-10 (key) or input-11 (value) elements apart
+        c.inputs.resize(12, -1);
+        c.inputs[input_at(c, 1) == out ? 10 : 11] = stride_v;
+        continue;
+      }
+      if (c.op_type != "GqaMatMul") continue;  // the way to `present`, or a Shape
       c.inputs.resize(5, -1);
       c.inputs[4] = stride_v;
     }

@@ -23,6 +23,7 @@ const std::vector<Pass>& pass_list() {
       {"fuse-ort-dynamic-int8", false, fuse_ort_dynamic_int8},
       {"qd8-matmul", false, qd8_matmul},
       {"fuse-gqa-matmul", false, fuse_gqa_matmul},
+      {"fuse-mha-repeat-kv", false, fuse_mha_repeat_kv},
       {"fuse-rms-norm", false, fuse_rms_norm},
       {"fuse-rotary", false, fuse_rotary},
       {"kv-state", false, keep_kv_state},
