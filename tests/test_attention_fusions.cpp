@@ -196,3 +196,88 @@ TEST_CASE("gqa fusion must not fire when the repeat axis is not 2", "[fusion][gq
   CHECK(p.count == 0);
   bit_identical(p.fused, p.plain);
 }
+
+namespace {
+
+// onnxruntime-genai's float16 attention (float32 here): each cache a Concat
+// of past and new keys, repeated to the query heads and flattened, read by
+// com.microsoft MultiHeadAttention with an attention_bias. unsqueeze_axis 1
+// repeats whole blocks (not repeat_kv); expand_e overrides the Expand
+// target [b, kvh, rep, T, d].
+ModelBuilder mha_repeat(int64_t kvh, int64_t rep, int64_t s, int64_t past, int64_t d, int64_t unsqueeze_axis = 2,
+                        std::vector<int64_t> expand_e = {}) {
+  const int64_t n = kvh * rep, t = past + s;
+  ModelBuilder b;
+  auto* ms = b.proto().add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  b.input("q", kFloat, {1, s, n * d}).input("ab", kFloat, {1, 1, s, t}).output("y", kFloat, {1, s, n * d});
+  b.initializer<int64_t>("ax", kInt64, {1}, {unsqueeze_axis});
+  if (expand_e.empty())
+    expand_e = unsqueeze_axis == 2 ? std::vector<int64_t>{1, kvh, rep, t, d} : std::vector<int64_t>{1, rep, kvh, t, d};
+  b.initializer<int64_t>("e", kInt64, {5}, expand_e);
+  b.initializer<int64_t>("r", kInt64, {4}, {1, n, t, d});
+  b.initializer<int64_t>("f", kInt64, {3}, {0, 0, n * d});
+  for (const char* kv : {"k", "v"}) {
+    const std::string x = kv;
+    b.input("past_" + x, kFloat, {1, kvh, past, d}).input("new_" + x, kFloat, {1, kvh, s, d});
+    ModelBuilder::attr_int(b.node("Concat", {"past_" + x, "new_" + x}, {"cache_" + x}), "axis", 2);
+    b.node("Unsqueeze", {"cache_" + x, "ax"}, {"u_" + x});
+    b.node("Expand", {"u_" + x, "e"}, {"ex_" + x});
+    b.node("Reshape", {"ex_" + x, "r"}, {"rep_" + x});
+    ModelBuilder::attr_ints(b.node("Transpose", {"rep_" + x}, {"tr_" + x}), "perm", {0, 2, 1, 3});
+    b.node("Reshape", {"tr_" + x, "f"}, {"flat_" + x});
+  }
+  auto& mha = b.node("MultiHeadAttention", {"q", "flat_k", "flat_v", "", "", "ab"}, {"y"});
+  mha.set_domain("com.microsoft");
+  ModelBuilder::attr_int(mha, "num_heads", n);
+  return b;
+}
+
+std::vector<NamedTensor> mha_inputs(int64_t kvh, int64_t rep, int64_t s, int64_t past, int64_t d) {
+  const int64_t n = kvh * rep, t = past + s;
+  Tensor ab = Tensor::allocate(DType::F32, {1, 1, s, t});
+  for (int64_t i = 0; i < s; ++i)  // causal over the last s positions, as genai's mask
+    for (int64_t j = 0; j < t; ++j) ab.data<float>()[i * t + j] = j > past + i ? -65504.0f : 0.0f;
+  return {{"q", tensor({1, s, n * d}, 11)},        {"ab", ab},
+          {"past_k", tensor({1, kvh, past, d}, 12)}, {"new_k", tensor({1, kvh, s, d}, 13)},
+          {"past_v", tensor({1, kvh, past, d}, 14)}, {"new_v", tensor({1, kvh, s, d}, 15)}};
+}
+
+}  // namespace
+
+TEST_CASE("mha repeat_kv fusion: genai's float16 attention reads the unrepeated caches", "[fusion][mha]") {
+  for (int64_t s : {1, 4}) {
+    const int64_t kvh = 2, rep = 3, past = 7, d = 16;
+    CAPTURE(s);
+    const Pair p = run_both(mha_repeat(kvh, rep, s, past, d), "mha_rep", "fuse-mha-repeat-kv", "mha_repeat_kv_fused",
+                            mha_inputs(kvh, rep, s, past, d));
+    CHECK(p.count == 1);
+    // The MultiHeadAttention and both chains' Unsqueeze, Expand, Reshape, Transpose, Reshape: 11 nodes become 1.
+    CHECK(p.plain_nodes - p.fused_nodes == 10);
+    REQUIRE(p.fused.shape() == p.plain.shape());
+    double worst = 0;
+    for (int64_t i = 0; i < p.fused.size(); ++i)
+      worst = std::max(worst, double(std::fabs(p.fused.data<float>()[i] - p.plain.data<float>()[i])));
+    CHECK(worst < 1e-5);
+  }
+}
+
+TEST_CASE("mha repeat_kv fusion must not fire when the repeat axis is not 2", "[fusion][mha][must-not-fire]") {
+  const int64_t kvh = 2, rep = 3, s = 2, past = 5, d = 8;
+  const Pair p = run_both(mha_repeat(kvh, rep, s, past, d, 1), "mha_axis1", "fuse-mha-repeat-kv", "mha_repeat_kv_fused",
+                          mha_inputs(kvh, rep, s, past, d));
+  CHECK(p.count == 0);
+  bit_identical(p.fused, p.plain);
+}
+
+TEST_CASE("mha repeat_kv fusion: an Expand that is no repeat is refused at plan time, naming the shapes", "[fusion][mha]") {
+  // Expand to one copy per KV head where the query has rep = 2 heads per KV head.
+  const int64_t kvh = 2, rep = 2, s = 3, past = 5, d = 8;
+  const ModelBuilder b = mha_repeat(kvh, rep, s, past, d, 2, {1, kvh, 1, past + s, d});
+  const std::string path = scratch_dir("mha_not_repeat") + "/model.onnx";
+  b.save(path);
+  Session fused(load_onnx(path), default_op_registry());
+  CHECK(fused.pass_report().get("mha_repeat_kv_fused") == 1);
+  CHECK_THROWS_WITH(fused.run(mha_inputs(kvh, rep, s, past, d)), Catch::Contains("is not a repeat of each KV head 2 times"));
+}

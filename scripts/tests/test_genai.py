@@ -115,7 +115,7 @@ def test_logits_vs_onnxruntime(onebit, pytestconfig, tmp_path, build):
     assert s["mean_kl"] <= MAX_KL[build], f"mean KL {s['mean_kl']:.3e} > {MAX_KL[build]:g}"
 
 
-@pytest.mark.parametrize("build", ["fp32", "int4"])
+@pytest.mark.parametrize("build", BUILDS)
 def test_kv_state(onebit, pytestconfig, build):
     """The session keeps the cache (GroupQueryAttention appends in place); the
     plain graph (ONEBIT_KV_STATE=0: present fed back as past) picks the same tokens."""
@@ -130,3 +130,15 @@ def test_kv_state(onebit, pytestconfig, build):
     plain = json.loads(p.stdout[p.stdout.index("{"):])
     assert plain["kv_state"] is False
     assert plain["generated_ids"] == kept["generated_ids"]
+
+
+def test_fp16_cache_is_lossless(onebit, pytestconfig, tmp_path):
+    """On the fp16 build the keys and values are float16 already, so
+    --kv-dtype f16 stores them exactly: the logits are bit for bit those of
+    the float32 cache."""
+    model = genai_dir(pytestconfig, "fp16") / "model.onnx"
+    f32, ids32, _ = parity.run_onebit(onebit, str(model), ["--prompt", PROMPTS[2]], STEPS, [], str(tmp_path / "f32.npy"))
+    f16, ids16, _ = parity.run_onebit(onebit, str(model), ["--prompt", PROMPTS[2]], STEPS, ["--kv-dtype", "f16"],
+                                      str(tmp_path / "f16.npy"))
+    assert list(ids16) == list(ids32)
+    assert np.array_equal(f16, f32)
