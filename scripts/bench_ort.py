@@ -3,7 +3,11 @@
 by side: the same graph, the same synthetic prompt ids, a fixed number of new
 tokens with EOS ignored, greedy; prefill is the first step, decode every
 later one; a cached graph feeds `present` back as `past`, an uncached one
-re-runs the whole sequence. CPU execution provider, all graph optimizations
+re-runs the whole sequence. Per-layer caches (past_key_values.N.key/value ->
+present.N.key/value, as onnxruntime-genai and Optimum write them) are fed
+back the same way, with attention_mask and position_ids when the graph has
+them; a float16 graph runs with onnxruntime's buffer reuse off
+(onebit_tools/ort.py). CPU execution provider, all graph optimizations
 (ORT_ENABLE_ALL), intra-op threads = --threads. Prints one JSON object.
 
   bench_ort.py MODEL --prompt-lengths 16,64 --gen 128 --threads 2 [--opt all|basic|disable] [--session-config k=v]
@@ -16,7 +20,6 @@ import time
 
 import numpy as np
 
-from onebit_tools.ort import session
 
 
 def synthetic_prompt(n: int, vocab: int) -> list[int]:
@@ -43,34 +46,25 @@ def main():
     ap.add_argument("--session-config", action="append", default=[], help="session config entry key=value")
     args = ap.parse_args()
 
+    import parity
+
     config = dict(kv.partition("=")[::2] for kv in args.session_config)
     t0 = time.perf_counter()
-    sess = session(args.model, opt=args.opt, threads=args.threads or None, inter_threads=1 if args.threads else None,
-                   config=config)
+    sess = parity.ort_session(args.model, opt=args.opt, threads=args.threads or None,
+                              inter_threads=1 if args.threads else None, config=config)
     load_s = time.perf_counter() - t0
-    inputs = {i.name: i for i in sess.get_inputs()}
-    outputs = [o.name for o in sess.get_outputs()]
-    cached = "past" in inputs
+    cache = parity.OrtCache(args.model, sess)
     vocab = next(o.shape[-1] for o in sess.get_outputs() if o.name == "logits")
     rows = []
     for p in [int(s) for s in args.prompt_lengths.split(",")]:
         ids = synthetic_prompt(p, vocab if isinstance(vocab, int) else 32000)
-        past = None
-        if cached:
-            shp = inputs["past"].shape
-            past = np.zeros((shp[0], 1, shp[2], 0, shp[4]), dtype=np.float32)
+        cache.reset()
         prefill_ms, decode_ms = 0.0, 0.0
         for step in range(args.gen):
-            feed_ids = ids if (not cached or step == 0) else ids[-1:]
-            feed = {"input_ids": np.array([feed_ids], dtype=np.int64)}
-            if cached:
-                feed["past"] = past
             t = time.perf_counter()
-            out = dict(zip(outputs, sess.run(None, feed)))
+            out = cache.step(sess, ids, step == 0)
             tok = int(np.argmax(out["logits"][0, -1]))
             ms = (time.perf_counter() - t) * 1000
-            if cached:
-                past = out["present"]
             if step == 0:
                 prefill_ms = ms
             else:

@@ -64,49 +64,80 @@ def run_onebit(onebit: str, model: str, prompt_args: list[str], n: int, extra: l
     return d.logits, d.ids, d.prompt
 
 
+def is_float16_graph(model: str) -> bool:
+    import onnx
+
+    graph_inputs = onnx.load(model, load_external_data=False).graph.input
+    return any(i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for i in graph_inputs)
+
+
+def ort_session(model: str, **kw):
+    """onnxruntime on `model`; a float16 graph with buffer reuse off (onebit_tools/ort.py)."""
+    from onebit_tools.ort import session
+
+    return session(model, mem_reuse=not is_float16_graph(model), **kw)
+
+
+class OrtCache:
+    """Feeds an onnxruntime session step by step as 1bit's generator does:
+    the stacked `past` -> `present`, or per-layer caches (Optimum,
+    onnxruntime-genai: past_key_values.N.key -> present.N.key), plus
+    attention_mask and position_ids when the graph has them; an uncached
+    graph re-runs the whole sequence."""
+
+    def __init__(self, model: str, sess):
+        self.names = {i.name: i for i in sess.get_inputs()}
+        self.outputs = [o.name for o in sess.get_outputs()]
+        self.stacked = "past" in self.names
+        self.layers = sorted(k for k in self.names if k.startswith("past_key_values."))
+        self.head = _head_size(model, self.names[self.layers[0]].shape) if self.layers else None
+        self.reset()
+
+    def reset(self):
+        dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+        self.past = None
+        if self.stacked:
+            shp = self.names["past"].shape
+            self.past = np.zeros((shp[0], 1, shp[2], 0, shp[4]), dtype=np.float32)
+        if self.layers:
+            self.past = {k: np.zeros((1, self.names[k].shape[1], 0, self.head), dtype=dtypes[self.names[k].type])
+                         for k in self.layers}
+
+    def feed(self, ids: list[int], first: bool) -> dict:
+        """The inputs for the step that follows `ids` (all of them at the first step or uncached)."""
+        feed_ids = ids if not (self.stacked or self.layers) or first else ids[-1:]
+        feed = {"input_ids": np.array([feed_ids], dtype=np.int64)}
+        if self.stacked:
+            feed["past"] = self.past
+        if self.layers:
+            feed.update(self.past)
+        if "attention_mask" in self.names:
+            feed["attention_mask"] = np.ones((1, len(ids)), dtype=np.int64)
+        if "position_ids" in self.names:
+            feed["position_ids"] = np.arange(len(ids) - len(feed_ids), len(ids), dtype=np.int64)[None]
+        return feed
+
+    def step(self, sess, ids: list[int], first: bool) -> dict:
+        """Runs one step; keeps the new cache; returns the outputs by name."""
+        outs = dict(zip(self.outputs, sess.run(None, self.feed(ids, first))))
+        if self.stacked:
+            self.past = outs["present"]
+        if self.layers:
+            self.past = {k: outs["present" + k[len("past_key_values"):]] for k in self.layers}
+        return outs
+
+
 def ort_greedy(model: str, prompt: np.ndarray, n: int, eos: set[int], follow: np.ndarray | None = None):
     """onnxruntime's greedy run: per-step logits and argmax ids. With `follow`
     (1bit's ids), each step feeds follow[step] instead of its own choice, so
     every step's logits are on 1bit's sequence (teacher forcing)."""
-    from onebit_tools.ort import session
-
-    import onnx
-
-    # A float16 graph runs with onnxruntime's buffer reuse off (onebit_tools/ort.py).
-    graph_inputs = onnx.load(model, load_external_data=False).graph.input
-    half = any(i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 for i in graph_inputs)
-    sess = session(model, mem_reuse=not half)
-    names = {i.name: i for i in sess.get_inputs()}
-    cached = "past" in names
-    # Per-layer caches (Optimum, onnxruntime-genai): past_key_values.N.key -> present.N.key.
-    layers = sorted(k for k in names if k.startswith("past_key_values."))
-    dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+    sess = ort_session(model)
+    cache = OrtCache(model, sess)
     ids = [int(t) for t in prompt]
     logits_out, chosen = [], []
-    past = None
-    if cached:
-        shp = names["past"].shape
-        past = np.zeros((shp[0], 1, shp[2], 0, shp[4]), dtype=np.float32)
-    if layers:
-        head = _head_size(model, names[layers[0]].shape)
-        past = {k: np.zeros((1, names[k].shape[1], 0, head), dtype=dtypes[names[k].type]) for k in layers}
     for step in range(n):
-        feed_ids = ids if not (cached or layers) or step == 0 else ids[-1:]
-        feed = {"input_ids": np.array([feed_ids], dtype=np.int64)}
-        if cached:
-            feed["past"] = past
-        if layers:
-            feed.update(past)
-        if "attention_mask" in names:
-            feed["attention_mask"] = np.ones((1, len(ids)), dtype=np.int64)
-        if "position_ids" in names:
-            feed["position_ids"] = np.arange(len(ids) - len(feed_ids), len(ids), dtype=np.int64)[None]
-        outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
+        outs = cache.step(sess, ids, step == 0)
         last = outs["logits"][0, -1].astype(np.float32)
-        if cached:
-            past = outs["present"]
-        if layers:
-            past = {k: outs["present" + k[len("past_key_values"):]] for k in layers}
         tok = int(np.argmax(last))
         logits_out.append(last.astype(np.float32))
         chosen.append(tok)
