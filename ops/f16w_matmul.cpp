@@ -79,22 +79,32 @@ class F16wMatMulKernel : public Kernel {
     const float* x = half ? x_wide : X.data<float>();
     float* y = half ? y_wide : ctx.output(0).data<float>();
     const uint16_t* w = packed_->as<uint16_t>();
-    const size_t mr = kF16wMR, k = static_cast<size_t>(k_), n = static_cast<size_t>(n_);
-    // Panels split over the threads; each streams its panels once per MR rows.
+    const size_t rows = static_cast<size_t>(m), k = static_cast<size_t>(k_), n = static_cast<size_t>(n_);
+    // Decode (a few rows) on the decode tile; a prompt on the wide tile,
+    // which sums every output the same way (bit for bit), a block of rows
+    // at a time so the block's activations stay in cache across the panels.
+    const bool wide = rows > kF16wMR;
+    const F32F16wGemmUkernel gemm = wide ? config_->wide : config_->gemm;
+    const size_t mr = wide ? config_->wide_mr : kF16wMR, block = wide ? 4 * mr : rows;
+    // Panels split over the threads; each streams its panels once per row block.
     const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(k_, 1));
     ctx.pool().parallel_for(panels_, grain, [&](int64_t p0, int64_t p1) {
-      for (int64_t pn = p0; pn < p1; ++pn) {
-        const size_t col = static_cast<size_t>(pn) * kF16wNR, nc = std::min(kF16wNR, n - col);
-        for (size_t r = 0; r < static_cast<size_t>(m); r += mr)
-          config_->gemm(std::min(mr, static_cast<size_t>(m) - r), k, x + r * k, k,
-                        w + static_cast<size_t>(pn) * k * kF16wNR, y + r * n + col, n, nc);
+      for (size_t r0 = 0; r0 < rows; r0 += block) {
+        const size_t r1 = std::min(rows, r0 + block);
+        for (int64_t pn = p0; pn < p1; ++pn) {
+          const size_t col = static_cast<size_t>(pn) * kF16wNR, nc = std::min(kF16wNR, n - col);
+          for (size_t r = r0; r < r1; r += mr)
+            gemm(std::min(mr, r1 - r), k, x + r * k, k, w + static_cast<size_t>(pn) * k * kF16wNR, y + r * n + col, n,
+                 nc);
+        }
       }
     });
     if (half) vec_math_config().narrow(mn, y_wide, ctx.output(0).data<uint16_t>());
   }
 
   std::string describe() const override {
-    return fmt::format("float16 weight {}x{} ({} MB packed), {}", k_, n_, bytes_ >> 20, config_->gemm_name);
+    return fmt::format("float16 weight {}x{} ({} MB packed), {} / {}", k_, n_, bytes_ >> 20, config_->gemm_name,
+                       config_->wide_name);
   }
 
  private:

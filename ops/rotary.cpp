@@ -8,6 +8,7 @@
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
 #include "base/thread_pool.h"
+#include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
 
@@ -76,6 +77,29 @@ class RotaryHalfKernel : public Kernel {
  private:
   int64_t half_;
 };
+
+// Heads up to this size take the float16 row path below.
+constexpr int64_t kWideRow = 512;
+
+// One float16 head: y1 = cos·x1 − sin·x2, y2 = sin·x1 + cos·x2 in float (as
+// the generic loop computes them), the first `rot` dims rotated (halves
+// `half` apart, or pairs when interleaved), the rest copied.
+void rotate_half_row(const Half* x, const Half* cos, const Half* sin, Half* y, int64_t h, int64_t rot, int64_t half,
+                     bool interleaved) {
+  const VecMathConfig& vm = vec_math_config();
+  float xf[kWideRow], cf[kWideRow / 2], sf[kWideRow / 2];
+  vm.widen(static_cast<size_t>(h), &x->bits, xf);
+  vm.widen(static_cast<size_t>(half), &cos->bits, cf);
+  vm.widen(static_cast<size_t>(half), &sin->bits, sf);
+  float yf[kWideRow];
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t a = interleaved ? 2 * i : i, c = interleaved ? 2 * i + 1 : i + half;
+    yf[a] = cf[i] * xf[a] - sf[i] * xf[c];
+    yf[c] = sf[i] * xf[a] + cf[i] * xf[c];
+  }
+  for (int64_t i = rot; i < h; ++i) yf[i] = xf[i];
+  vm.narrow(static_cast<size_t>(h), yf, &y->bits);
+}
 
 // RotaryEmbedding (ai.onnx 23), as torch.onnx writes it at opset 23+ (the
 // onnx reference: onnx/reference/ops/op_rotary_embedding.py):
@@ -174,6 +198,14 @@ class RotaryEmbeddingKernel : public Kernel {
           T* yr = yp + r * h;
           const T* cr = cp + row * half;
           const T* sr = sp + row * half;
+          if constexpr (std::is_same_v<T, Half>) {
+            // float16: the row, cos and sin widened (vectorised, exact), the
+            // same float operations, the row narrowed once.
+            if (h <= kWideRow) {
+              rotate_half_row(xr, cr, sr, yr, h, rot, half, interleaved_);
+              continue;
+            }
+          }
           for (int64_t i = 0; i < half; ++i) {
             const int64_t a = interleaved_ ? 2 * i : i, c = interleaved_ ? 2 * i + 1 : i + half;
             const float x1 = static_cast<float>(A::load(xr[a])), x2 = static_cast<float>(A::load(xr[c]));

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "tests/random_util.h"
@@ -83,7 +84,7 @@ TEST_CASE("f16w must not fire when the widened weight is read elsewhere", "[fusi
 TEST_CASE("f16w microkernels match the scalar reference over tile edges", "[ukernel][f16w]") {
   const F16wGemmConfig* ref = f16w_gemm_config_for(Isa::Scalar);
   REQUIRE(ref);
-  for (Isa isa : {Isa::Avx2}) {
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
     const F16wGemmConfig* c = f16w_gemm_config_for(isa);
     if (!c) continue;  // this CPU lacks it
     for (size_t m = 1; m <= kF16wMR; ++m)
@@ -95,6 +96,26 @@ TEST_CASE("f16w microkernels match the scalar reference over tile edges", "[uker
           ref->gemm(m, k, a.data(), k, b.data(), want.data(), 16, nc);
           c->gemm(m, k, a.data(), k, b.data(), got.data(), 16, nc);
           for (size_t i = 0; i < want.size(); ++i) CHECK(std::fabs(want[i] - got[i]) <= 1e-4f * (1 + std::fabs(want[i])));
+        }
+  }
+}
+
+TEST_CASE("f16w prompt tile computes every output bit for bit as the decode tile", "[ukernel][f16w]") {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    const F16wGemmConfig* c = f16w_gemm_config_for(isa);
+    if (!c) continue;  // this CPU lacks it
+    INFO(c->wide_name << " against " << c->gemm_name);
+    for (size_t m = 1; m <= c->wide_mr; ++m)
+      for (size_t k : {size_t{1}, size_t{2}, size_t{15}, size_t{129}, size_t{576}})
+        for (size_t nc : {size_t{16}, size_t{5}, size_t{1}}) {
+          const std::vector<float> a = randn(m * k, static_cast<unsigned>(m * 31 + k));
+          const std::vector<uint16_t> b = halves(randn(k * kF16wNR, static_cast<unsigned>(k + 7)));
+          std::vector<float> want(m * 16, -1.f), got(m * 16, -1.f);
+          for (size_t r = 0; r < m; r += kF16wMR)
+            c->gemm(std::min(kF16wMR, m - r), k, a.data() + r * k, k, b.data(), want.data() + r * 16, 16, nc);
+          c->wide(m, k, a.data(), k, b.data(), got.data(), 16, nc);
+          INFO("m " << m << " k " << k << " nc " << nc);
+          CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
         }
   }
 }

@@ -270,6 +270,26 @@ TEST_CASE("RotaryEmbedding (com.microsoft): offset and per-token positions, head
     const Tensor y = op.run1();
     CHECK(y.dtype() == c.t);
     CHECK(all_close(to_doubles(y), want, half ? 2e-3 : 1e-6, half ? 2e-3 : 1e-6));
+    if (half) {
+      // Bit for bit: the float products of the float16 values, each output rounded once.
+      const std::vector<Half> got = values<Half>(y);
+      size_t bad = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t n = 0; n < N; ++n) {
+            const size_t at = static_cast<size_t>((b * S + s) * N * H + n * H);
+            const int64_t p = pos[static_cast<size_t>(b * S + s)], hf = R / 2;
+            for (int64_t i = 0; i < hf; ++i) {
+              const size_t a = at + static_cast<size_t>(c.interleaved ? 2 * i : i);
+              const size_t e = at + static_cast<size_t>(c.interleaved ? 2 * i + 1 : i + hf);
+              const float co = cos[static_cast<size_t>(p * hf + i)], si = sin[static_cast<size_t>(p * hf + i)];
+              bad += got[a].bits != float_to_half(co * x[a] - si * x[e]);
+              bad += got[e].bits != float_to_half(si * x[a] + co * x[e]);
+            }
+            for (int64_t i = R; i < H; ++i) bad += got[at + static_cast<size_t>(i)].bits != float_to_half(x[at + static_cast<size_t>(i)]);
+          }
+      CHECK(bad == 0);
+    }
   }
   // A position past the caches, and rotary_embedding_dim without num_heads, are errors.
   CHECK_THROWS_WITH(OpTest("RotaryEmbedding", 1, "com.microsoft")

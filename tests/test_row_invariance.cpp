@@ -74,11 +74,13 @@ void f16w_rows(Isa isa) {
     std::vector<uint16_t> b(k * kF16wNR);
     const std::vector<float> bf = randn(k * kF16wNR, static_cast<unsigned>(k));
     for (size_t i = 0; i < b.size(); ++i) b[i] = float_to_half(bf[i]);
-    for (size_t m = 2; m <= kF16wMR; ++m)
+    // The decode tile's rows together, and the prompt tile's (F16wMatMul
+    // runs it past kF16wMR rows), against each row alone on the decode tile.
+    for (size_t m = 2; m <= cfg->wide_mr; ++m)
       for (size_t nc : {kF16wNR, size_t{5}}) {
         const std::vector<float> a = randn(m * k, static_cast<unsigned>(m * 7 + k));
         std::vector<float> all(m * kF16wNR, -1.0f), one(kF16wNR, -1.0f);
-        cfg->gemm(m, k, a.data(), k, b.data(), all.data(), kF16wNR, nc);
+        (m <= kF16wMR ? cfg->gemm : cfg->wide)(m, k, a.data(), k, b.data(), all.data(), kF16wNR, nc);
         for (size_t r = 0; r < m; ++r) {
           cfg->gemm(1, k, a.data() + r * k, k, b.data(), one.data(), kF16wNR, nc);
           INFO("k " << k << " m " << m << " row " << r << " nc " << nc);

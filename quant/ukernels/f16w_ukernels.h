@@ -11,8 +11,10 @@
 
 namespace onebit {
 
-// One packed panel of float16 weights: k rows of kF16wNR halves.
-inline constexpr size_t kF16wNR = 16, kF16wMR = 4;
+// One packed panel of float16 weights: k rows of kF16wNR halves. kF16wMR:
+// the rows of the decode tile; kF16wWideMR: of the prompt tile (AVX-512),
+// which computes every output bit for bit as the decode tile does.
+inline constexpr size_t kF16wNR = 16, kF16wMR = 4, kF16wWideMR = 12;
 
 // C[m×nc] = A[m×k] · B, B one panel [k][16] of float16 bits, m <= kF16wMR,
 // nc <= 16 columns stored; A rows lda apart, C rows ldc apart.
@@ -23,5 +25,8 @@ void f32_f16w_gemm_ukernel_4x16__scalar(size_t m, size_t k, const float* a, size
                                         size_t ldc, size_t nc);
 void f32_f16w_gemm_ukernel_4x16__avx2(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,
                                       size_t ldc, size_t nc);
+// m <= kF16wWideMR.
+void f32_f16w_gemm_ukernel_12x16__avx512(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,
+                                         size_t ldc, size_t nc);
 
 }  // namespace onebit

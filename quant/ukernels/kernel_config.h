@@ -74,8 +74,12 @@ const Q4GemmConfig* q4_gemm_config_for(Isa isa);
 // float32 activations × float16 weights (ops/f16w_matmul.cpp).
 struct F16wGemmConfig {
   Isa isa;
-  F32F16wGemmUkernel gemm;
+  F32F16wGemmUkernel gemm;  // up to kF16wMR rows: decode
   const char* gemm_name;
+  // The prompt tile, up to wide_mr rows; the same sums as gemm, bit for bit.
+  F32F16wGemmUkernel wide;
+  size_t wide_mr;
+  const char* wide_name;
 };
 
 const F16wGemmConfig& f16w_gemm_config();

@@ -1,0 +1,58 @@
+// AVX-512 + F16C: up to 12 rows × 16 columns, the prompt-sized tile of the
+// float16-weight family. Each row keeps the AVX2 kernel's two chains per
+// column — even k and odd k, added at the end — so every output is the same
+// sum in the same order as f32_f16w_gemm_ukernel_4x16__avx2 computes it, bit
+// for bit: a row does not depend on which kernel or how many rows ran it. Per
+// pair of k: two 32-byte loads of halves and two vcvtph2ps for all 12 rows
+// (the AVX2 tile widens the panel again every 2 rows), 2 FMAs per row.
+#include <immintrin.h>
+
+#include "quant/ukernels/f16w_ukernels.h"
+
+namespace onebit {
+
+namespace {
+
+inline __m512 widen16(const uint16_t* p) {
+  return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <int R>
+void tile(size_t k, const float* a, size_t lda, const uint16_t* b, float* c, size_t ldc, size_t nc) {
+  __m512 e[R], o[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) e[r] = o[r] = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 2 <= k; i += 2) {
+    const uint16_t* p = b + i * kF16wNR;
+    _mm_prefetch(reinterpret_cast<const char*>(p + 16 * kF16wNR), _MM_HINT_T0);
+    const __m512 be = widen16(p), bo = widen16(p + kF16wNR);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      e[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + i]), be, e[r]);
+      o[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + i + 1]), bo, o[r]);
+    }
+  }
+  if (i < k) {
+    const __m512 be = widen16(b + i * kF16wNR);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) e[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + i]), be, e[r]);
+  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << nc) - 1);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(c + r * ldc, mask, _mm512_add_ps(e[r], o[r]));
+}
+
+using Tile = void (*)(size_t, const float*, size_t, const uint16_t*, float*, size_t, size_t);
+constexpr Tile kTiles[kF16wWideMR + 1] = {nullptr,   tile<1>,  tile<2>,  tile<3>, tile<4>,  tile<5>, tile<6>,
+                                          tile<7>,   tile<8>,  tile<9>,  tile<10>, tile<11>, tile<12>};
+static_assert(kF16wWideMR == 12, "kTiles lists one instantiation per row count");
+
+}  // namespace
+
+void f32_f16w_gemm_ukernel_12x16__avx512(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,
+                                         size_t ldc, size_t nc) {
+  if (m > 0) kTiles[m](k, a, lda, b, c, ldc, nc);
+}
+
+}  // namespace onebit
