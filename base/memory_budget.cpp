@@ -29,7 +29,11 @@ void set_memory_limit(uint64_t bytes) { g_limit.store(bytes, std::memory_order_r
 
 uint64_t memory_limit() {
   const uint64_t l = g_limit.load(std::memory_order_relaxed);
-  return l ? l : physical_memory_bytes();
+  if (l) return l;
+  // Read once: sysconf(_SC_PHYS_PAGES) is a sysinfo system call, and every
+  // budgeted allocation asks (a decode step's plan patch makes hundreds).
+  static const uint64_t physical = physical_memory_bytes();
+  return physical;
 }
 
 uint64_t memory_in_use() { return g_in_use.load(std::memory_order_relaxed); }
