@@ -8,7 +8,10 @@
 // With a fifth input (graph/kv_state.cpp), KV is a KvAppend state: heads
 // lie input-4 elements apart instead of T·d, and KV may be float16
 // (KernelOptions::kv_dtype; ops/kv_gemm.h). Without inputs 2 and 3 (the
-// kv-state pass on multi-head attention) rep is 1.
+// kv-state pass on multi-head attention) rep is 1. A float16 A (a float16
+// export) is widened, the products run as for float32 over the float16 or
+// float32 KV, and each output is rounded once to float16: the same with the
+// KV state as without it, bit for bit.
 #include "ops/broadcast.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
@@ -33,8 +36,8 @@ class GqaMatMulKernel : public Kernel {
     // A KV state is float32 or float16 (KernelOptions::kv_dtype) under float32 A.
     const DType t = ctx.dtype(0);
     if (state_) {
-      if (t != DType::F32 || (ctx.dtype(1) != DType::F32 && ctx.dtype(1) != DType::F16))
-        fail("inputs are {} and {}: over a KV state A is float32 and the state float32 or float16",
+      if ((t != DType::F32 && t != DType::F16) || (ctx.dtype(1) != DType::F32 && ctx.dtype(1) != DType::F16))
+        fail("inputs are {} and {}: over a KV state A is float32 or float16 and the state float32 or float16",
              dtype_name(t), dtype_name(ctx.dtype(1)));
     } else if ((t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64) || ctx.dtype(1) != t) {
       fail("inputs are {} and {}, expected float32 (or one float type)", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
@@ -57,10 +60,12 @@ class GqaMatMulKernel : public Kernel {
     const int64_t x = trans_b_ ? kv[3] : kv[2];
     if (a[0] != kv[0] || a[1] != kv[1] * rep || a[3] != x)
       fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * rep, kv[2], kv[3]);
-    ctx.set_output(0, t, {a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]});
+    const Shape y{a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]};
+    ctx.set_output(0, t, y);
     const size_t m = static_cast<size_t>(rep * a[2]);
-    ctx.set_workspace(slot_bytes(m, static_cast<size_t>(kv[2]), static_cast<size_t>(kv[3]), ctx.dtype(1)) *
-                      static_cast<size_t>(ThreadPool::default_threads()));
+    const size_t slots = slot_bytes(m, static_cast<size_t>(kv[2]), static_cast<size_t>(kv[3]), ctx.dtype(1)) *
+                         static_cast<size_t>(ThreadPool::default_threads());
+    ctx.set_workspace(slots + (half_path(t, ctx.dtype(1)) ? align64(numel(a) * 4) + align64(numel(y) * 4) : 0));
   }
 
   void run(RunContext& ctx) override {
@@ -72,15 +77,25 @@ class GqaMatMulKernel : public Kernel {
     if (head_stride < t * d) fail("KV heads are {} elements apart, less than {} positions of {}", head_stride, t, d);
     const int64_t h = A.dim(1), s = A.dim(2), rep = h / kvh;
     if (Y.size() == 0) return;
-    if (A.dtype() != DType::F32) return run_reference(A, KV, Y, rep);
+    const bool half = half_path(A.dtype(), KV.dtype());
+    if (A.dtype() != DType::F32 && !half) return run_reference(A, KV, Y, rep);
     const size_t m = static_cast<size_t>(rep * s), x = static_cast<size_t>(A.dim(3));
     const size_t n = static_cast<size_t>(trans_b_ ? t : d), k = x;
     const size_t slot = slot_bytes(m, static_cast<size_t>(t), static_cast<size_t>(d), KV.dtype());
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
-    const float* a = A.data<float>();
+    // float16 A: A and the product as float32 after the slots.
+    float* a_wide = nullptr;
+    float* y_wide = nullptr;
+    if (half) {
+      unsigned char* at = ws + slot * static_cast<size_t>(ThreadPool::default_threads());
+      a_wide = reinterpret_cast<float*>(at);
+      y_wide = reinterpret_cast<float*>(at + align64(static_cast<size_t>(A.size()) * 4));
+      vec_math_config().widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), a_wide);
+    }
+    const float* a = half ? a_wide : A.data<float>();
     const auto* kvp = static_cast<const unsigned char*>(KV.raw());
     const size_t elem = element_bytes(KV.dtype(), "GqaMatMul");
-    float* y = Y.data<float>();
+    float* y = half ? y_wide : Y.data<float>();
     auto one = [&](int64_t task, void* work, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;
       const float* ab = a + (bi * h + g * rep) * s * static_cast<int64_t>(x);
@@ -92,8 +107,9 @@ class GqaMatMulKernel : public Kernel {
     const int64_t tasks = b * kvh;
     ThreadPool& pool = ctx.pool();
     run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
-      one(task, ws ? ws + static_cast<size_t>(r) * slot : nullptr, inner);
+      one(task, ws && slot ? ws + static_cast<size_t>(r) * slot : nullptr, inner);
     });
+    if (half) vec_math_config().narrow(static_cast<size_t>(Y.size()), y_wide, Y.data<uint16_t>());
   }
 
   // Y[b, n, i, j] = Σx A[b, n, i, x] · KV[b, n / rep, ·], in float (the non-float32 path).
@@ -129,6 +145,9 @@ class GqaMatMulKernel : public Kernel {
   }
 
  private:
+  // float16 A over a float16 KV, or over the KV state: the float32 kernels on widened A.
+  bool half_path(DType a, DType kv) const { return a == DType::F16 && (state_ || kv == DType::F16); }
+
   // One task's workspace: A [m×k] against t rows of d (the scores need none).
   size_t slot_bytes(size_t m, size_t t, size_t d, DType kv) const {
     return trans_b_ ? 0 : kv_mix_workspace(kv_config_, m, t, d, kv);

@@ -3,7 +3,8 @@
 // rotate_half(x) = concat(-x[..., half:], x[..., :half]); cos and sin
 // broadcast to x (multidirectionally, as the Mul nodes did). Each element
 // is computed with the float operations of the unfused nodes, in their
-// order, so the result is bit-identical.
+// order, so the result is bit-identical; on float16 (a float16 export)
+// each of those operations rounds to float16 as the node did.
 #include "ops/broadcast.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
@@ -31,8 +32,10 @@ class RotaryHalfKernel : public Kernel {
   explicit RotaryHalfKernel(const KernelInfo& info) : half_(info.attrs().get_int("half")) {}
 
   void reshape(ReshapeContext& ctx) override {
-    for (int i = 0; i < 3; ++i)
-      if (ctx.dtype(i) != DType::F32) fail("input {} is {}, expected float32", i, dtype_name(ctx.dtype(i)));
+    const DType t = ctx.dtype(0);
+    if (t != DType::F32 && t != DType::F16) fail("input 0 is {}, expected float32 or float16", dtype_name(t));
+    for (int i = 1; i < 3; ++i)
+      if (ctx.dtype(i) != t) fail("input {} is {}, x is {}; they must agree", i, dtype_name(ctx.dtype(i)), dtype_name(t));
     const Shape& x = ctx.shape(0);
     if (x.empty() || x.back() != 2 * half_)
       fail("x {} must have a last dim of 2 * half = {}", shape_str(x), 2 * half_);
@@ -40,10 +43,11 @@ class RotaryHalfKernel : public Kernel {
     if (out != x) fail("cos {} and sin {} must broadcast to x {}", shape_str(ctx.shape(1)), shape_str(ctx.shape(2)), shape_str(x));
     if (ctx.shape(1).empty() || ctx.shape(1).back() != x.back() || ctx.shape(2).empty() || ctx.shape(2).back() != x.back())
       fail("cos {} and sin {} must span the last dim of x {}", shape_str(ctx.shape(1)), shape_str(ctx.shape(2)), shape_str(x));
-    ctx.set_output(0, DType::F32, x);
+    ctx.set_output(0, t, x);
   }
 
   void run(RunContext& ctx) override {
+    if (ctx.input(0).dtype() == DType::F16) return run_half(ctx);
     const Tensor& X = ctx.input(0);
     const Shape& shape = X.shape();
     const int64_t d = shape.back(), rows = X.size() / d, h = half_;
@@ -75,6 +79,39 @@ class RotaryHalfKernel : public Kernel {
   }
 
  private:
+  // float16: Mul, Neg, Mul, Add each rounded to float16, as the unfused nodes.
+  void run_half(RunContext& ctx) const {
+    const Tensor& X = ctx.input(0);
+    const Shape& shape = X.shape();
+    const int64_t d = shape.back(), rows = X.size() / d, h = half_;
+    const std::vector<int64_t> cs = broadcast_strides(ctx.input(1).shape(), shape);
+    const std::vector<int64_t> ss = broadcast_strides(ctx.input(2).shape(), shape);
+    const uint16_t* x = X.data<uint16_t>();
+    const uint16_t* cos = ctx.input(1).data<uint16_t>();
+    const uint16_t* sin = ctx.input(2).data<uint16_t>();
+    uint16_t* y = ctx.output(0).data<uint16_t>();
+    const size_t outer = shape.size() - 1;
+    auto r16 = [](float v) { return half_to_float(float_to_half(v)); };
+    ctx.pool().parallel_for(rows, std::max<int64_t>(1, 2048 / d), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        int64_t rem = r, co = 0, so = 0;
+        for (size_t k = outer; k-- > 0;) {
+          const int64_t i = rem % shape[k];
+          rem /= shape[k];
+          co += i * cs[k];
+          so += i * ss[k];
+        }
+        const uint16_t* xr = x + r * d;
+        for (int64_t j = 0; j < d; ++j) {
+          const float xj = half_to_float(xr[j]);
+          const float other = j < h ? -half_to_float(xr[j + h]) : half_to_float(xr[j - h]);
+          const float a = r16(xj * half_to_float(cos[co + j])), b = r16(other * half_to_float(sin[so + j]));
+          y[r * d + j] = float_to_half(a + b);
+        }
+      }
+    });
+  }
+
   int64_t half_;
 };
 

@@ -75,6 +75,10 @@ ATTENTION = "eager"
 EXTERNAL_DATA_THRESHOLD = int(1.8e9)
 # Relative tolerance of the ONNX Runtime check: |ort - torch| <= TOL * max(1, max|torch|).
 TOLERANCE = 1e-4
+# --dtype float16: both round every op to float16, in their own orders.
+TOLERANCE_F16 = 3e-2
+# The export's element type (--dtype).
+DTYPE = torch.float32
 
 
 log = logger("export")
@@ -130,7 +134,7 @@ def load_pretrained(path: str, layers: int | None = None) -> torch.nn.Module:
     config._attn_implementation = ATTENTION
     log(f"loading checkpoint {path}")
     model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch.float32, attn_implementation=ATTENTION)
-    return model.float().eval()
+    return model.to(DTYPE).eval()
 
 
 def load_random(config_path: str, layers: int | None = None, seed: int = 0) -> torch.nn.Module:
@@ -145,7 +149,7 @@ def load_random(config_path: str, layers: int | None = None, seed: int = 0) -> t
     # embedding weights, which gives small but non-degenerate logits.
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=ATTENTION)
     randomize_norms(model, torch.Generator().manual_seed(seed + 1))
-    return model.float().eval()
+    return model.to(DTYPE).eval()
 
 
 @dataclass
@@ -189,12 +193,13 @@ class CausalLMExport(torch.nn.Module):
         self.lm = lm
         self.cached = cached
         self.shape = ModelShape.of(lm)
+        self.dtype = next(lm.parameters()).dtype  # the activations' (and cache's) type
 
     def forward(self, input_ids: torch.Tensor, past: torch.Tensor | None = None):
         seq = input_ids.shape[1]
         past_len = past.shape[3] if self.cached else 0
         position_ids = (torch.arange(seq) + past_len)[None, :]  # (1, seq)
-        mask = causal_mask(seq, past_len, torch.float32)  # (1, 1, seq, past_len + seq)
+        mask = causal_mask(seq, past_len, self.dtype)  # (1, 1, seq, past_len + seq)
         if not self.cached:
             out = self.lm(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=False)
             return out.logits
@@ -208,13 +213,14 @@ class CausalLMExport(torch.nn.Module):
         return out.logits, present
 
 
-def sample_inputs(shape: ModelShape, cached: bool, batch: int, seq: int, past_len: int, seed: int):
+def sample_inputs(shape: ModelShape, cached: bool, batch: int, seq: int, past_len: int, seed: int,
+                  dtype: torch.dtype = torch.float32):
     """Random token ids (and a random past) as the torch/ORT inputs."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, shape.vocab, (batch, seq), generator=g, dtype=torch.int64)
     if not cached:
         return (ids,)
-    past = torch.randn((2 * shape.layers, 1, shape.kv_heads, past_len, shape.head_dim), generator=g)
+    past = torch.randn((2 * shape.layers, 1, shape.kv_heads, past_len, shape.head_dim), generator=g).to(dtype)
     return (ids, past)
 
 
@@ -232,7 +238,7 @@ def export_program(wrapper: CausalLMExport, opset: int = OPSET) -> ir.Model:
     seq = torch.export.Dim("sequence")
     if wrapper.cached:
         past = torch.export.Dim("past_sequence")
-        args = sample_inputs(wrapper.shape, True, batch=1, seq=3, past_len=4, seed=0)
+        args = sample_inputs(wrapper.shape, True, batch=1, seq=3, past_len=4, seed=0, dtype=wrapper.dtype)
         dynamic_shapes = {"input_ids": {1: seq}, "past": {3: past}}
         input_names, output_names = ["input_ids", "past"], ["logits", "present"]
     else:
@@ -354,14 +360,17 @@ def weight_bytes(model: ir.Model) -> int:
 
 
 def _session(path: Path) -> ort.InferenceSession:
-    return session(path, quiet=True)
+    # A float16 graph with onnxruntime's buffer reuse off (onebit_tools/ort.py).
+    return session(path, quiet=True, mem_reuse=DTYPE == torch.float32)
 
 
 def _diff(name: str, got: np.ndarray, ref: np.ndarray) -> float:
     if got.shape != ref.shape:
         raise SystemExit(f"verify: {name}: onnxruntime shape {got.shape}, torch shape {tuple(ref.shape)}")
+    got, ref = got.astype(np.float32), np.asarray(ref, dtype=np.float32)
     d = float(np.abs(got - ref).max()) if got.size else 0.0
-    limit = TOLERANCE * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+    tol = TOLERANCE if DTYPE == torch.float32 else TOLERANCE_F16
+    limit = tol * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
     top1 = ""
     if name.startswith("logits"):
         same = (got.argmax(-1) == ref.argmax(-1)).mean()
@@ -379,7 +388,7 @@ def verify_default(wrapper: CausalLMExport, path: Path, seed: int) -> float:
     worst = 0.0
     for batch, seq in [(2, 9), (1, 4)]:
         (ids,) = sample_inputs(wrapper.shape, False, batch, seq, 0, seed)
-        ref = wrapper.lm(input_ids=ids, use_cache=False).logits.numpy()
+        ref = wrapper.lm(input_ids=ids, use_cache=False).logits.float().numpy()
         got = sess.run(["logits"], {"input_ids": ids.numpy()})[0]
         worst = max(worst, _diff(f"logits b={batch} s={seq}", got, ref))
     return worst
@@ -391,11 +400,12 @@ def verify_cached(wrapper: CausalLMExport, path: Path, seed: int) -> float:
     sess = _session(path)
     steps = [7, 1, 3]
     (ids,) = sample_inputs(wrapper.shape, False, 1, sum(steps), 0, seed)
-    ref = wrapper.lm(input_ids=ids, use_cache=False).logits.numpy()
+    ref = wrapper.lm(input_ids=ids, use_cache=False).logits.float().numpy()
     ref_cache = wrapper.lm(input_ids=ids, use_cache=True).cache
-    ref_present = torch.stack([t for layer in ref_cache.layers for t in (layer.keys, layer.values)]).numpy()
+    ref_present = torch.stack([t for layer in ref_cache.layers for t in (layer.keys, layer.values)]).float().numpy()
     s = wrapper.shape
-    past = np.zeros((2 * s.layers, 1, s.kv_heads, 0, s.head_dim), dtype=np.float32)
+    past = np.zeros((2 * s.layers, 1, s.kv_heads, 0, s.head_dim),
+                    dtype=np.float16 if wrapper.dtype == torch.float16 else np.float32)
     worst, start = 0.0, 0
     for n in steps:
         logits, present = sess.run(["logits", "present"], {"input_ids": ids[:, start : start + n].numpy(), "past": past})
@@ -471,6 +481,9 @@ def parse_args(argv=None):
     p.add_argument("--opset", type=int, default=OPSET,
                    help=f"ai.onnx opset to export at (default {OPSET}; 23+ lets torch.onnx write Attention, "
                         "RMSNormalization and RotaryEmbedding)")
+    p.add_argument("--dtype", choices=["float32", "float16"], default="float32",
+                   help="weights, activations and cache: float32, or float16 (a float16 export; torch runs the "
+                        "check in float16 on the CPU)")
     p.add_argument("--no-verify", action="store_true", help="skip the onnxruntime comparison")
     args = p.parse_args(argv)
     if args.config and not args.random_init:
@@ -481,9 +494,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    global ATTENTION
+    global ATTENTION, DTYPE
     args = parse_args(argv)
     ATTENTION = args.attention
+    DTYPE = torch.float16 if args.dtype == "float16" else torch.float32
     torch.set_grad_enabled(False)
     t0 = time.time()
     if args.model:

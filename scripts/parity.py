@@ -98,7 +98,7 @@ class OrtCache:
         self.past = None
         if self.stacked:
             shp = self.names["past"].shape
-            self.past = np.zeros((shp[0], 1, shp[2], 0, shp[4]), dtype=np.float32)
+            self.past = np.zeros((shp[0], 1, shp[2], 0, shp[4]), dtype=dtypes[self.names["past"].type])
         if self.layers:
             self.past = {k: np.zeros((1, self.names[k].shape[1], 0, self.head), dtype=dtypes[self.names[k].type])
                          for k in self.layers}

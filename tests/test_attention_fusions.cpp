@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "graph/onnx/onnx_loader.h"
@@ -92,11 +93,11 @@ ModelBuilder rms_norm(bool with_pow2) {  // else Pow(x, 4): not an RMSNorm
 }
 
 // swapped: Concat(lo, -hi), which rotates the other way and is not rotate_half.
-ModelBuilder rotary(int64_t half, bool swapped) {
+ModelBuilder rotary(int64_t half, bool swapped, int32_t dtype = kFloat) {
   const int64_t d = 2 * half;
   ModelBuilder b;
-  b.input("x", kFloat, {1, 4, 3, d}).input("cos", kFloat, {1, 1, 3, d}).input("sin", kFloat, {1, 1, 3, d});
-  b.output("y", kFloat, {1, 4, 3, d});
+  b.input("x", dtype, {1, 4, 3, d}).input("cos", dtype, {1, 1, 3, d}).input("sin", dtype, {1, 1, 3, d});
+  b.output("y", dtype, {1, 4, 3, d});
   b.initializer<int64_t>("zero", kInt64, {1}, {0});
   b.initializer<int64_t>("h", kInt64, {1}, {half});
   b.initializer<int64_t>("big", kInt64, {1}, {INT64_MAX});
@@ -156,6 +157,22 @@ TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-
   CHECK(p.count == 1);
   CHECK(p.fused_nodes == 1);
   bit_identical(p.fused, p.plain);
+}
+
+TEST_CASE("rotary fusion on float16: each operation rounded as the nodes round it, bit-identical", "[fusion][rotary]") {
+  auto half_tensor = [](Shape shape, unsigned seed) {
+    Tensor t = Tensor::allocate(DType::F16, shape);
+    const auto v = randoms(static_cast<size_t>(t.size()), seed);
+    for (size_t i = 0; i < v.size(); ++i) t.data<uint16_t>()[i] = float_to_half(v[i]);
+    return t;
+  };
+  const Pair p = run_both(rotary(8, false, 10), "rot_f16", "fuse-rotary", "rotary_fused",
+                          {{"x", half_tensor({1, 4, 3, 16}, 1)}, {"cos", half_tensor({1, 1, 3, 16}, 2)},
+                           {"sin", half_tensor({1, 1, 3, 16}, 3)}});
+  CHECK(p.count == 1);
+  REQUIRE(p.fused.dtype() == DType::F16);
+  REQUIRE(p.fused.shape() == p.plain.shape());
+  CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
 }
 
 TEST_CASE("rotary fusion must not fire when the halves are swapped", "[fusion][rotary][must-not-fire]") {
