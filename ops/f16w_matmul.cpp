@@ -4,7 +4,8 @@
 // model's MatMul(x float16, W float16), where x is widened to float32, the
 // product computed as for float32 x, and each output rounded once to
 // float16 (what onnxruntime's CPU provider computes, through the Casts it
-// puts around a float16 MatMul it has no kernel for). The weight stays
+// puts around a float16 MatMul it has no kernel for). transB = 1: W is
+// stored [N, K] (a tied LM head's table) and packed from there. The weight stays
 // float16, packed once at create into 16-column panels ([N/16][K][16]
 // halves, columns past N zero), and each product widens it in registers
 // (quant/ukernels/f16w_ukernels.h): a decode step reads 2 bytes a weight
@@ -30,8 +31,9 @@ class F16wMatMulKernel : public Kernel {
     const Tensor* w = info.constant(1);
     if (!w || w->rank() != 2 || w->dtype() != DType::F16)
       fail("the weight ('{}') must be a constant float16 [K, N] tensor", info.input_name(1));
-    k_ = w->dim(0);
-    n_ = w->dim(1);
+    const bool trans_b = info.attrs().get_int("transB", 0) != 0;
+    k_ = w->dim(trans_b ? 1 : 0);
+    n_ = w->dim(trans_b ? 0 : 1);
     panels_ = (n_ + static_cast<int64_t>(kF16wNR) - 1) / static_cast<int64_t>(kF16wNR);
     const size_t count = static_cast<size_t>(panels_ * k_) * kF16wNR;
     bytes_ = (count * sizeof(uint16_t) + 63) / 64 * 64;
@@ -40,14 +42,23 @@ class F16wMatMulKernel : public Kernel {
     const std::string what = fmt::format("packing float16 weight [{}, {}]", k_, n_);
     packed_ = std::make_shared<AlignedBuffer>(bytes_, what.c_str());
     uint16_t* p = packed_->as<uint16_t>();
-    // A source row at a time (contiguous), its 16-column runs to the panels.
     const uint16_t* src = w->data<uint16_t>();
     const size_t k = static_cast<size_t>(k_), n = static_cast<size_t>(n_);
-    for (size_t i = 0; i < k; ++i)
-      for (size_t pn = 0; pn < static_cast<size_t>(panels_); ++pn) {
-        const size_t col = pn * kF16wNR;
-        std::memcpy(p + (pn * k + i) * kF16wNR, src + i * n + col, std::min(kF16wNR, n - col) * sizeof(uint16_t));
+    if (trans_b) {
+      // A source row (one output column's K weights, contiguous) to its panel lane.
+      for (size_t j = 0; j < n; ++j) {
+        uint16_t* lane = p + (j / kF16wNR) * k * kF16wNR + j % kF16wNR;
+        const uint16_t* row = src + j * k;
+        for (size_t i = 0; i < k; ++i) lane[i * kF16wNR] = row[i];
       }
+    } else {
+      // A source row at a time (contiguous), its 16-column runs to the panels.
+      for (size_t i = 0; i < k; ++i)
+        for (size_t pn = 0; pn < static_cast<size_t>(panels_); ++pn) {
+          const size_t col = pn * kF16wNR;
+          std::memcpy(p + (pn * k + i) * kF16wNR, src + i * n + col, std::min(kF16wNR, n - col) * sizeof(uint16_t));
+        }
+    }
   }
   bool packs_constant(int input) const override { return input == 1; }
 

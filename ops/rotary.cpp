@@ -5,6 +5,8 @@
 // is computed with the float operations of the unfused nodes, in their
 // order, so the result is bit-identical; on float16 (a float16 export)
 // each of those operations rounds to float16 as the node did.
+#include <vector>
+
 #include "ops/broadcast.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
@@ -91,8 +93,17 @@ class RotaryHalfKernel : public Kernel {
     const uint16_t* sin = ctx.input(2).data<uint16_t>();
     uint16_t* y = ctx.output(0).data<uint16_t>();
     const size_t outer = shape.size() - 1;
-    auto r16 = [](float v) { return half_to_float(float_to_half(v)); };
+    const VecMathConfig& vm = vec_math_config();
     ctx.pool().parallel_for(rows, std::max<int64_t>(1, 2048 / d), [&](int64_t begin, int64_t end) {
+      // Rows widened (exactly), each product rounded to float16 and back
+      // (narrow, widen), the sum rounded once: the nodes' arithmetic.
+      std::vector<float> buf(static_cast<size_t>(5 * d));
+      float *xf = buf.data(), *cf = xf + d, *sf = cf + d, *a = sf + d, *b = a + d;
+      std::vector<uint16_t> round(static_cast<size_t>(d));
+      auto to_half_and_back = [&](float* v) {
+        vm.narrow(static_cast<size_t>(d), v, round.data());
+        vm.widen(static_cast<size_t>(d), round.data(), v);
+      };
       for (int64_t r = begin; r < end; ++r) {
         int64_t rem = r, co = 0, so = 0;
         for (size_t k = outer; k-- > 0;) {
@@ -101,13 +112,17 @@ class RotaryHalfKernel : public Kernel {
           co += i * cs[k];
           so += i * ss[k];
         }
-        const uint16_t* xr = x + r * d;
+        vm.widen(static_cast<size_t>(d), x + r * d, xf);
+        vm.widen(static_cast<size_t>(d), cos + co, cf);
+        vm.widen(static_cast<size_t>(d), sin + so, sf);
         for (int64_t j = 0; j < d; ++j) {
-          const float xj = half_to_float(xr[j]);
-          const float other = j < h ? -half_to_float(xr[j + h]) : half_to_float(xr[j - h]);
-          const float a = r16(xj * half_to_float(cos[co + j])), b = r16(other * half_to_float(sin[so + j]));
-          y[r * d + j] = float_to_half(a + b);
+          a[j] = xf[j] * cf[j];
+          b[j] = (j < h ? -xf[j + h] : xf[j - h]) * sf[j];
         }
+        to_half_and_back(a);
+        to_half_and_back(b);
+        for (int64_t j = 0; j < d; ++j) a[j] += b[j];
+        vm.narrow(static_cast<size_t>(d), a, y + r * d);
       }
     });
   }

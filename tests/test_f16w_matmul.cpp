@@ -75,6 +75,38 @@ TEST_CASE("f16w: MatMul of a Cast float16 weight runs on the float16 panels", "[
   }
 }
 
+TEST_CASE("f16w: a float16 model's MatMul on a transposed float16 table (a tied LM head)", "[fusion][f16w]") {
+  // MatMul(x16, Transpose(W16 [N, K])): F16wMatMul packs W [N, K] straight, float16 in and out.
+  for (int64_t m : {1, 6}) {
+    const int64_t k = 37, n = 45;
+    ModelBuilder b;
+    b.input("x", kFloat16, {m, k}).output("y", kFloat16, {m, n});
+    const std::vector<float> w = randn(static_cast<size_t>(n * k), 3);
+    b.initializer<uint16_t>("table", kFloat16, {n, k}, halves(w));
+    ModelBuilder::attr_ints(b.node("Transpose", {"table"}, {"wt"}), "perm", {1, 0});
+    b.node("MatMul", {"x", "wt"}, {"y"});
+    const std::string path = scratch_dir("f16w_t_" + std::to_string(::getpid())) + "/model.onnx";
+    b.save(path);
+    Session fused(load_onnx(path), default_op_registry());
+    CHECK(fused.pass_report().get("f16w_fused") == 1);
+    REQUIRE(fused.graph().nodes.size() == 1);
+    CHECK(fused.graph().nodes[0].op_type == "F16wMatMul");
+    Tensor x = Tensor::allocate(DType::F16, {m, k});
+    const std::vector<float> xv = randn(static_cast<size_t>(m * k), 8);
+    for (size_t i = 0; i < xv.size(); ++i) x.data<uint16_t>()[i] = float_to_half(xv[i]);
+    const Tensor y = fused.run({{"x", x}})[0];
+    REQUIRE(y.dtype() == DType::F16);
+    REQUIRE(y.shape() == Shape{m, n});
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t i = 0; i < k; ++i)
+          want += double(half_to_float(x.data<uint16_t>()[r * k + i])) * half_to_float(float_to_half(w[static_cast<size_t>(j * k + i)]));
+        CHECK(std::fabs(half_to_float(y.data<uint16_t>()[r * n + j]) - want) <= 2e-3 * (1 + std::fabs(want)));
+      }
+  }
+}
+
 TEST_CASE("f16w must not fire when the widened weight is read elsewhere", "[fusion][f16w][must-not-fire]") {
   Session s(build(2, 16, 16, true), default_op_registry());
   CHECK(s.pass_report().get("f16w_fused") == 0);

@@ -28,6 +28,7 @@ Match<TransposedWeight> match(const FusionScan& scan, int node) {
   const Value& w = g.value(input_at(*t, 0));
   if (!w.constant) return {};  // an activation transposed (attention's Kᵀ): not this pass's
   if (w.constant->rank() != 2) return Refusal{"weight_rank"};
+  if (w.constant->dtype() == DType::F16) return {};  // graph/passes/f16_weight_matmul.cpp's
   if (w.constant->dtype() != DType::F32) return Refusal{"weight_dtype_" + std::string(dtype_name(w.constant->dtype()))};
   if (t->attrs.get_ints("perm", {1, 0}) != std::vector<int64_t>{1, 0}) return Refusal{"perm"};
   return TransposedWeight{node, input_at(*t, 0)};
