@@ -26,6 +26,7 @@
 #include "ops/int_arith.h"
 #include "ops/op_util.h"
 #include "graph/op_registry.h"
+#include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
 
@@ -123,6 +124,17 @@ void cast_tensor(ThreadPool& pool, const Tensor& x, Tensor& y) {
           out[i] = sgn ? convert<D>(static_cast<int8_t>(v)) : convert<D>(static_cast<uint8_t>(v));
         }
       });
+    });
+    return;
+  }
+  // float16 <-> float32 (a float16 model's norms): the vectorised
+  // conversions, bit for bit the scalar ones.
+  if ((from == DType::F16 && to == DType::F32) || (from == DType::F32 && to == DType::F16)) {
+    const VecMathConfig& vm = vec_math_config();
+    pool.parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+      const size_t len = static_cast<size_t>(e - b);
+      if (from == DType::F16) vm.widen(len, x.data<uint16_t>() + b, y.data<float>() + b);
+      else vm.narrow(len, x.data<float>() + b, y.data<uint16_t>() + b);
     });
     return;
   }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "ops/dispatch.h"
 #include "quant/ukernels/kernel_config.h"
@@ -209,7 +210,19 @@ class SoftmaxKernel : public Kernel {
       if (inner == 1) {
         const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / n);
         ctx.pool().parallel_for(outer, grain, [&](int64_t begin, int64_t end) {
-          for (int64_t o = begin; o < end; ++o) row_kernel(mode, x + o * n, y + o * n, n);
+          if constexpr (std::is_same_v<T, Half>) {
+            // float16 rows widened (vectorised, exact), the float32 row
+            // kernel, each output rounded once.
+            const VecMathConfig& vm = vec_math_config();
+            std::vector<float> row(static_cast<size_t>(2 * n));
+            for (int64_t o = begin; o < end; ++o) {
+              vm.widen(static_cast<size_t>(n), &x[o * n].bits, row.data());
+              row_kernel(mode, row.data(), row.data() + n, n);
+              vm.narrow(static_cast<size_t>(n), row.data() + n, &y[o * n].bits);
+            }
+          } else {
+            for (int64_t o = begin; o < end; ++o) row_kernel(mode, x + o * n, y + o * n, n);
+          }
         });
         return;
       }

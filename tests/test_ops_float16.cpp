@@ -8,7 +8,9 @@
 // per-element rounding; and the errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -418,4 +420,44 @@ TEST_CASE("float16 MatMul on a constant weight: F16wMatMul, the float32 product 
   // The plain MatMul (no passes) computes the same values: float16 out of a float32 sum.
   const Tensor plain = op().basic().run1();
   CHECK(all_close(to_doubles(plain), to_doubles(fused), 1e-3, 1e-3));
+}
+
+TEST_CASE("Cast between float16 and float32: the vectorised conversions, bit for bit the scalar ones", "[float16][cast]") {
+  // Normals, subnormals, the overflow to infinity, signed zeros, infinities and NaN, past one 8-lane block.
+  std::vector<float> f = randn(1000, 71);
+  const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, 1e6f, -1e6f, 6e-8f, 3e-5f, -2.98e-8f, 1e-10f,
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(specials), std::end(specials), f.begin() + 3);
+  const Tensor h = OpTest("Cast", 21).attr("to", int64_t{10}).input(make_tensor<float>({1000}, f)).run1();
+  REQUIRE(h.dtype() == DType::F16);
+  size_t bad = 0;
+  for (size_t i = 0; i < f.size(); ++i) bad += h.data<uint16_t>()[i] != float_to_half(f[i]);
+  CHECK(bad == 0);
+  const Tensor back = OpTest("Cast", 21).attr("to", int64_t{1}).input(h).run1();
+  for (size_t i = 0; i < f.size(); ++i) {
+    const float want = half_to_float(h.data<uint16_t>()[i]), got = back.data<float>()[i];
+    bad += std::memcmp(&want, &got, sizeof(float)) != 0;
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("Softmax on float16 rows: the float32 row kernel on the widened row, rounded once", "[float16][softmax]") {
+  const int64_t rows = 5, n = 300;
+  std::vector<float> x = as_half(randn(static_cast<size_t>(rows * n), 81));
+  x[7] = -65504.0f;  // a masked score
+  const std::vector<Half> got = values<Half>(OpTest("Softmax", 13).input(half_tensor({rows, n}, x)).run1());
+  size_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -1e300, sum = 0;
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, double(x[static_cast<size_t>(r * n + j)]));
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(double(x[static_cast<size_t>(r * n + j)]) - mx);
+    for (int64_t j = 0; j < n; ++j) {
+      const double want = std::exp(double(x[static_cast<size_t>(r * n + j)]) - mx) / sum;
+      const double g = half_to_float(got[static_cast<size_t>(r * n + j)].bits);
+      // Within one float16 ulp of the exact value (subnormal spacing below 6.1e-5).
+      bad += std::fabs(g - want) > std::ldexp(1.0, std::max(std::ilogb(std::max(want, 1e-30)), -14) - 10);
+    }
+  }
+  CHECK(bad == 0);
 }
