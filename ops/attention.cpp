@@ -221,6 +221,27 @@ void attend(const SgemmConfig& config, ThreadPool& pool, void* workspace, const 
   if (p.present_v) store_row(*p.present_v, 0, vc, static_cast<size_t>(p.present_v->size()));
 }
 
+// The fields both kernels below fill alike: Q, K, V and their views, the
+// past at inputs past_at and past_at + 1, the scale and the outputs 0–2.
+Problem problem_of(RunContext& ctx, int64_t q_heads, int64_t kv_heads, int past_at, bool has_scale, float scale) {
+  const Tensor& Q = ctx.input(0);
+  Problem p;
+  p.q = HeadView::of(Q.shape(), q_heads);
+  p.k = HeadView::of(ctx.input(1).shape(), kv_heads);
+  p.v = HeadView::of(ctx.input(2).shape(), kv_heads);
+  p.b = Q.dim(0);
+  p.past = ctx.has_input(past_at) ? ctx.input(past_at).dim(2) : 0;
+  p.total = p.past + p.k.rows;
+  p.Q = &Q, p.K = &ctx.input(1), p.V = &ctx.input(2);
+  p.past_k = ctx.has_input(past_at) ? &ctx.input(past_at) : nullptr;
+  p.past_v = ctx.has_input(past_at + 1) ? &ctx.input(past_at + 1) : nullptr;
+  p.scale = has_scale ? scale : 1.0f / std::sqrt(static_cast<float>(p.q.dim));
+  p.out = &ctx.output(0);
+  p.present_k = ctx.has_output(1) ? &ctx.output(1) : nullptr;
+  p.present_v = ctx.has_output(2) ? &ctx.output(2) : nullptr;
+  return p;
+}
+
 // Element (b, n, s, j) of `m` broadcast right-aligned to [B, N, S, T]; the
 // caller checks j is inside its last dim.
 int64_t broadcast_offset(const Shape& sh, int64_t b, int64_t n, int64_t s, int64_t j) {
@@ -300,23 +321,9 @@ class AttentionKernel : public Kernel {
   }
 
   void run(RunContext& ctx) override {
-    const Tensor& Q = ctx.input(0);
-    Problem p;
-    p.q = HeadView::of(Q.shape(), q_heads_);
-    p.k = HeadView::of(ctx.input(1).shape(), kv_heads_);
-    p.v = HeadView::of(ctx.input(2).shape(), kv_heads_);
-    p.b = Q.dim(0);
-    p.past = ctx.has_input(4) ? ctx.input(4).dim(2) : 0;
-    p.total = p.past + p.k.rows;
-    p.Q = &Q, p.K = &ctx.input(1), p.V = &ctx.input(2);
-    p.past_k = ctx.has_input(4) ? &ctx.input(4) : nullptr;
-    p.past_v = ctx.has_input(5) ? &ctx.input(5) : nullptr;
-    p.out4d = Q.rank() == 4;
-    p.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(p.q.dim));
+    Problem p = problem_of(ctx, q_heads_, kv_heads_, 4, has_scale_, scale_);
+    p.out4d = ctx.input(0).rank() == 4;
     p.softcap = softcap_;
-    p.out = &ctx.output(0);
-    p.present_k = ctx.has_output(1) ? &ctx.output(1) : nullptr;
-    p.present_v = ctx.has_output(2) ? &ctx.output(2) : nullptr;
     p.qk = ctx.has_output(3) ? &ctx.output(3) : nullptr;
     p.qk_mode = qk_mode_;
     const Tensor* mask = ctx.has_input(3) ? &ctx.input(3) : nullptr;
@@ -351,6 +358,18 @@ class AttentionKernel : public Kernel {
 };
 
 
+// MultiHeadAttention's attributes (GroupedAttention keeps them).
+struct MhaAttributes {
+  int64_t heads = 0;
+  float filter = -10000.0f, scale = 0;
+  bool has_scale = false, causal = false;
+  explicit MhaAttributes(const Attributes& a)
+      : heads(a.get_int("num_heads", 0)), filter(a.get_float("mask_filter_value", -10000.0f)),
+        scale(a.get_float("scale", 0.0f)), has_scale(a.has("scale")), causal(a.get_int("unidirectional", 0) != 0) {
+    if (heads <= 0) fail("attribute num_heads is {}, expected a positive count", heads);
+  }
+};
+
 // MultiHeadAttention (com.microsoft 1), at onnxruntime's documented
 // semantics (docs/ContribOperators.md), as onnxruntime-genai's builder
 // writes it for float16 CPU models:
@@ -368,14 +387,8 @@ class AttentionKernel : public Kernel {
 // cache_indirection (buffer sharing, beam search), the qk output.
 class MultiHeadAttentionKernel : public Kernel {
  public:
-  explicit MultiHeadAttentionKernel(const KernelInfo& info) : config_(&sgemm_config()) {
-    const Attributes& a = info.attrs();
-    heads_ = a.get_int("num_heads", 0);
-    if (heads_ <= 0) fail("attribute num_heads is {}, expected a positive count", heads_);
-    filter_ = a.get_float("mask_filter_value", -10000.0f);
-    has_scale_ = a.has("scale");
-    scale_ = a.get_float("scale", 0.0f);
-    causal_ = a.get_int("unidirectional", 0) != 0;
+  explicit MultiHeadAttentionKernel(const KernelInfo& info)
+      : config_(&sgemm_config()), a_(info.attrs()), heads_(a_.heads) {
     for (int i : {8, 9})
       if (info.has_input(i))
         fail("input {} ({}) is not implemented: 1bit runs MultiHeadAttention without buffer sharing or beams", i,
@@ -441,28 +454,14 @@ class MultiHeadAttentionKernel : public Kernel {
   }
 
   void run(RunContext& ctx) override {
-    const Tensor& Q = ctx.input(0);
-    Problem p;
-    p.q = HeadView::of(Q.shape(), heads_);
-    p.k = HeadView::of(ctx.input(1).shape(), heads_);
-    p.v = HeadView::of(ctx.input(2).shape(), heads_);
-    p.b = Q.dim(0);
-    p.past = ctx.has_input(6) ? ctx.input(6).dim(2) : 0;
-    p.total = p.past + p.k.rows;
-    p.Q = &Q, p.K = &ctx.input(1), p.V = &ctx.input(2);
-    p.past_k = ctx.has_input(6) ? &ctx.input(6) : nullptr;
-    p.past_v = ctx.has_input(7) ? &ctx.input(7) : nullptr;
+    Problem p = problem_of(ctx, heads_, heads_, 6, a_.has_scale, a_.scale);
     p.qkv_bias = ctx.has_input(3) ? &ctx.input(3) : nullptr;
-    p.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(p.q.dim));
-    p.out = &ctx.output(0);
-    p.present_k = ctx.has_output(1) ? &ctx.output(1) : nullptr;
-    p.present_v = ctx.has_output(2) ? &ctx.output(2) : nullptr;
     const Tensor* pad = ctx.has_input(4) ? &ctx.input(4) : nullptr;
     const Tensor* ab = ctx.has_input(5) ? &ctx.input(5) : nullptr;
-    if (pad || ab || causal_) {
+    if (pad || ab || a_.causal) {
       const int64_t past = p.past, total = p.total, s = p.q.rows;
-      const float filter = filter_;
-      const bool causal = causal_;
+      const float filter = a_.filter;
+      const bool causal = a_.causal;
       p.bias = [=](int64_t bi, int64_t n, int64_t r, float* row) {
         if (pad) {
           const Shape& m = pad->shape();
@@ -486,9 +485,8 @@ class MultiHeadAttentionKernel : public Kernel {
 
  private:
   const SgemmConfig* config_;
-  int64_t heads_ = 0;
-  float filter_ = -10000.0f, scale_ = 0;
-  bool has_scale_ = false, causal_ = false;
+  MhaAttributes a_;
+  int64_t heads_;
 };
 
 
@@ -509,14 +507,8 @@ class MultiHeadAttentionKernel : public Kernel {
 // over the cache as stored.
 class GroupedAttentionKernel : public Kernel {
  public:
-  explicit GroupedAttentionKernel(const KernelInfo& info) : kv_config_(kv_gemm_config()) {
-    const Attributes& a = info.attrs();
-    heads_ = a.get_int("num_heads", 0);
-    if (heads_ <= 0) fail("attribute num_heads is {}, expected a positive count", heads_);
-    filter_ = a.get_float("mask_filter_value", -10000.0f);
-    has_scale_ = a.has("scale");
-    scale_ = a.get_float("scale", 0.0f);
-    causal_ = a.get_int("unidirectional", 0) != 0;
+  explicit GroupedAttentionKernel(const KernelInfo& info)
+      : kv_config_(kv_gemm_config()), a_(info.attrs()), heads_(a_.heads) {
     state_ = info.has_input(10) || info.has_input(11);
   }
 
@@ -565,7 +557,7 @@ class GroupedAttentionKernel : public Kernel {
     float* qf = f32 ? Q.data<float>() : reinterpret_cast<float*>(ws + l.q_at);
     if (!f32) vec_math_config().widen(static_cast<size_t>(Q.size()), Q.data<uint16_t>(), qf);
     float* out = f32 ? ctx.output(0).data<float>() : reinterpret_cast<float*>(ws + l.out_at);
-    const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(d));
+    const float scale = a_.has_scale ? a_.scale : 1.0f / std::sqrt(static_cast<float>(d));
     const Tensor* ab = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const auto* kp = static_cast<const unsigned char*>(K.raw());
     const auto* vp = static_cast<const unsigned char*>(V.raw());
@@ -580,8 +572,8 @@ class GroupedAttentionKernel : public Kernel {
       for (int64_t r = 0; r < s; ++r) {
         float* sr = sc + r * total;
         for (int64_t j = 0; j < total; ++j) sr[j] *= scale;
-        if (causal_)
-          for (int64_t j = past + r + 1; j < total; ++j) sr[j] += filter_;
+        if (a_.causal)
+          for (int64_t j = past + r + 1; j < total; ++j) sr[j] += a_.filter;
         if (ab) add_row(*ab, broadcast_offset(ab->shape(), bi, n, r, 0), total, sr);
         softmax_row(sr, tz);
       }
@@ -635,9 +627,9 @@ class GroupedAttentionKernel : public Kernel {
   }
 
   KvGemmConfig kv_config_;
-  int64_t heads_ = 0;
-  float filter_ = -10000.0f, scale_ = 0;
-  bool has_scale_ = false, causal_ = false, state_ = false;
+  MhaAttributes a_;
+  int64_t heads_;
+  bool state_ = false;
 };
 
 }  // namespace

@@ -29,6 +29,28 @@ std::vector<int64_t> broadcast_strides(const Shape& s, const Shape& out) {
   return st;
 }
 
+// RotaryHalf's rows: x viewed as rows of d, and where each row's cos and sin
+// start once broadcast to x.
+struct HalfRows {
+  Shape shape;
+  int64_t d = 0, rows = 0;
+  std::vector<int64_t> cs, ss;
+  explicit HalfRows(RunContext& ctx)
+      : shape(ctx.input(0).shape()), d(shape.back()), rows(ctx.input(0).size() / d),
+        cs(broadcast_strides(ctx.input(1).shape(), shape)), ss(broadcast_strides(ctx.input(2).shape(), shape)) {}
+  // Offsets of row r's cos and sin.
+  void offsets(int64_t r, int64_t& co, int64_t& so) const {
+    int64_t rem = r;
+    co = so = 0;
+    for (size_t k = shape.size() - 1; k-- > 0;) {
+      const int64_t i = rem % shape[k];
+      rem /= shape[k];
+      co += i * cs[k];
+      so += i * ss[k];
+    }
+  }
+};
+
 class RotaryHalfKernel : public Kernel {
  public:
   explicit RotaryHalfKernel(const KernelInfo& info) : half_(info.attrs().get_int("half")) {}
@@ -50,26 +72,17 @@ class RotaryHalfKernel : public Kernel {
 
   void run(RunContext& ctx) override {
     if (ctx.input(0).dtype() == DType::F16) return run_half(ctx);
-    const Tensor& X = ctx.input(0);
-    const Shape& shape = X.shape();
-    const int64_t d = shape.back(), rows = X.size() / d, h = half_;
-    const std::vector<int64_t> cs = broadcast_strides(ctx.input(1).shape(), shape);
-    const std::vector<int64_t> ss = broadcast_strides(ctx.input(2).shape(), shape);
-    const float* x = X.data<float>();
+    const HalfRows rw(ctx);
+    const int64_t d = rw.d, h = half_;
+    const float* x = ctx.input(0).data<float>();
     const float* cos = ctx.input(1).data<float>();
     const float* sin = ctx.input(2).data<float>();
     float* y = ctx.output(0).data<float>();
-    const size_t outer = shape.size() - 1;
     const int64_t grain = std::max<int64_t>(1, 2048 / d);
-    ctx.pool().parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+    ctx.pool().parallel_for(rw.rows, grain, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        int64_t rem = r, co = 0, so = 0;
-        for (size_t k = outer; k-- > 0;) {
-          const int64_t i = rem % shape[k];
-          rem /= shape[k];
-          co += i * cs[k];
-          so += i * ss[k];
-        }
+        int64_t co, so;
+        rw.offsets(r, co, so);
         const float* xr = x + r * d;
         const float* cr = cos + co;
         const float* sr = sin + so;
@@ -83,18 +96,14 @@ class RotaryHalfKernel : public Kernel {
  private:
   // float16: Mul, Neg, Mul, Add each rounded to float16, as the unfused nodes.
   void run_half(RunContext& ctx) const {
-    const Tensor& X = ctx.input(0);
-    const Shape& shape = X.shape();
-    const int64_t d = shape.back(), rows = X.size() / d, h = half_;
-    const std::vector<int64_t> cs = broadcast_strides(ctx.input(1).shape(), shape);
-    const std::vector<int64_t> ss = broadcast_strides(ctx.input(2).shape(), shape);
-    const uint16_t* x = X.data<uint16_t>();
+    const HalfRows rw(ctx);
+    const int64_t d = rw.d, h = half_;
+    const uint16_t* x = ctx.input(0).data<uint16_t>();
     const uint16_t* cos = ctx.input(1).data<uint16_t>();
     const uint16_t* sin = ctx.input(2).data<uint16_t>();
     uint16_t* y = ctx.output(0).data<uint16_t>();
-    const size_t outer = shape.size() - 1;
     const VecMathConfig& vm = vec_math_config();
-    ctx.pool().parallel_for(rows, std::max<int64_t>(1, 2048 / d), [&](int64_t begin, int64_t end) {
+    ctx.pool().parallel_for(rw.rows, std::max<int64_t>(1, 2048 / d), [&](int64_t begin, int64_t end) {
       // Rows widened (exactly), each product rounded to float16 and back
       // (narrow, widen), the sum rounded once: the nodes' arithmetic.
       std::vector<float> buf(static_cast<size_t>(5 * d));
@@ -105,13 +114,8 @@ class RotaryHalfKernel : public Kernel {
         vm.widen(static_cast<size_t>(d), round.data(), v);
       };
       for (int64_t r = begin; r < end; ++r) {
-        int64_t rem = r, co = 0, so = 0;
-        for (size_t k = outer; k-- > 0;) {
-          const int64_t i = rem % shape[k];
-          rem /= shape[k];
-          co += i * cs[k];
-          so += i * ss[k];
-        }
+        int64_t co, so;
+        rw.offsets(r, co, so);
         vm.widen(static_cast<size_t>(d), x + r * d, xf);
         vm.widen(static_cast<size_t>(d), cos + co, cf);
         vm.widen(static_cast<size_t>(d), sin + so, sf);
