@@ -123,6 +123,19 @@ TEST_CASE("hostile: a value listed twice as a graph output is returned twice (wa
   }
 }
 
+TEST_CASE("hostile: a file naming 1bit's own domain is refused at load (its kernels trust their pass)", "[hostile]") {
+  // A GqaMatMul over a "KV state" whose head stride the file chooses would read past the cache.
+  ModelBuilder b;
+  auto* os = b.proto().add_opset_import();
+  os->set_domain("com.onebit");
+  os->set_version(1);
+  b.input("a", kFloat, {1, 2, 1, 4}).input("kv", kFloat, {1, 2, 3, 4}).output("y", kFloat, {1, 2, 1, 3});
+  b.initializer<int64_t>("stride", kInt64, {}, {int64_t{1} << 40});
+  b.node("GqaMatMul", {"a", "kv", "", "", "stride"}, {"y"}, "gqa").set_domain("com.onebit");
+  const std::string path = save(b, "hostile_onebit_domain");
+  CHECK_THROWS_WITH(load_onnx(path), Catch::Contains("node 'gqa' (com.onebit::GqaMatMul): domain 'com.onebit' is 1bit's own"));
+}
+
 TEST_CASE("hostile: a node without its first output is refused at load", "[hostile]") {
   ModelBuilder b;
   b.input("x", kFloat, {2}).output("x", kFloat, {2});

@@ -332,6 +332,12 @@ Graph build_graph(LoadState& st, const LoadOptions& opt) {
     node.name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), n) : np.name();
     if (!used_names.insert(node.name).second) node.name = fmt::format("{}#{}", node.name, n);
     const std::string label = g.node_label(node);
+    // com.onebit is what 1bit's passes write; its kernels trust what the
+    // pass that wrote them checked (a KV state's head stride, a verified
+    // repeat), so a file may not name them.
+    if (node.domain == kOneBitDomain)
+      fail("{}: domain '{}' is 1bit's own, for the nodes its passes write; a model file cannot use it", label,
+           node.domain);
     auto opset_it = g.opsets.find(node.domain);
     if (opset_it == g.opsets.end()) {
       // Q/DQ in com.microsoft are accepted without an explicit import.
