@@ -19,6 +19,7 @@
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
+#include "ops/op_util.h"
 #include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
@@ -73,7 +74,8 @@ class F16wMatMulKernel : public Kernel {
     // float16 A: A and the product as float32.
     if (t == DType::F16) {
       const size_t m = static_cast<size_t>(numel(x) / std::max<int64_t>(k_, 1));
-      ctx.set_workspace(wide_bytes(m * static_cast<size_t>(k_)) + wide_bytes(m * static_cast<size_t>(n_)));
+      ctx.set_workspace(align64(m * static_cast<size_t>(k_) * sizeof(float)) +
+                        align64(m * static_cast<size_t>(n_) * sizeof(float)));
     }
   }
 
@@ -85,7 +87,7 @@ class F16wMatMulKernel : public Kernel {
     const size_t mk = static_cast<size_t>(m * k_), mn = static_cast<size_t>(m * n_);
     auto* ws = static_cast<unsigned char*>(half ? ctx.workspace() : nullptr);
     float* x_wide = half ? reinterpret_cast<float*>(ws) : nullptr;
-    float* y_wide = half ? reinterpret_cast<float*>(ws + wide_bytes(mk)) : nullptr;
+    float* y_wide = half ? reinterpret_cast<float*>(ws + align64(mk * sizeof(float))) : nullptr;
     if (half) vec_math_config().widen(mk, X.data<uint16_t>(), x_wide);
     const float* x = half ? x_wide : X.data<float>();
     float* y = half ? y_wide : ctx.output(0).data<float>();
@@ -119,8 +121,6 @@ class F16wMatMulKernel : public Kernel {
   }
 
  private:
-  static size_t wide_bytes(size_t floats) { return (floats * sizeof(float) + 63) / 64 * 64; }
-
   const F16wGemmConfig* config_;
   int64_t k_ = 0, n_ = 0, panels_ = 0;
   size_t bytes_ = 0;
