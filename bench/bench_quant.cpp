@@ -17,7 +17,7 @@
 //                 1 = int8-block, 2 = float).
 //   q8_gemm/…, q8_gemm_cold/…   the same for the q8 GEMM (int8 × int8, float out).
 //   stream/MiB/threads    read bandwidth: a buffer of that size read with
-//                 64-byte loads, each thread one contiguous part (as decode
+//                 64-byte (AVX-512) or 32-byte (AVX2) loads, each thread one contiguous part (as decode
 //                 splits the weight); 1024 MiB is DRAM, 4-64 MiB stay in cache.
 // Counters: GB/s = packed weight bytes (codes + scales) per second, the
 // decode roofline's numerator; GOP/s = 2·M·N·K per second; cpuGB/s (one
@@ -35,6 +35,7 @@
 #include <random>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "quant/q4_gemm.h"
 #include "quant/q8_gemm.h"
@@ -60,10 +61,11 @@ std::vector<float> random_floats(size_t n, unsigned seed) {
 
 // Evicts [p, p + bytes) from every cache level of every core. The pool's
 // threads share the work, which also keeps them awake for the call that
-// follows, as back-to-back kernels of a decode step do.
+// follows, as back-to-back kernels of a decode step do. No line past the
+// end: a packed weight may end its own mapping, and clflush there faults.
 void flush(const void* p, size_t bytes, ThreadPool& pool) {
   const char* c = static_cast<const char*>(p);
-  pool.parallel_for(int64_t(bytes / 64 + 1), 1024, [&](int64_t b, int64_t e) {
+  pool.parallel_for(int64_t((bytes + 63) / 64), 1024, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) _mm_clflush(c + i * 64);
     _mm_mfence();
   });
@@ -186,7 +188,7 @@ void BM_q8_gemm(benchmark::State& state) { run_q8_gemm(state, false); }
 void BM_q8_gemm_cold(benchmark::State& state) { run_q8_gemm(state, true); }
 
 // OR of every 64-byte line of [p, p + bytes), eight loads in flight.
-__attribute__((target("avx512f"))) uint64_t read_lines(const char* p, size_t bytes) {
+__attribute__((target("avx512f"))) uint64_t read_lines_avx512(const char* p, size_t bytes) {
   __m512i acc[8];
   for (__m512i& a : acc) a = _mm512_setzero_si512();
   for (size_t i = 0; i + 512 <= bytes; i += 512)
@@ -195,6 +197,24 @@ __attribute__((target("avx512f"))) uint64_t read_lines(const char* p, size_t byt
   alignas(64) uint64_t lanes[8];
   _mm512_store_si512(lanes, acc[0]);
   return lanes[0] | lanes[1] | lanes[2] | lanes[3] | lanes[4] | lanes[5] | lanes[6] | lanes[7];
+}
+
+// The same with 256-bit loads (two per line), for CPUs without AVX-512.
+__attribute__((target("avx2"))) uint64_t read_lines_avx2(const char* p, size_t bytes) {
+  __m256i acc[8];
+  for (__m256i& a : acc) a = _mm256_setzero_si256();
+  for (size_t i = 0; i + 256 <= bytes; i += 256)
+    for (int j = 0; j < 8; ++j)
+      acc[j] = _mm256_or_si256(acc[j], _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32 * j)));
+  for (int j = 1; j < 8; ++j) acc[0] = _mm256_or_si256(acc[0], acc[j]);
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[0]);
+  return lanes[0] | lanes[1] | lanes[2] | lanes[3];
+}
+
+uint64_t read_lines(const char* p, size_t bytes) {
+  static const bool wide = cpu_supports(Isa::Avx512);
+  return wide ? read_lines_avx512(p, bytes) : read_lines_avx2(p, bytes);
 }
 
 void BM_stream(benchmark::State& state) {
