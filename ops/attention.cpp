@@ -527,6 +527,8 @@ class GroupedAttentionKernel : public Kernel {
       fail("key {} and value {} must be one [{}, kv_heads, T, {}] shape with kv_heads dividing {}", shape_str(k),
            shape_str(ctx.shape(2)), b, d, heads_);
     for (int first : {4, 7}) check_repeat(ctx, k, first);
+    for (int i : {10, 11})
+      if (ctx.has_input(i)) check_head_stride(ctx, i);
     const int64_t total = k[2];
     if (ctx.has_input(3)) {
       const Shape& m = ctx.shape(3);

@@ -36,6 +36,7 @@ class GqaMatMulKernel : public Kernel {
     // A KV state is float32 or float16 (KernelOptions::kv_dtype) under float32 A.
     const DType t = ctx.dtype(0);
     if (state_) {
+      check_head_stride(ctx, 4);
       if ((t != DType::F32 && t != DType::F16) || (ctx.dtype(1) != DType::F32 && ctx.dtype(1) != DType::F16))
         fail("inputs are {} and {}: over a KV state A is float32 or float16 and the state float32 or float16",
              dtype_name(t), dtype_name(ctx.dtype(1)));

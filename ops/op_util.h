@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "graph/kernel.h"
 #include "graph/tensor.h"
 #include "ops/axis.h"
 #include "ops/dispatch.h"
@@ -47,6 +48,14 @@ void run_task_ranges(ThreadPool& pool, int64_t tasks, One&& one) {
 // Sizes and offsets of workspace parts, rounded up to 64 bytes (the
 // workspace's alignment: each part starts on a cache line).
 inline size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// Input i of a kernel over a KV state (graph/passes/kv_state.cpp): how many
+// elements apart the cache's heads lie, one int64. run() reads it as such.
+inline void check_head_stride(const ReshapeContext& ctx, int i) {
+  if (ctx.dtype(i) != DType::I64 || numel(ctx.shape(i)) != 1)
+    fail("input {} (the KV heads' stride) is {} {}, expected one int64", i, dtype_name(ctx.dtype(i)),
+         shape_str(ctx.shape(i)));
+}
 
 // Ranks up to this use fixed-size index arrays in run() (no allocation).
 inline constexpr int kMaxRank = 16;

@@ -14,6 +14,7 @@
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "op_test_util.h"
 #include "ops/register_ops.h"
 
 using namespace onebit;
@@ -332,4 +333,40 @@ TEST_CASE("plan patching: a decode loop reuses the reserved plan and runs bit-id
     CHECK(patched.stats().plans_built - built == 4);
     CHECK(patched.stats().plans_patched == static_cast<int64_t>(steps.size()) - 1 - 4);
   }
+}
+
+// The kv-state pass gives GqaMatMul (input 4) and GroupedAttention (inputs 10
+// and 11) the cache's head stride, which run() reads as one int64: any other
+// tensor there is refused when planned, by input number.
+TEST_CASE("kv state: a head-stride input that is not one int64 is refused", "[kv_state]") {
+  using test::make_tensor;
+  using test::OpTest;
+  const Tensor a = make_tensor<float>({1, 1, 1, 2}, {1, 2});
+  const Tensor kv = make_tensor<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto gqa = [&](Tensor stride) {
+    return OpTest("GqaMatMul", 1, "com.onebit").attr("transB", 1).input(a).input(kv).omit().omit().input(stride).run1();
+  };
+  const Tensor y = gqa(make_tensor<int64_t>({1}, {4}));
+  CHECK(y.data<float>()[0] == 5.0f);
+  CHECK(y.data<float>()[1] == 11.0f);
+  CHECK_THROWS_WITH(gqa(make_tensor<float>({1}, {4})), Catch::Contains("input 4 (the KV heads' stride) is float32 [1]"));
+  CHECK_THROWS_WITH(gqa(make_tensor<int64_t>({2}, {4, 4})), Catch::Contains("input 4 (the KV heads' stride) is int64 [2]"));
+
+  // Two query heads over one KV head: the repeat's shapes as the pass writes them.
+  const Tensor q = make_tensor<float>({1, 1, 4}, {1, 0, 0, 1});
+  auto grouped = [&](Tensor ks, Tensor vs) {
+    OpTest t("GroupedAttention", 1, "com.onebit");
+    t.attr("num_heads", int64_t{2}).input(q).input(kv).input(kv).omit();
+    for (int i = 0; i < 2; ++i)
+      t.constant(make_tensor<int64_t>({5}, {1, 1, 2, 2, 2}))
+          .constant(make_tensor<int64_t>({4}, {1, 2, 2, 2}))
+          .constant(make_tensor<int64_t>({3}, {1, 2, 4}));
+    return t.input(ks).input(vs).run1();
+  };
+  const Tensor o = grouped(make_tensor<int64_t>({1}, {4}), make_tensor<int64_t>({}, {4}));
+  CHECK(o.shape() == Shape{1, 1, 4});
+  CHECK_THROWS_WITH(grouped(make_tensor<int32_t>({1}, {4}), make_tensor<int64_t>({1}, {4})),
+                    Catch::Contains("input 10 (the KV heads' stride) is int32 [1]"));
+  CHECK_THROWS_WITH(grouped(make_tensor<int64_t>({1}, {4}), make_tensor<int64_t>({1, 0}, {})),
+                    Catch::Contains("input 11 (the KV heads' stride) is int64 [1,0]"));
 }
