@@ -17,8 +17,9 @@
 //                 1 = int8-block, 2 = float).
 //   q8_gemm/…, q8_gemm_cold/…   the same for the q8 GEMM (int8 × int8, float out).
 //   stream/MiB/threads    read bandwidth: a buffer of that size read with
-//                 64-byte (AVX-512) or 32-byte (AVX2) loads, each thread one contiguous part (as decode
-//                 splits the weight); 1024 MiB is DRAM, 4-64 MiB stay in cache.
+//                 64-byte (AVX-512) or 32-byte (AVX2) loads, each thread one
+//                 contiguous part (as decode splits the weight); 1024 MiB is
+//                 DRAM, 4-64 MiB stay in cache.
 // Counters: GB/s = packed weight bytes (codes + scales) per second, the
 // decode roofline's numerator; GOP/s = 2·M·N·K per second; cpuGB/s (one
 // thread) = the same bytes per second of the calling thread's CPU time,
