@@ -3,10 +3,10 @@
 // run per thread) or tiled prefill.
 //
 // Workspace, for M rows:
-//   rows    [M][row_bytes]   int8 modes: uint8 x_u, Kp valid (padding means real 0)
+//   rows    [M][row_bytes]   int8-row: uint8 x_u, int8-block: int8 q; Kp valid (padding means real 0)
 //                            float: float x, zero padded to Kp
 //   params  int8-row:   s_x [M] float, zp_u [M] int32
-//           int8-block: s_xb [M][blocks] float
+//           int8-block: s_xb [M][blocks] float, then −8·Σ_k∈b q [M][blocks] int32
 //           float with zero points: Σ_k∈b x [M][blocks] float
 #include <cstring>
 
@@ -56,7 +56,8 @@ size_t Q4Gemm::workspace_bytes(size_t m, Q4Act act) const {
   const size_t blocks = div_up(kp_, kblock(act));
   size_t params = 0;
   if (act == Q4Act::kInt8Row) params = m * (sizeof(float) + sizeof(int32_t));
-  if (act == Q4Act::kInt8Block || (act == Q4Act::kFloat && has_zero_)) params = m * blocks * sizeof(float);
+  if (act == Q4Act::kInt8Block) params = m * blocks * (sizeof(float) + sizeof(int32_t));
+  if (act == Q4Act::kFloat && has_zero_) params = m * blocks * sizeof(float);
   return m * row_bytes(act, kp_) + params;
 }
 
@@ -71,6 +72,7 @@ void Q4Gemm::run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size
   char* params = rows + m * rb;
   float* scale = reinterpret_cast<float*>(params);  // s_x [M], s_xb or Σx [M][blocks]
   int32_t* zero = reinterpret_cast<int32_t*>(params + m * sizeof(float));
+  int32_t* qbias = reinterpret_cast<int32_t*>(params + m * blocks * sizeof(float));  // int8-block
 
   split_ranges(pool, m, double(m) * double(k_) >= kMinParallelMacs, [&](size_t m0, size_t m1) {
     for (size_t i = m0; i < m1; ++i) {
@@ -98,10 +100,14 @@ void Q4Gemm::run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size
         for (size_t b = 0; b < blocks; ++b) {
           const size_t k0 = b * kb, k1 = k0 + kb < k_ ? k0 + kb : k_;
           scale[i * blocks + b] = k0 < k_ ? quantize_symmetric(xi + k0, k1 - k0, q + k0) : 0.0f;
+          int32_t sum = 0;
+          for (size_t k = k0; k < k1; ++k) sum += q[k];
+          qbias[i * blocks + b] = -8 * sum;
         }
         std::memset(q + k_, 0, kp_ - k_);
+        continue;
       }
-      // The kernels take unsigned bytes: x_u = q + 128.
+      // int8-row kernels take unsigned bytes: x_u = q + 128.
       uint8_t* u = reinterpret_cast<uint8_t*>(row);
       for (size_t k = 0; k < kp_; ++k) u[k] ^= 0x80;
     }
@@ -119,6 +125,7 @@ void Q4Gemm::run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size
       a.zero = zero + i;
     } else if (act == Q4Act::kInt8Block) {
       a.scale = scale + i * blocks;
+      a.qbias = qbias + i * blocks;
     } else {
       a.bsum = scale + i * blocks;
     }

@@ -1,8 +1,9 @@
 // AVX2 Q4NX family. A 64-byte Q4Group is two 32-byte halves of 8 columns.
-//   int8 modes: vpmaddubsw (unsigned activations × signed weights in
-//     [−15, 15]) is exact here: a pair is at most 2·255·15 = 7650, and the
-//     low- and high-nibble pairs add to at most 15300 < 2¹⁵; vpmaddwd with
-//     ones widens to int32.
+//   int8 modes: vpmaddubsw is exact here. int8-row: unsigned activations ×
+//     signed weights in [−15, 15], a pair at most 2·255·15 = 7650, the low-
+//     and high-nibble pairs at most 15300 < 2¹⁵. int8-block: unsigned codes
+//     in [0, 15] × signed q in [−127, 127], at most 2·2·15·127 = 7620 (z'·Σq
+//     is subtracted per block). vpmaddwd with ones widens to int32.
 //   float: codes shifted out of each lane, −8, converted, and FMA'd with
 //     broadcast activations, two chains (k mod 8 < 4 and ≥ 4) per block.
 // The float steps follow quant/q4_ukernels.h exactly, so results equal the
@@ -41,10 +42,20 @@ inline void store8(float* c, __m256 v, size_t nc) {
   std::memcpy(c, tmp, nc * sizeof(float));
 }
 
-// Σ over 4 k of x·w for 8 columns, low and high nibbles: exact int32.
+// Σ over 4 k of u·s for 8 columns (u unsigned bytes, s signed), low and
+// high nibbles: exact int32.
 inline __m256i quad(__m256i xl, __m256i lo, __m256i xh, __m256i hi) {
   const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(xl, lo), _mm256_maddubs_epi16(xh, hi));
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+// int8-block: where row r's sum over block b starts, −z'·Σq for the 8
+// columns (`zero`: their zero points, null when every z' is 8).
+inline __m256i block_start(const uint8_t* zero, size_t b, const Q4Weights& w, const Q4Acts& a, size_t r) {
+  const int32_t qbias = a.qbias[r * a.blocks + b];
+  if (!zero) return _mm256_set1_epi32(qbias);
+  const __m256i z = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zero + b * w.scale_step)));
+  return _mm256_mullo_epi32(z, _mm256_set1_epi32(qbias / 8));
 }
 
 // Rows [0, R) × the 8 columns of half h of a panel, int8 modes.
@@ -55,32 +66,45 @@ void half_int8(const Q4Weights& w, size_t panel, size_t h, const Q4Acts& a, floa
   const float* scale = pan.scale + 8 * h;
   const uint8_t* zero = Z ? pan.zero + 8 * h : nullptr;
   const uint8_t* x = static_cast<const uint8_t*>(a.data);
-  const __m256i nib = _mm256_set1_epi8(0x0F), b128 = _mm256_set1_epi8(char(0x80));
+  const __m256i nib = _mm256_set1_epi8(0x0F);
   __m256 y[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) y[r] = _mm256_setzero_ps();
   size_t b = 0;
   for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
     const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
-    const __m256i zv = Z ? expand_zero(zero + b * w.scale_step) : _mm256_set1_epi8(8);
-    __m256i acc[R], wsum = _mm256_setzero_si256();
+    // int8-block starts each sum from −z'·Σq (quant/q4_ukernels.h).
+    __m256i acc[R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r) acc[r] = A == Q4Act::kInt8Row ? _mm256_setzero_si256() : block_start(zero, b, w, a, r);
     // do-while: a block has at least one group, and with the for form GCC 12
     // copies every accumulator between registers on each iteration.
     size_t k = k0;
-    do {
-      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + k * 8));
-      const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(v, nib), zv);
-      const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib), zv);
-      if (A == Q4Act::kInt8Block) wsum = _mm256_add_epi32(wsum, quad(b128, lo, b128, hi));
+    if constexpr (A == Q4Act::kInt8Row) {
+      const __m256i zv = Z ? expand_zero(zero + b * w.scale_step) : _mm256_set1_epi8(8);
+      do {
+        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + k * 8));
+        const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(v, nib), zv);
+        const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib), zv);
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* xr = x + r * a.lda + k;
-        acc[r] = _mm256_add_epi32(acc[r], quad(bcast4(xr), lo, bcast4(xr + 4), hi));
-      }
-      k += 8;
-    } while (k < kend);
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* xr = x + r * a.lda + k;
+          acc[r] = _mm256_add_epi32(acc[r], quad(bcast4(xr), lo, bcast4(xr + 4), hi));
+        }
+        k += 8;
+      } while (k < kend);
+    } else {  // int8-block: codes unsigned, q signed, z'·Σq subtracted below
+      do {
+        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + k * 8));
+        const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* xr = x + r * a.lda + k;
+          acc[r] = _mm256_add_epi32(acc[r], quad(lo, bcast4(xr), hi, bcast4(xr + 4)));
+        }
+        k += 8;
+      } while (k < kend);
+    }
     const __m256 sv = _mm256_loadu_ps(scale + b * w.scale_step);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
@@ -88,7 +112,7 @@ void half_int8(const Q4Weights& w, size_t panel, size_t h, const Q4Acts& a, floa
         y[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), sv, y[r]);
       } else {
         const __m256 sb = _mm256_mul_ps(sv, _mm256_set1_ps(a.scale[r * a.blocks + b]));
-        y[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc[r], wsum)), sb, y[r]);
+        y[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]), sb, y[r]);
       }
     }
   }

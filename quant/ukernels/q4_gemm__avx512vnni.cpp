@@ -1,15 +1,24 @@
 // AVX-512 VNNI Q4NX family, int8 activations (int8-row and int8-block).
 // One 64-byte Q4Group is 8 k × 16 columns; masking and a 16-bit shift split
-// it into two registers of 4 k × 16 columns, from which the block's zero
-// points are subtracted bytewise, giving signed weights in [−15, 15]; each
-// feeds one vpdpbusd with the activations' unsigned bytes broadcast four at
-// a time. int8-block also sums 128·w per column with a third vpdpbusd,
-// shared by all rows of the tile. The float steps per block follow
-// quant/q4_ukernels.h exactly, so results equal the scalar twin's.
+// it into two registers of 4 k × 16 columns, each feeding one vpdpbusd with
+// activation bytes broadcast four at a time:
+//   int8-row    the block's zero points are subtracted from the codes
+//               bytewise (signed weights in [−15, 15]) and multiply the
+//               activations' unsigned bytes x_u;
+//   int8-block  the codes themselves are the unsigned operand and q the
+//               signed one, each block's sums starting from −z'·Σ_b q
+//               (quant/q4_ukernels.h), so a group costs two masks, a shift
+//               and the vpdpbusd only.
+// The float steps per block follow quant/q4_ukernels.h exactly, so results
+// equal the scalar twin's.
 //
-// gemm: 8 rows × 16 columns. gemv (decode): 1 row × up to 4 panels, each
-// with separate low/high accumulators so 8 vpdpbusd chains are in flight
-// over 4 sequential weight streams, prefetched kPrefetchBytes ahead.
+// gemm: 8 rows × 16 columns. gemv (decode): 1 row × up to 4 panels, one
+// panel after the other, so that the codes are read as one sequential
+// stream (consecutive panels are contiguous) prefetched kPrefetchBytes
+// ahead into L2, and the scales as a second; alternate groups feed two pairs
+// of low/high accumulators, four vpdpbusd chains in flight. Four panels side
+// by side (four streams) read slower from DRAM (docs/BENCHMARK.md, "The
+// 4-bit decode: one stream and the codes as the unsigned operand").
 //
 // Compiled with AVX-512 flags: no header templates (see f32_gemm__avx512.cpp).
 
@@ -20,7 +29,8 @@ namespace onebit {
 
 namespace {
 
-constexpr size_t kPrefetchBytes = 768;
+// Decode reads the codes as one stream: prefetch into L2 this far ahead.
+constexpr size_t kPrefetchBytes = 4096;
 
 // 16 zero-point bytes, each repeated over the 4 bytes of its column's lane.
 inline __m512i expand_zero(const uint8_t* z) {
@@ -28,25 +38,29 @@ inline __m512i expand_zero(const uint8_t* z) {
                             _mm512_set1_epi32(0x01010101));
 }
 
-struct Split {
-  __m512i lo, hi;  // k0..k0+3 and k0+4..k0+7 as signed weights
-};
-
-inline Split split(const uint8_t* group, __m512i zero) {
-  const __m512i nib = _mm512_set1_epi8(0x0F);
-  const __m512i v = _mm512_load_si512(group);
-  return {_mm512_sub_epi8(_mm512_and_si512(v, nib), zero),
-          _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), nib), zero)};
+// int8-block: where a row's sum over a block starts, −z'·Σq per column
+// (quant/q4_ukernels.h): 16 zero-point bytes, or null when every z' is 8.
+inline __m512i block_start(const uint8_t* z, int32_t qbias) {
+  if (!z) return _mm512_set1_epi32(qbias);
+  return _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(z))),
+                            _mm512_set1_epi32(qbias / 8));
 }
 
-inline __m512i dot(__m512i acc, __m512i x, __m512i w) { return dpbusd(acc, x, w); }
+struct Split {
+  __m512i lo, hi;  // k0..k0+3 and k0+4..k0+7
+};
 
-// The per-block float step of one row (quant/q4_ukernels.h).
-template <Q4Act A>
-inline __m512 block_step(__m512 y, __m512i acc, __m512i wsum128, __m512 sv, const Q4Acts& a, size_t r, size_t b) {
-  if constexpr (A == Q4Act::kInt8Row) return _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sv, y);
-  const __m512 sb = _mm512_mul_ps(sv, _mm512_set1_ps(a.scale[r * a.blocks + b]));
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, wsum128)), sb, y);
+// The codes as they are (int8-block's unsigned operand).
+inline Split split(const uint8_t* group) {
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i v = _mm512_load_si512(group);
+  return {_mm512_and_si512(v, nib), _mm512_and_si512(_mm512_srli_epi16(v, 4), nib)};
+}
+
+// The codes less their zero points: signed weights (int8-row).
+inline Split split(const uint8_t* group, __m512i zero) {
+  const Split s = split(group);
+  return {_mm512_sub_epi8(s.lo, zero), _mm512_sub_epi8(s.hi, zero)};
 }
 
 template <Q4Act A>
@@ -62,81 +76,105 @@ inline void finish(__m512 y, const Q4Weights& w, size_t col, const Q4Acts& a, si
   _mm512_mask_storeu_ps(c, mask16(nc), out);
 }
 
+// Prompt tile: rows [0, R) × one panel.
 template <Q4Act A, bool Z, int R>
 void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c, size_t ldc) {
   const auto [codes, scale, zero] = q4_panel(w, panel);
   const uint8_t* x = static_cast<const uint8_t*>(a.data);
-  const __m512i b128 = _mm512_set1_epi8(char(0x80));
   __m512 y[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) y[r] = _mm512_setzero_ps();
   size_t b = 0;
   for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
     const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
-    const __m512i zv = Z ? expand_zero(zero + b * w.scale_step) : _mm512_set1_epi8(8);
-    __m512i acc[R], wsum = _mm512_setzero_si512();
+    const __m512i zv = A == Q4Act::kInt8Row ? (Z ? expand_zero(zero + b * w.scale_step) : _mm512_set1_epi8(8))
+                                            : _mm512_setzero_si512();
+    __m512i acc[R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
+    for (int r = 0; r < R; ++r)
+      acc[r] = A == Q4Act::kInt8Row ? _mm512_setzero_si512()
+                                    : block_start(Z ? zero + b * w.scale_step : nullptr, a.qbias[r * a.blocks + b]);
     // do-while: a block has at least one group, and with the for form GCC 12
     // copies every accumulator between registers on each iteration.
     size_t k = k0;
     do {
-      const Split s = split(codes + k * 8, zv);
-      if (A == Q4Act::kInt8Block) wsum = dot(dot(wsum, b128, s.lo), b128, s.hi);
+      const uint8_t* group = codes + k * 8;
+      // The first row tile of a panel reads it from memory: ahead of it.
+      _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes), _MM_HINT_T1);
+      const Split s = A == Q4Act::kInt8Row ? split(group, zv) : split(group);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const uint8_t* xr = x + r * a.lda + k;
-        acc[r] = dot(dot(acc[r], bcast4(xr), s.lo), bcast4(xr + 4), s.hi);
+        if constexpr (A == Q4Act::kInt8Row) acc[r] = dpbusd(dpbusd(acc[r], bcast4(xr), s.lo), bcast4(xr + 4), s.hi);
+        else acc[r] = dpbusd(dpbusd(acc[r], s.lo, bcast4(xr)), s.hi, bcast4(xr + 4));
       }
       k += 8;
     } while (k < kend);
     const __m512 sv = _mm512_loadu_ps(scale + b * w.scale_step);
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) y[r] = block_step<A>(y[r], acc[r], wsum, sv, a, r, b);
+    for (int r = 0; r < R; ++r) {
+      if constexpr (A == Q4Act::kInt8Row) {
+        y[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), sv, y[r]);
+      } else {
+        const __m512 sb = _mm512_mul_ps(sv, _mm512_set1_ps(a.scale[r * a.blocks + b]));
+        y[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r]), sb, y[r]);
+      }
+    }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) finish<A>(y[r], w, panel * 16, a, r, nc, c + r * ldc);
 }
 
-template <Q4Act A, bool Z, int P>
-void gemv_tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c) {
-  Q4Panel pan[P];
-#pragma GCC unroll 16
-  for (int p = 0; p < P; ++p) pan[p] = q4_panel(w, panel + p);
+// One group (8 k) of one panel into a low/high accumulator pair.
+template <Q4Act A>
+__attribute__((always_inline)) inline void gemv_group(const uint8_t* group, const uint8_t* x, __m512i zv, __m512i& lo,
+                                                      __m512i& hi) {
+  _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes), _MM_HINT_T1);
+  if constexpr (A == Q4Act::kInt8Row) {
+    const Split s = split(group, zv);
+    lo = dpbusd(lo, bcast4(x), s.lo);
+    hi = dpbusd(hi, bcast4(x + 4), s.hi);
+  } else {
+    const Split s = split(group);
+    lo = dpbusd(lo, s.lo, bcast4(x));
+    hi = dpbusd(hi, s.hi, bcast4(x + 4));
+  }
+}
+
+// Decode: one row × one panel (nc ≤ 16 columns).
+template <Q4Act A, bool Z>
+void gemv_panel(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c) {
+  const auto [codes, scale, zero] = q4_panel(w, panel);
   const uint8_t* x = static_cast<const uint8_t*>(a.data);
-  const __m512i b128 = _mm512_set1_epi8(char(0x80));
-  __m512 y[P];
-#pragma GCC unroll 16
-  for (int p = 0; p < P; ++p) y[p] = _mm512_setzero_ps();
+  __m512 y = _mm512_setzero_ps();
   size_t b = 0;
   for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
     const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
-    __m512i zv[P], lo[P], hi[P], wsum[P];
-#pragma GCC unroll 16
-    for (int p = 0; p < P; ++p) {
-      zv[p] = Z ? expand_zero(pan[p].zero + b * w.scale_step) : _mm512_set1_epi8(8);
-      lo[p] = hi[p] = wsum[p] = _mm512_setzero_si512();
-    }
-    size_t k = k0;
-    do {
-      const __m512i xl = bcast4(x + k), xh = bcast4(x + k + 4);
-#pragma GCC unroll 16
-      for (int p = 0; p < P; ++p) {
-        _mm_prefetch(reinterpret_cast<const char*>(pan[p].codes + k * 8 + kPrefetchBytes), _MM_HINT_T0);
-        const Split s = split(pan[p].codes + k * 8, zv[p]);
-        if (A == Q4Act::kInt8Block) wsum[p] = dot(dot(wsum[p], b128, s.lo), b128, s.hi);
-        lo[p] = dot(lo[p], xl, s.lo);
-        hi[p] = dot(hi[p], xh, s.hi);
+    const __m512i zv = A == Q4Act::kInt8Row ? (Z ? expand_zero(zero + b * w.scale_step) : _mm512_set1_epi8(8))
+                                            : _mm512_setzero_si512();
+    const __m512i zero_acc = _mm512_setzero_si512();
+    __m512i lo0 = A == Q4Act::kInt8Row ? zero_acc : block_start(Z ? zero + b * w.scale_step : nullptr, a.qbias[b]);
+    __m512i hi0 = zero_acc, lo1 = zero_acc, hi1 = zero_acc;
+    const uint8_t* g = codes + k0 * 8;
+    if (kend - k0 == 32) {  // a 32-wide block, the common case, unrolled
+      gemv_group<A>(g, x + k0, zv, lo0, hi0);
+      gemv_group<A>(g + 64, x + k0 + 8, zv, lo1, hi1);
+      gemv_group<A>(g + 128, x + k0 + 16, zv, lo0, hi0);
+      gemv_group<A>(g + 192, x + k0 + 24, zv, lo1, hi1);
+    } else {
+      size_t k = k0;
+      for (; k + 16 <= kend; k += 16, g += 128) {
+        gemv_group<A>(g, x + k, zv, lo0, hi0);
+        gemv_group<A>(g + 64, x + k + 8, zv, lo1, hi1);
       }
-      k += 8;
-    } while (k < kend);
-#pragma GCC unroll 16
-    for (int p = 0; p < P; ++p)
-      y[p] = block_step<A>(y[p], _mm512_add_epi32(lo[p], hi[p]), wsum[p], _mm512_loadu_ps(pan[p].scale + b * w.scale_step),
-                           a, 0, b);
+      if (k < kend) gemv_group<A>(g, x + k, zv, lo0, hi0);
+    }
+    const __m512i acc = _mm512_add_epi32(_mm512_add_epi32(lo0, hi0), _mm512_add_epi32(lo1, hi1));  // exact
+    const __m512 sv = _mm512_loadu_ps(scale + b * w.scale_step);
+    if constexpr (A == Q4Act::kInt8Row) y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sv, y);
+    else y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, _mm512_set1_ps(a.scale[b])), y);
   }
-#pragma GCC unroll 16
-  for (int p = 0; p < P; ++p) finish<A>(y[p], w, (panel + p) * 16, a, 0, nc - 16 * p, c + 16 * p);
+  finish<A>(y, w, panel * 16, a, 0, nc, c);
 }
 
 }  // namespace
@@ -159,12 +197,8 @@ void q4_gemm_ukernel_8x16c8__avx512vnni(size_t mr, size_t nc, const Q4Weights& w
 template <Q4Act A, bool Z>
 void q4_gemv_ukernel_1x64c8__avx512vnni(size_t /*mr*/, size_t nc, const Q4Weights& w, size_t panel,
                                         const Q4Acts& a, float* c, size_t /*ldc*/) {
-  switch ((nc + 15) / 16) {
-    case 1: return gemv_tile<A, Z, 1>(nc, w, panel, a, c);
-    case 2: return gemv_tile<A, Z, 2>(nc, w, panel, a, c);
-    case 3: return gemv_tile<A, Z, 3>(nc, w, panel, a, c);
-    default: return gemv_tile<A, Z, 4>(nc, w, panel, a, c);
-  }
+  for (size_t p = 0; 16 * p < nc; ++p)
+    gemv_panel<A, Z>(nc - 16 * p < 16 ? nc - 16 * p : 16, w, panel + p, a, c + 16 * p);
 }
 
 #define INSTANTIATE(A, Z)                                                                                      \

@@ -37,19 +37,16 @@ float output(size_t r, size_t j, const Q4Weights& w, size_t panel, const Q4Acts&
       float t = lo + hi;
       if (Z) t = std::fma(-float(zb - 8), a.bsum[r * a.blocks + b], t);
       y = std::fma(t, sb, y);
-    } else {
+    } else if constexpr (A == Q4Act::kInt8Row) {
       const uint8_t* x = static_cast<const uint8_t*>(a.data) + r * a.lda;
-      int32_t raw = 0, wsum = 0;
-      for (size_t k = k0; k < kend; ++k) {
-        const int32_t wv = code(codes, k, j) - zb;
-        raw += int32_t(x[k]) * wv;
-        wsum += wv;
-      }
-      if constexpr (A == Q4Act::kInt8Row) {
-        y = std::fma(float(raw), sb, y);
-      } else {
-        y = std::fma(float(raw - 128 * wsum), sb * a.scale[r * a.blocks + b], y);
-      }
+      int32_t raw = 0;
+      for (size_t k = k0; k < kend; ++k) raw += int32_t(x[k]) * (code(codes, k, j) - zb);
+      y = std::fma(float(raw), sb, y);
+    } else {
+      const int8_t* q = static_cast<const int8_t*>(a.data) + r * a.lda;
+      int32_t acc = 0;
+      for (size_t k = k0; k < kend; ++k) acc += int32_t(q[k]) * (code(codes, k, j) - zb);
+      y = std::fma(float(acc), sb * a.scale[r * a.blocks + b], y);
     }
   }
   if constexpr (A == Q4Act::kInt8Row)

@@ -19,10 +19,14 @@
 //     y = 0;  for each block b:  raw_b = Σ_k x_u·(c − z'_b)        (exact int32)
 //                               y = fma(float(raw_b), s_b, y)
 //     out = fma(fma(−zp_u, g, y), s_x, bias),   g = Σ_b s_b·Σ_k∈b (c − z'_b)
-//   int8-block (x_u = q + 128, q symmetric int8 with scale s_xb per row and block)
-//     y = 0;  for each block: acc_b = raw_b − 128·Σ_k∈b (c − z'_b)  (exact)
+//   int8-block (q symmetric int8 with scale s_xb per row and block, stored
+//   as signed bytes, with −8·Σ_k∈b q beside them: Q4Acts::qbias)
+//     y = 0;  for each block: acc_b = Σ_k∈b q·(c − z'_b)               (exact int32)
 //                            y = fma(float(acc_b), s_b·s_xb, y)
 //     out = y + bias
+//     Vector kernels compute acc_b as −z'_b·Σ q + Σ c·q, starting the sum
+//     from qbias when every z' is 8: the codes are the unsigned operand of
+//     vpdpbusd / vpmaddubsw, q the signed one.
 //   float      (x float32)
 //     y = 0;  for each block: A = Σ x·(c − 8) over k mod 8 < 4, B over the
 //             rest, each an fma chain in k order;  t = A + B;
@@ -69,11 +73,12 @@ struct Q4Weights {
 
 // One call's activations, pointers at the tile's first row.
 struct Q4Acts {
-  const void* data = nullptr;     // int8 modes: uint8 [rows][lda]; float: float [rows][lda]; Kp valid columns
+  const void* data = nullptr;     // int8-row: uint8 x_u, int8-block: int8 q, float: float; [rows][lda], Kp valid columns
   size_t lda = 0;                 // elements
   const float* scale = nullptr;   // int8-row: [rows] s_x; int8-block: [rows][blocks] s_xb
   const int32_t* zero = nullptr;  // int8-row: [rows] zp_u
   const float* bsum = nullptr;    // float with zero points: [rows][blocks] Σ_k∈b x
+  const int32_t* qbias = nullptr; // int8-block: [rows][blocks] −8·Σ_k∈b q (−z'·Σq = z'·qbias/8)
   size_t blocks = 0;              // row stride of the per-block arrays
 };
 
