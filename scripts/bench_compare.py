@@ -28,6 +28,13 @@ step: it reads the weights once per step too, but is bound by compute.
   # Q4NX beside llama.cpp's Q4_0 of the same weights
   bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-q4.onnx \\
                    --gguf build-models/qwen3-0.6b/qwen3-0.6b-q4_0.gguf --prompt-lengths 32,256,1024 --gen 64
+  # the same with llama.cpp built without its AMX kernels (they crash on prompts on Xeons with AMX;
+  # docs/BENCHMARK.md, "A Xeon with AMX"):
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \\
+    -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON \\
+    -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \\
+      .venv/bin/pip install --no-cache-dir --no-deps --target build-models/llama-noamx llama-cpp-python==0.3.36
+  bench_compare.py ... --llama-pythonpath build-models/llama-noamx
 """
 from __future__ import annotations
 
@@ -54,6 +61,8 @@ def run_json(cmd: list[str], env: dict | None = None) -> dict:
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     sys.stderr.write(r.stderr)
     if r.returncode != 0:
+        if r.returncode < 0:
+            return {"error": f"killed by signal {-r.returncode}"}
         last = [line for line in r.stderr.strip().splitlines() if line.strip()]
         return {"error": last[-1] if last else f"exit {r.returncode}"}
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -78,8 +87,12 @@ def engines(args) -> dict:
         run[name] = lambda t, extra=extra.split(): run_json(
             [py, str(HERE / "bench_ort.py"), args.onnx, *common, "--threads", str(t), *extra])
     if args.gguf:
+        env = None
+        if args.llama_pythonpath:  # another build of llama-cpp-python, found first
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.llama_pythonpath, env.get("PYTHONPATH")]))
         run["llama.cpp"] = lambda t: run_json(
-            [py, str(HERE / "bench_llama.py"), "bench", args.gguf, *common, "--threads", str(t)])
+            [py, str(HERE / "bench_llama.py"), "bench", args.gguf, *common, "--threads", str(t)], env)
     return run
 
 
@@ -96,6 +109,9 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--onebit-arg", action="append", default=[], help="extra argument for `1bit bench`")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--llama-pythonpath",
+                    help="a directory holding another llama-cpp-python build (pip install --target), used for "
+                         "llama.cpp instead of the venv's")
     ap.add_argument("--out", help="write every run as JSON here")
     args = ap.parse_args()
 
@@ -143,7 +159,8 @@ def main():
                              f"{100 * gbs / bandwidth[t]:.0f}% | {rss:.0f} | {load_s:.2f} | {la:.1f} |")
     print("\nstreaming read (1bit bench, median): " + ", ".join(f"{t} thread(s) {b:.1f} GB/s" for t, b in
                                                                sorted(bandwidth.items())))
-    llama = next((r["result"]["weight_bytes"] for r in results if r["engine"] == "llama.cpp"), 0)
+    llama = next((r["result"]["weight_bytes"] for r in results
+                  if r["engine"] == "llama.cpp" and "weight_bytes" in r["result"]), 0)
     print(f"weight bytes per decode step: 1bit/onnxruntime {onebit_bytes / 1e6:.1f} MB, llama.cpp {llama / 1e6:.1f} MB")
     print("\n".join(lines))
 

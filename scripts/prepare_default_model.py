@@ -153,7 +153,12 @@ def check_against_llama_cpp(gguf_path: Path, out: Path, model) -> None:
         log("llama-cpp-python not importable; skipping the llama.cpp cross-check")
         return
     tokenizer = AutoTokenizer.from_pretrained(out)
-    llm = Llama(model_path=str(gguf_path), n_ctx=128, logits_all=True, verbose=False, n_threads=2)
+    # One token per llama_decode: llama.cpp's AMX matrix kernels (picked on
+    # Xeons with AMX) crash on batches of several tokens (llama-cpp-python
+    # 0.3.36: SIGSEGV in ggml_backend_amx_mul_mat); one token takes its
+    # vector path on every CPU.
+    llm = Llama(model_path=str(gguf_path), n_ctx=128, n_batch=1, n_ubatch=1, logits_all=True, verbose=False,
+                n_threads=2)
     for text in TOKENIZER_PROBES:
         ours, ref = tokenizer(text).input_ids, llm.tokenize(text.encode(), add_bos=False, special=True)
         if list(ref) != list(ours):
