@@ -20,7 +20,7 @@ void rows(size_t k, const float* a, size_t lda, const uint16_t* b, float* c, siz
   size_t i = 0;
   for (; i + 2 <= k; i += 2) {
     const __m128i* p = reinterpret_cast<const __m128i*>(b + i * kF16wNR);
-    _mm_prefetch(reinterpret_cast<const char*>(p + 16), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p) + 4096, _MM_HINT_T1);
     const __m256 be0 = _mm256_cvtph_ps(_mm_loadu_si128(p)), be1 = _mm256_cvtph_ps(_mm_loadu_si128(p + 1));
     const __m256 bo0 = _mm256_cvtph_ps(_mm_loadu_si128(p + 2)), bo1 = _mm256_cvtph_ps(_mm_loadu_si128(p + 3));
 #pragma GCC unroll 2

@@ -93,6 +93,8 @@ void f32_gemv_ukernel_1x32__avx512(size_t nc, size_t k, const float* a, const fl
   __m512 s0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
   __m512 s1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
   for (size_t i = 0; i < k; ++i, b += ldb) {
+    _mm_prefetch(reinterpret_cast<const char*>(b) + 4096, _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(b) + 4096 + 64, _MM_HINT_T1);
     const __m512 va = _mm512_set1_ps(a[i]);
     s0 = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m0, b), s0);
     s1 = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m1, b + 16), s1);
@@ -116,6 +118,7 @@ void dot_rows(size_t n, size_t k, const float* a, size_t lda, const float* b, si
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (size_t i = 0; i < kv; i += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + i) + 4096, _MM_HINT_T1);
       const __m512 vb = _mm512_loadu_ps(b + i);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a + r * lda + i), vb, acc[r]);
