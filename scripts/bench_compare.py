@@ -34,7 +34,7 @@ step: it reads the weights once per step too, but is bound by compute.
     -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON \\
     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \\
       .venv/bin/pip install --no-cache-dir --no-deps --target build-models/llama-noamx llama-cpp-python==0.3.36
-  bench_compare.py ... --llama-pythonpath build-models/llama-noamx
+  bench_compare.py ... --llama "llama.cpp=--ubatch 1" --llama "llama.cpp no-AMX=--pythonpath build-models/llama-noamx"
 """
 from __future__ import annotations
 
@@ -87,12 +87,14 @@ def engines(args) -> dict:
         run[name] = lambda t, extra=extra.split(): run_json(
             [py, str(HERE / "bench_ort.py"), args.onnx, *common, "--threads", str(t), *extra])
     if args.gguf:
-        env = None
-        if args.llama_pythonpath:  # another build of llama-cpp-python, found first
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.llama_pythonpath, env.get("PYTHONPATH")]))
-        run["llama.cpp"] = lambda t: run_json(
-            [py, str(HERE / "bench_llama.py"), "bench", args.gguf, *common, "--threads", str(t)], env)
+        for variant in args.llama or ["llama.cpp"]:
+            name, _, extra = variant.partition("=")
+            extra = extra.split()
+            # --pythonpath belongs before bench_llama.py's subcommand.
+            pre = extra[extra.index("--pythonpath"):extra.index("--pythonpath") + 2] if "--pythonpath" in extra else []
+            extra = [a for a in extra if a not in pre]
+            run[name] = lambda t, pre=pre, extra=extra: run_json(
+                [py, str(HERE / "bench_llama.py"), *pre, "bench", args.gguf, *common, "--threads", str(t), *extra])
     return run
 
 
@@ -109,9 +111,9 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--onebit-arg", action="append", default=[], help="extra argument for `1bit bench`")
     ap.add_argument("--python", default=sys.executable)
-    ap.add_argument("--llama-pythonpath",
-                    help="a directory holding another llama-cpp-python build (pip install --target), used for "
-                         "llama.cpp instead of the venv's")
+    ap.add_argument("--llama", action="append",
+                    help="a llama.cpp engine (with --gguf), NAME or NAME=bench_llama.py arguments, e.g. "
+                         "'llama.cpp no-AMX=--pythonpath build-models/llama-noamx' (default: llama.cpp)")
     ap.add_argument("--out", help="write every run as JSON here")
     args = ap.parse_args()
 
@@ -146,7 +148,7 @@ def main():
                 lines.append(f"| {t} | {name} | failed: {failed[0]['result']['error'][:200]} |||||||")
             if not runs:
                 continue
-            wbytes = runs[0]["result"].get("weight_bytes", onebit_bytes) if name == "llama.cpp" else onebit_bytes
+            wbytes = runs[0]["result"].get("weight_bytes", onebit_bytes) if name.startswith("llama.cpp") else onebit_bytes
             rss = statistics.median(r["result"]["peak_rss_mib"] for r in runs)
             la = statistics.median(r["load_before"] for r in runs)
             load_s = statistics.median(r["result"]["load_s"] for r in runs)
@@ -160,7 +162,7 @@ def main():
     print("\nstreaming read (1bit bench, median): " + ", ".join(f"{t} thread(s) {b:.1f} GB/s" for t, b in
                                                                sorted(bandwidth.items())))
     llama = next((r["result"]["weight_bytes"] for r in results
-                  if r["engine"] == "llama.cpp" and "weight_bytes" in r["result"]), 0)
+                  if r["engine"].startswith("llama.cpp") and "weight_bytes" in r["result"]), 0)
     print(f"weight bytes per decode step: 1bit/onnxruntime {onebit_bytes / 1e6:.1f} MB, llama.cpp {llama / 1e6:.1f} MB")
     print("\n".join(lines))
 

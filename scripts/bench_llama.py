@@ -16,6 +16,13 @@ under the protocol of `1bit bench` and scripts/bench_ort.py.
          object like bench_ort.py. Q4_0 blocks: 32 weights, one float16
          scale (18 bytes), so 4.5 bits per weight.
 
+         --ubatch N caps llama.cpp's physical batch (default: the whole
+         prompt in one); --pythonpath DIR imports llama_cpp from another
+         build (pip install --target DIR). On Xeons with AMX the pip build's
+         AMX kernels crash on batches of several tokens (docs/BENCHMARK.md,
+         "A Xeon with AMX"): --ubatch 1 keeps its decode measurable, its
+         prompt then going one token at a time.
+
   bench_llama.py gguf --onnx build-models/qwen3-0.6b/model-cached.onnx --config ../shared/models/qwen3/config-0.6b.json \\
                       --tokenizer ../shared/models/qwen3/tokenizer.json --out build-models/qwen3-0.6b/qwen3-0.6b
   bench_llama.py bench build-models/qwen3-0.6b/qwen3-0.6b-q4_0.gguf --prompt-lengths 32,256,1024 --gen 64 --threads 2
@@ -122,11 +129,11 @@ def write_gguf(args):
     print(f"wrote {q4} ({q4.stat().st_size / 1e9:.3f} GB)", flush=True)
 
 
-def load(path: str, threads: int, n_ctx: int, logits_all: bool = False):
+def load(path: str, threads: int, n_ctx: int, logits_all: bool = False, ubatch: int = 0):
     import llama_cpp
 
     return llama_cpp.Llama(model_path=path, n_threads=threads, n_threads_batch=threads, n_ctx=n_ctx,
-                           n_batch=n_ctx, n_ubatch=n_ctx, logits_all=logits_all, verbose=False)
+                           n_batch=n_ctx, n_ubatch=ubatch or n_ctx, logits_all=logits_all, verbose=False)
 
 
 def decode(llm, ids: list[int], pos: int, all_logits: bool = False) -> np.ndarray:
@@ -185,7 +192,7 @@ def bench(args):
     lengths = [int(s) for s in args.prompt_lengths.split(",")]
     n_ctx = max(lengths) + args.gen + 16
     t0 = time.perf_counter()
-    llm = load(args.gguf, args.threads, n_ctx)
+    llm = load(args.gguf, args.threads, n_ctx, ubatch=args.ubatch)
     load_s = time.perf_counter() - t0
     rows = []
     for p in lengths:
@@ -232,7 +239,11 @@ def main():
     b.add_argument("--prompt-lengths", default="32,256,1024")
     b.add_argument("--gen", type=int, default=64)
     b.add_argument("--threads", type=int, default=2)
+    b.add_argument("--ubatch", type=int, default=0, help="llama.cpp's physical batch (default: the whole prompt)")
+    ap.add_argument("--pythonpath", help="import llama_cpp from this directory (another build)")
     args = ap.parse_args()
+    if args.pythonpath:
+        sys.path.insert(0, str(Path(args.pythonpath).resolve()))
     {"gguf": write_gguf, "check": check, "bench": bench}[args.cmd](args)
 
 
