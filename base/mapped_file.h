@@ -29,4 +29,10 @@ class MappedFile {
   uint64_t size_ = 0;
 };
 
+// Maps the pages of [p, p + bytes) into this process now (MADV_POPULATE_READ,
+// Linux 5.14 and later; a no-op where it is missing or fails): a weight the
+// kernels read in place takes its page faults at load, not in the first
+// prefill. 0.06 s for the 2.4 GB of the 0.6B model's file from the page cache.
+void prefault_read(const void* p, size_t bytes);
+
 }  // namespace onebit

@@ -2,9 +2,12 @@
 // batch broadcasting.
 //
 // float32 runs through sgemm:
-//   B constant and 2-D (every projection of an LLM) — packed once at create;
-//     A's batch dims fold into M, so [1, seq, 1024] · [1024, 2048] is one
-//     GEMM of seq rows (one row per decode step: the memory-bound path).
+//   B constant and 2-D (every projection of an LLM) — read where it lies
+//     (sgemm_weight: the model file's mapping, never copied, so loading
+//     costs nothing and the weight is in memory once); A's batch dims fold
+//     into M, so [1, seq, 1024] · [1024, 2048] is one GEMM of seq rows (one
+//     row per decode step: the memory-bound path). Stored transposed
+//     (transB) it is packed once at create instead.
 //   B an activation with batch dims (attention's QKᵀ and AV, [1, heads, s, d])
 //     — one sgemm per batch matrix, the batches spread over the threads, each
 //     thread with its own slice of the workspace.
@@ -17,6 +20,7 @@
 #include "ops/matmul_shape.h"
 #include "graph/op_registry.h"
 #include "ops/sgemm.h"
+#include "base/mapped_file.h"
 #include "base/thread_pool.h"
 
 namespace onebit {
@@ -68,8 +72,12 @@ class MatMulKernel : public Kernel {
     }
     if (b && b->dtype() == DType::F32 && b->rank() == 2) {
       const size_t rows = static_cast<size_t>(b->dim(0)), cols = static_cast<size_t>(b->dim(1));
-      const size_t k = trans_b_ ? cols : rows, n = trans_b_ ? rows : cols;
-      packed_ = std::make_unique<PackedB>(*config_, k, n, b->data<float>(), cols, trans_b_, nullptr,
+      if (!trans_b_) {
+        weight_ = *b;  // shares the storage (the file mapping) with the graph
+        prefault_read(weight_.raw(), weight_.bytes());
+        return;
+      }
+      packed_ = std::make_unique<PackedB>(*config_, cols, rows, b->data<float>(), cols, true, nullptr,
                                           info.options().huge_pages);
     }
   }
@@ -100,6 +108,9 @@ class MatMulKernel : public Kernel {
   }
 
   std::string describe() const override {
+    if (weight_.raw())
+      return fmt::format("f32 B [{},{}] read in place {} / {}", weight_.dim(0), weight_.dim(1), config_->gemm_name,
+                         config_->axpy_name);
     if (shared_bt_)
       return fmt::format("f32 B^T [{},{}] read in place (shared) {}", shared_bt_->dim(0), shared_bt_->dim(1),
                          config_->dot_name);
@@ -119,6 +130,14 @@ class MatMulKernel : public Kernel {
     return packed_ && s.b_shared && static_cast<int64_t>(packed_->k()) == s.k &&
            static_cast<int64_t>(packed_->n()) == s.n;
   }
+  // B is the constant kept in place.
+  bool uses_weight(const MatMulShape& s) const {
+    return weight_.raw() && s.b_shared && weight_.dim(0) == s.k && weight_.dim(1) == s.n;
+  }
+
+  // Block buffers of sgemm_weight: one per thread of the machine (a larger
+  // --threads pool waits for them).
+  static size_t weight_threads() { return static_cast<size_t>(ThreadPool::default_threads()); }
 
   // Workspace slices for batches run in parallel: as many as the machine
   // has threads (the session's pool is never larger by default).
@@ -130,6 +149,7 @@ class MatMulKernel : public Kernel {
     const size_t m = static_cast<size_t>(s.m), n = static_cast<size_t>(s.n), k = static_cast<size_t>(s.k);
     const size_t rows = static_cast<size_t>(s.batch) * m;
     if (uses_packed(s)) return sgemm_packed_workspace(*packed_, rows, false);
+    if (uses_weight(s)) return sgemm_weight_workspace(*config_, rows, n, k, weight_threads());
     if (s.b_shared) return sgemm_workspace(*config_, rows, n, k, false, false);
     return align_up(sgemm_workspace(*config_, m, n, k, false, false)) * static_cast<size_t>(slots(s));
   }
@@ -140,6 +160,9 @@ class MatMulKernel : public Kernel {
     if (uses_packed(s))
       return sgemm_packed(static_cast<size_t>(s.batch) * m, a, k, false, *packed_, nullptr, y, n, ctx.workspace(),
                           &pool);
+    if (uses_weight(s))
+      return sgemm_weight(*config_, static_cast<size_t>(s.batch) * m, n, k, a, k, weight_.data<float>(), n, nullptr, y,
+                          n, ctx.workspace(), weight_threads(), &pool);
     if (s.b_shared)
       return sgemm(*config_, static_cast<size_t>(s.batch) * m, n, k, a, k, false, b, n, false, nullptr, y, n,
                    ctx.workspace(), &pool);
@@ -182,7 +205,8 @@ class MatMulKernel : public Kernel {
   const SgemmConfig* config_;
   const Tensor* shared_bt_ = nullptr;  // a transposed B another node reads, kept [N, K]
   bool trans_b_ = false;
-  std::unique_ptr<PackedB> packed_;  // constant 2-D float32 B, [K,N] in panels
+  std::unique_ptr<PackedB> packed_;  // constant 2-D float32 B stored [N,K] (transB), packed in panels
+  Tensor weight_;                    // constant 2-D float32 B [K,N], read in place
 };
 
 }  // namespace

@@ -64,6 +64,23 @@ void sgemm_packed(size_t m, const float* a, size_t lda, bool trans_a, const Pack
                   size_t ldc, void* workspace, ThreadPool* pool);
 size_t sgemm_packed_workspace(const PackedB& b, size_t m, bool trans_a);
 
+// C = A·B + bias with B a constant [K,N] read where it lies, row stride ldb
+// (a weight in the model file's mapping: never copied, nothing to load):
+//   M = 1: B's rows in order through the config's axpy kernel, each column
+//     chunk of C starting at the bias: one pass through B, a linear stream
+//     when a chunk spans the row;
+//   M > 1: the GEMM of sgemm_packed on B as it lies (a few dozen rows), or
+//     with each KC×NC block of B packed as a task needs it into one of the
+//     workspace's per-thread block buffers (ops/sgemm.cpp has the blocking).
+// Every output is the FMA chain sgemm_packed computes, k in order from the
+// bias, so the two agree bit for bit. `workspace` holds
+// sgemm_weight_workspace(…, threads) bytes; up to `threads` tasks run at
+// once (more wait for a buffer).
+void sgemm_weight(const SgemmConfig& config, size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b,
+                  size_t ldb, const float* bias, float* c, size_t ldc, void* workspace, size_t threads,
+                  ThreadPool* pool);
+size_t sgemm_weight_workspace(const SgemmConfig& config, size_t m, size_t n, size_t k, size_t threads);
+
 // C = op(A)·op(B) + bias with B an activation (packed per call when rows of
 // A reuse it, else read in place).
 void sgemm(const SgemmConfig& config, size_t m, size_t n, size_t k, const float* a, size_t lda, bool trans_a,

@@ -40,16 +40,19 @@ void sgemm_rows(Isa isa) {
   const std::vector<float> b = randn(k * n, 1), bias = randn(n, 2);
   const PackedB packed(*cfg, k, n, b.data(), n, false, nullptr);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
-    for (size_t m : {size_t{2}, size_t{3}, size_t{5}, cfg->mr + 1, size_t{40}})
+    for (size_t m : {size_t{2}, size_t{3}, size_t{5}, cfg->mr + 1, size_t{40}, size_t{70}})
       for (bool trans_b : {false, true})
-        for (bool use_packed : {false, true}) {
-          if (use_packed && trans_b) continue;
+        for (int mode : {0, 1, 2}) {  // B an activation, packed, a weight read in place (sgemm_weight)
+          const bool use_packed = mode == 1, use_weight = mode == 2;
+          if (trans_b && mode != 0) continue;
           const std::vector<float> a = randn(m * k, static_cast<unsigned>(m));
           auto run = [&](size_t rows, const float* x, float* y) {
-            const size_t ws = use_packed ? sgemm_packed_workspace(packed, rows, false)
-                                         : sgemm_workspace(*cfg, rows, n, k, false, trans_b);
+            const size_t ws = use_packed   ? sgemm_packed_workspace(packed, rows, false)
+                              : use_weight ? sgemm_weight_workspace(*cfg, rows, n, k, 2)
+                                           : sgemm_workspace(*cfg, rows, n, k, false, trans_b);
             auto work = quant_test::workspace(ws);
             if (use_packed) sgemm_packed(rows, x, k, false, packed, bias.data(), y, n, work.get(), p);
+            else if (use_weight) sgemm_weight(*cfg, rows, n, k, x, k, b.data(), n, bias.data(), y, n, work.get(), 2, p);
             // B^T is B read as [n][k]: any data will do for invariance.
             else sgemm(*cfg, rows, n, k, x, k, false, b.data(), trans_b ? k : n, trans_b, bias.data(), y, n, work.get(), p);
           };
@@ -58,7 +61,7 @@ void sgemm_rows(Isa isa) {
           for (size_t r = 0; r < m; ++r) {
             run(1, a.data() + r * k, one.data());
             INFO("m " << m << " row " << r << (trans_b ? " B^T" : "") << (use_packed ? " packed" : "")
-                      << (p ? " 2 threads" : " 1 thread"));
+                      << (use_weight ? " in place" : "") << (p ? " 2 threads" : " 1 thread"));
             CHECK(same_bits(all.data() + r * n, one.data(), n));
           }
         }

@@ -3,7 +3,10 @@
 // double-precision SgemmTester (tests/sgemm_tester.h).
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
@@ -15,6 +18,8 @@
 
 using namespace onebit;
 using test::SgemmTester;
+using test::Workspace;
+using test::make_workspace;
 
 namespace {
 
@@ -100,6 +105,44 @@ void empty_dimensions(Isa isa) {
   SgemmTester().config(cfg).m(3).n(0).k(4).packed(false).test();
 }
 
+// A constant B read in place (sgemm_weight): every output bit for bit what
+// the packed path computes, for every row count (one row: the axpy kernel
+// over column chunks; more: blocks packed per task), with B rows wider than
+// N, one and two threads, and fewer block buffers than threads.
+void weight_in_place(Isa isa) {
+  const SgemmConfig& cfg = config_of(isa);
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (size_t m : {size_t{1}, size_t{2}, cfg.mr + 1, size_t{37}, size_t{300}})
+    for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, cfg.nr * 3 + 5, size_t{2100}, size_t{4200}})
+      for (size_t k : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{130}, cfg.kc + 37}) {
+        if (m * n * k > 20'000'000) continue;
+        for (size_t extra : {size_t{0}, size_t{9}}) {
+          const size_t ldb = n + extra;
+          std::vector<float> a(m * k), b(k * ldb), bias(n);
+          for (float& v : a) v = dist(rng);
+          for (float& v : b) v = dist(rng);
+          for (float& v : bias) v = dist(rng);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
+            for (size_t buffers : {size_t{1}, size_t{2}})
+              for (bool with_bias : {false, true}) {
+                INFO(cfg.axpy_name << " m=" << m << " n=" << n << " k=" << k << " ldb=" << ldb << " threads="
+                                   << (p ? 2 : 1) << " buffers=" << buffers << " bias=" << with_bias);
+                const float* bp = with_bias ? bias.data() : nullptr;
+                const PackedB packed(cfg, k, n, b.data(), ldb, false, p);
+                std::vector<float> want(m * n), got(m * n, -1.0f);
+                Workspace w1 = make_workspace(sgemm_packed_workspace(packed, m, false));
+                sgemm_packed(m, a.data(), k, false, packed, bp, want.data(), n, w1.get(), p);
+                Workspace w2 = make_workspace(sgemm_weight_workspace(cfg, m, n, k, buffers));
+                sgemm_weight(cfg, m, n, k, a.data(), k, b.data(), ldb, bp, got.data(), n, w2.get(), buffers, p);
+                CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+              }
+        }
+      }
+  CHECK(sgemm_weight_workspace(cfg, 1, 3000, 1024, 2) == 0);  // decode needs none
+}
+
 void names(Isa isa) {
   const SgemmConfig& c = config_of(isa);
   CHECK(c.gemm);
@@ -108,6 +151,8 @@ void names(Isa isa) {
   CHECK(c.mr * c.nr > 0);
   CHECK(std::string(c.gemm_name).find(isa_name(c.isa)) != std::string::npos);
   CHECK(std::string(c.gemv_name).find(isa_name(c.isa)) != std::string::npos);
+  CHECK(c.axpy);
+  CHECK(std::string(c.axpy_name).find(isa_name(c.isa)) != std::string::npos);
 }
 
 }  // namespace
@@ -125,6 +170,7 @@ SGEMM_CASES("sgemm two threads", two_threads)
 SGEMM_CASES("sgemm strided and transposed operands", strided_and_transposed)
 SGEMM_CASES("sgemm a few rows against a transposed B (the dot path)", dot_path)
 SGEMM_CASES("sgemm empty dimensions", empty_dimensions)
+SGEMM_CASES("sgemm a weight read in place equals the packed weight bit for bit", weight_in_place)
 
 TEST_CASE("sgemm: the chosen family is the best this CPU runs", "[sgemm]") {
   const SgemmConfig& best = sgemm_config();

@@ -146,4 +146,41 @@ void f32_dot_ukernel_4xn__avx512(size_t m, size_t n, size_t k, const float* a, s
   }
 }
 
+namespace {
+
+// y[j..j+16) (lanes under m) through R rows of B. Each line of B read is
+// followed by a prefetch into L2 of the same columns kF32AxpyRows rows on,
+// which the next call reads (decode streams B from memory).
+template <int R>
+inline void axpy16(const __m512* av, const float* b, size_t ldb, float* y, __mmask16 m) {
+  __m512 acc = _mm512_maskz_loadu_ps(m, y);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + (r + kF32AxpyRows) * ldb), _MM_HINT_T1);
+    acc = _mm512_fmadd_ps(av[r], _mm512_maskz_loadu_ps(m, b + r * ldb), acc);
+  }
+  _mm512_mask_storeu_ps(y, m, acc);
+}
+
+template <int R>
+void axpy_rows(size_t n, const float* a, const float* b, size_t ldb, float* y) {
+  __m512 av[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) av[r] = _mm512_set1_ps(a[r]);
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) axpy16<R>(av, b + j, ldb, y + j, __mmask16(0xFFFF));
+  if (j < n) axpy16<R>(av, b + j, ldb, y + j, mask_of(n - j));
+}
+
+}  // namespace
+
+void f32_axpy_ukernel_4x__avx512(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y) {
+  switch (rows) {
+    case 1: return axpy_rows<1>(n, a, b, ldb, y);
+    case 2: return axpy_rows<2>(n, a, b, ldb, y);
+    case 3: return axpy_rows<3>(n, a, b, ldb, y);
+    default: return axpy_rows<4>(n, a, b, ldb, y);
+  }
+}
+
 }  // namespace onebit

@@ -29,6 +29,8 @@ struct SgemmConfig {
   const char* gemm_name;  // "f32_gemm_ukernel_12x32__avx512"
   const char* gemv_name;
   const char* dot_name;
+  F32AxpyUkernel axpy;    // decode over a weight read in place (ops/sgemm.h sgemm_weight)
+  const char* axpy_name;
 };
 
 // The best family this CPU runs (capped by set_isa_limit).
