@@ -46,6 +46,7 @@ struct SessionFlags {
   int threads = 0;
   bool basic = false;
   bool int8 = false;
+  bool pack_weights = false;
   std::string act_precision = "auto";
   std::string kv_dtype = "f32";
   std::string npu = "auto";

@@ -31,6 +31,13 @@ struct KernelOptions {
   // decode, several times slower load (ops/sgemm.cpp). Off: the hint comes
   // after packing and khugepaged may collapse the pages later.
   bool huge_pages = false;
+  // float32 MatMul weights read where the model file maps them (sgemm_weight)
+  // instead of copied into packed panels at load: loading takes ~0.02 s
+  // instead of ~0.9 s for 2.4 GB and the weights are in memory once (the
+  // page cache). Off (--pack-weights): packed once at create, for hosts
+  // where page-cache reads are slower than a private copy and for long
+  // prompts (docs/BENCHMARK.md, "float32 weights read in place").
+  bool map_weights = true;
   bool trace = false;  // kernels and passes log their choices on stderr
   // What a KV cache the session keeps stores (KvAppend, GroupQueryAttention's
   // kept state): F32, or F16 at half the bytes (rounded to nearest even

@@ -4,10 +4,11 @@
 // float32 runs through sgemm:
 //   B constant and 2-D (every projection of an LLM) — read where it lies
 //     (sgemm_weight: the model file's mapping, never copied, so loading
-//     costs nothing and the weight is in memory once); A's batch dims fold
-//     into M, so [1, seq, 1024] · [1024, 2048] is one GEMM of seq rows (one
-//     row per decode step: the memory-bound path). Stored transposed
-//     (transB) it is packed once at create instead.
+//     costs nothing and the weight is in memory once); stored transposed
+//     (transB), or with --pack-weights (KernelOptions::map_weights off),
+//     packed once at create instead. A's batch dims fold into M, so
+//     [1, seq, 1024] · [1024, 2048] is one GEMM of seq rows (one row per
+//     decode step: the memory-bound path).
 //   B an activation with batch dims (attention's QKᵀ and AV, [1, heads, s, d])
 //     — one sgemm per batch matrix, the batches spread over the threads, each
 //     thread with its own slice of the workspace.
@@ -72,12 +73,13 @@ class MatMulKernel : public Kernel {
     }
     if (b && b->dtype() == DType::F32 && b->rank() == 2) {
       const size_t rows = static_cast<size_t>(b->dim(0)), cols = static_cast<size_t>(b->dim(1));
-      if (!trans_b_) {
+      if (!trans_b_ && info.options().map_weights) {
         weight_ = *b;  // shares the storage (the file mapping) with the graph
         prefault_read(weight_.raw(), weight_.bytes());
         return;
       }
-      packed_ = std::make_unique<PackedB>(*config_, cols, rows, b->data<float>(), cols, true, nullptr,
+      const size_t k = trans_b_ ? cols : rows, n = trans_b_ ? rows : cols;
+      packed_ = std::make_unique<PackedB>(*config_, k, n, b->data<float>(), cols, trans_b_, nullptr,
                                           info.options().huge_pages);
     }
   }

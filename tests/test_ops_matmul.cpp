@@ -192,19 +192,28 @@ TEST_CASE("MatMul: bad inputs name the shapes", "[matmul]") {
   CHECK_THAT(e, Catch::Contains("MatMul does not support int8"));
 }
 
-TEST_CASE("MatMul: describe names the weight read in place and the kernels", "[matmul]") {
+TEST_CASE("MatMul: describe names the packed weight, or the weight read in place, and the kernels", "[matmul]") {
   Graph g = OpTest("MatMul")
                 .input(make_tensor_as(DType::F32, {1, 64}, std::vector<double>(64, 1.0)))
                 .constant(make_tensor_as(DType::F32, {64, 40}, std::vector<double>(64 * 40, 1.0)))
                 .graph();
   const OpEntry* e = default_op_registry().find("", "MatMul", 21);
   REQUIRE(e);
-  const KernelOptions options;
-  const auto kernel = e->create(KernelInfo(g, g.nodes[0], nullptr, options));
-  CHECK_THAT(kernel->describe(), Catch::Contains("B [64,40] read in place"));
-  CHECK_THAT(kernel->describe(), Catch::Contains(sgemm_config().gemm_name));
-  CHECK_THAT(kernel->describe(), Catch::Contains(sgemm_config().axpy_name));
-  CHECK_FALSE(kernel->packs_constant(1));  // the graph keeps the weight: the kernel reads it
+  SECTION("map_weights off (--pack-weights): packed once at create") {
+    KernelOptions options;
+    options.map_weights = false;
+    const auto kernel = e->create(KernelInfo(g, g.nodes[0], nullptr, options));
+    CHECK_THAT(kernel->describe(), Catch::Contains("B packed [64,40]"));
+    CHECK_THAT(kernel->describe(), Catch::Contains(sgemm_config().gemm_name));
+    CHECK(kernel->packs_constant(1));  // the original may be released
+  }
+  SECTION("default: read where it lies") {
+    const KernelOptions options;
+    const auto kernel = e->create(KernelInfo(g, g.nodes[0], nullptr, options));
+    CHECK_THAT(kernel->describe(), Catch::Contains("B [64,40] read in place"));
+    CHECK_THAT(kernel->describe(), Catch::Contains(sgemm_config().axpy_name));
+    CHECK_FALSE(kernel->packs_constant(1));  // the graph keeps the weight: the kernel reads it
+  }
 }
 
 // ---------------------------------------------------------------------------

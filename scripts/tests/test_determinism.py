@@ -26,3 +26,19 @@ def test_same_bits_across_runs_and_threads(pytestconfig, onebit, work, graph):
     for d in dumps[1:]:
         assert d.ids.tolist() == first.ids.tolist()
         assert np.array_equal(d.logits.view(np.uint32), first.logits.view(np.uint32))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_weights_in_place_same_bits_as_packed(pytestconfig, onebit, work, threads):
+    """The default reads float32 MatMul weights in place (decode on the axpy
+    kernels, prefill on tiles reading B where it lies); the tokens and every
+    logit must match --pack-weights bit for bit, over a prompt long enough
+    for the prefill tiles that pack B a block at a time."""
+    for graph in ["model.onnx", "model-cached.onnx"]:
+        model = tiny(pytestconfig) / graph
+        extra = ["--cached"] if "cached" in graph else []
+        prompt = ["--prompt-ids", ",".join(str(9707 + 13 * i) for i in range(70)), "--threads", str(threads)]
+        packed = ort_run(onebit, model, prompt, 8, work / f"{graph}-packed-{threads}.npy", extra + ["--pack-weights"])
+        mapped = ort_run(onebit, model, prompt, 8, work / f"{graph}-mapped-{threads}.npy", extra)
+        assert mapped.ids.tolist() == packed.ids.tolist()
+        assert np.array_equal(mapped.logits.view(np.uint32), packed.logits.view(np.uint32))
