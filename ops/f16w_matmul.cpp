@@ -12,6 +12,8 @@
 // instead of the 4 a folded float32 copy would. The result is the float
 // product of the float16 values, as the unfused Cast → MatMul computes it
 // (up to the order of the sums).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -20,6 +22,7 @@
 #include "base/thread_pool.h"
 #include "graph/op_registry.h"
 #include "ops/op_util.h"
+#include "quant/gemm_parallel.h"
 #include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
@@ -94,24 +97,38 @@ class F16wMatMulKernel : public Kernel {
     const uint16_t* w = packed_->as<uint16_t>();
     const size_t rows = static_cast<size_t>(m), k = static_cast<size_t>(k_), n = static_cast<size_t>(n_);
     // Decode (a few rows) on the decode tile; a prompt on the wide tile,
-    // which sums every output the same way (bit for bit), a block of rows
-    // at a time so the block's activations stay in cache across the panels.
+    // which sums every output the same way (bit for bit), so how the rows
+    // and panels are split over the threads never changes a result.
+    using namespace qgemm_detail;
     const bool wide = rows > kF16wMR;
     const F32F16wGemmUkernel gemm = wide ? config_->wide : config_->gemm;
-    const size_t mr = wide ? config_->wide_mr : kF16wMR, block = wide ? 4 * mr : rows;
-    // Panels split over the threads; each streams its panels once per row block.
-    const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(k_, 1));
-    ctx.pool().parallel_for(panels_, grain, [&](int64_t p0, int64_t p1) {
-      for (size_t r0 = 0; r0 < rows; r0 += block) {
-        const size_t r1 = std::min(rows, r0 + block);
-        for (int64_t pn = p0; pn < p1; ++pn) {
-          const size_t col = static_cast<size_t>(pn) * kF16wNR, nc = std::min(kF16wNR, n - col);
-          for (size_t r = r0; r < r1; r += mr)
-            gemm(std::min(mr, r1 - r), k, x + r * k, k, w + static_cast<size_t>(pn) * k * kF16wNR, y + r * n + col, n,
-                 nc);
-        }
+    const size_t mr = wide ? config_->wide_mr : kF16wMR;
+    const size_t panel_bytes = k * kF16wNR * sizeof(uint16_t);
+    const bool worth = double(rows) * double(k) * double(n) >= kMinParallelMacs;
+    auto tiles = [&](size_t r0, size_t r1, size_t p0, size_t p1) {
+      for (size_t pn = p0; pn < p1; ++pn) {
+        const size_t col = pn * kF16wNR, nc = std::min(kF16wNR, n - col);
+        for (size_t r = r0; r < r1; r += mr)
+          gemm(std::min(mr, r1 - r), k, x + r * k, k, w + pn * k * kF16wNR, y + r * n + col, n, nc);
       }
-    });
+    };
+    ThreadPool* pool = &ctx.pool();
+    const size_t panels = static_cast<size_t>(panels_);
+    if (!wide) {
+      // Decode: runs of consecutive panels (one stream each) taken
+      // dynamically, so a small projection splits over the threads too.
+      split_runs(pool, panels, div_up(kDecodeRunBytes, panel_bytes), worth, [&](size_t p0, size_t p1) {
+        // The kernel prefetches 8 KiB ahead of its loads: ask for the run's
+        // first 8 KiB now, or a short run starts on demand misses.
+        const char* head = reinterpret_cast<const char*>(w + p0 * k * kF16wNR);
+        const size_t head_bytes = std::min<size_t>(8192, (p1 - p0) * panel_bytes);
+        for (size_t off = 0; off < head_bytes; off += 64) _mm_prefetch(head + off, _MM_HINT_T1);
+        tiles(0, rows, p0, p1);
+      });
+    } else {
+      // A prompt: row blocks × runs of panels, several tasks per thread.
+      run_tiles(pool, rows, panels, mr, worth, tiles);
+    }
     if (half) vec_math_config().narrow(mn, y_wide, ctx.output(0).data<uint16_t>());
   }
 

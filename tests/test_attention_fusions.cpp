@@ -92,6 +92,38 @@ ModelBuilder rms_norm(bool with_pow2) {  // else Pow(x, 4): not an RMSNorm
   return b;
 }
 
+// A float16 export's norm: Cast to float, the chain, Cast to float16, Mul
+// by a float16 weight. x_dtype float: the source is no float16 value (the
+// fused kernel reads the value before the Cast), so it must not fire.
+ModelBuilder rms_norm_f16(int32_t x_dtype) {
+  constexpr int32_t kHalf = 10;
+  ModelBuilder b;
+  b.input("x", x_dtype, {2, 5, 96}).output("y", kHalf, {2, 5, 96});
+  b.initializer<float>("two", kFloat, {}, {2.f});
+  b.initializer<int64_t>("axes", kInt64, {1}, {-1});
+  b.initializer<float>("eps", kFloat, {}, {1e-5f});
+  std::vector<uint16_t> w;
+  for (float v : randoms(96, 9)) w.push_back(float_to_half(v));
+  b.initializer<uint16_t>("w", kHalf, {96}, w);
+  ModelBuilder::attr_int(b.node("Cast", {"x"}, {"xf"}), "to", kFloat);
+  b.node("Pow", {"xf", "two"}, {"sq"});
+  ModelBuilder::attr_int(b.node("ReduceMean", {"sq", "axes"}, {"mean"}), "keepdims", 1);
+  b.node("Add", {"mean", "eps"}, {"var"});
+  b.node("Sqrt", {"var"}, {"std"});
+  b.node("Reciprocal", {"std"}, {"inv"});
+  b.node("Mul", {"xf", "inv"}, {"xn"});
+  ModelBuilder::attr_int(b.node("Cast", {"xn"}, {"xh"}), "to", kHalf);
+  b.node("Mul", {"w", "xh"}, {"y"});
+  return b;
+}
+
+Tensor half_tensor(Shape shape, unsigned seed, float scale = 1.f) {
+  Tensor t = Tensor::allocate(DType::F16, shape);
+  const auto v = randoms(static_cast<size_t>(t.size()), seed);
+  for (size_t i = 0; i < v.size(); ++i) t.data<uint16_t>()[i] = float_to_half(scale * v[i]);
+  return t;
+}
+
 // swapped: Concat(lo, -hi), which rotates the other way and is not rotate_half.
 ModelBuilder rotary(int64_t half, bool swapped, int32_t dtype = kFloat) {
   const int64_t d = 2 * half;
@@ -151,6 +183,30 @@ TEST_CASE("rms norm fusion must not fire on Pow(x, 4)", "[fusion][rmsnorm][must-
   bit_identical(p.fused, p.plain);
 }
 
+TEST_CASE("rms norm fusion on float16: nine nodes become one, each rounding as the nodes round, bit-identical",
+          "[fusion][rmsnorm]") {
+  for (float scale : {1.f, 300.f, 1e-3f}) {  // rows whose squares reach float16's range, and tiny rows
+    INFO("x scale " << scale);
+    const Pair p = run_both(rms_norm_f16(10), "rms_f16", "fuse-rms-norm", "rms_norm_fused",
+                            {{"x", half_tensor({2, 5, 96}, 1, scale)}});
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 1);
+    CHECK(p.plain_nodes == 9);
+    REQUIRE(p.fused.dtype() == DType::F16);
+    REQUIRE(p.fused.shape() == p.plain.shape());
+    CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
+  }
+}
+
+TEST_CASE("rms norm fusion must not fire on the float16 form when x is no float16 value",
+          "[fusion][rmsnorm][must-not-fire]") {
+  const Pair p = run_both(rms_norm_f16(kFloat), "rms_f16_from_f32", "fuse-rms-norm", "rms_norm_fused",
+                          {{"x", tensor({2, 5, 96}, 1)}});
+  CHECK(p.count == 0);
+  REQUIRE(p.fused.dtype() == DType::F16);
+  CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
+}
+
 TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-identical", "[fusion][rotary]") {
   const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});
@@ -160,12 +216,6 @@ TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-
 }
 
 TEST_CASE("rotary fusion on float16: each operation rounded as the nodes round it, bit-identical", "[fusion][rotary]") {
-  auto half_tensor = [](Shape shape, unsigned seed) {
-    Tensor t = Tensor::allocate(DType::F16, shape);
-    const auto v = randoms(static_cast<size_t>(t.size()), seed);
-    for (size_t i = 0; i < v.size(); ++i) t.data<uint16_t>()[i] = float_to_half(v[i]);
-    return t;
-  };
   const Pair p = run_both(rotary(8, false, 10), "rot_f16", "fuse-rotary", "rotary_fused",
                           {{"x", half_tensor({1, 4, 3, 16}, 1)}, {"cos", half_tensor({1, 1, 3, 16}, 2)},
                            {"sin", half_tensor({1, 1, 3, 16}, 3)}});

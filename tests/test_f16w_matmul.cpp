@@ -151,3 +151,33 @@ TEST_CASE("f16w prompt tile computes every output bit for bit as the decode tile
         }
   }
 }
+
+TEST_CASE("f16w: the same bits on one thread and two, decode runs and prompt tiles split over the pool",
+          "[f16w]") {
+  // K 256: a panel is 8 KiB, so a decode call is several runs of panels;
+  // N past a whole number of panels; prompts of several row blocks.
+  const int64_t k = 256, n = 1024 + 7;
+  for (int64_t m : {1, 2, 13, 70}) {
+    INFO("m " << m);
+    SessionOptions one, two;
+    one.threads = 1;
+    two.threads = 2;
+    Session a(build(m, k, n, false), default_op_registry(), one);
+    Session b(build(m, k, n, false), default_op_registry(), two);
+    REQUIRE(a.graph().nodes[0].op_type == "F16wMatMul");
+    Tensor x = Tensor::allocate(DType::F32, {m, k});
+    const std::vector<float> xv = randn(static_cast<size_t>(m * k), 11);
+    std::copy(xv.begin(), xv.end(), x.data<float>());
+    const Tensor ya = a.run({{"x", x}})[0], yb = b.run({{"x", x}})[0];
+    REQUIRE(ya.shape() == yb.shape());
+    CHECK(std::memcmp(ya.raw(), yb.raw(), ya.bytes()) == 0);
+    // Each row as a decode step of its own: the prompt tiles sum as the decode tile does.
+    Session row(build(1, k, n, false), default_op_registry(), two);
+    for (int64_t r = 0; r < m; r += 7) {
+      Tensor xr = Tensor::allocate(DType::F32, {1, k});
+      std::copy(xv.begin() + r * k, xv.begin() + (r + 1) * k, xr.data<float>());
+      const Tensor yr = row.run({{"x", xr}})[0];
+      CHECK(std::memcmp(yr.raw(), yb.data<float>() + r * n, yr.bytes()) == 0);
+    }
+  }
+}

@@ -6,6 +6,15 @@
 // becomes com.onebit::RmsNorm(x, w), epsilon = eps: seven kernels and six
 // intermediate tensors per norm become one pass over the rows (Qwen3-0.6B
 // has 113 norms a token, counting q_norm and k_norm).
+//
+// A float16 export computes the norm in float32 between two Casts and
+// scales in float16:
+//
+//   xh (float16) --Cast(to float)--> x, the chain above to Mul(x, r),
+//   --Cast(to float16)--> --Mul(w float16, ·)--> y (float16)
+//
+// becomes RmsNorm(xh, w) on float16 x and w, which the kernel computes with
+// the same two roundings (ops/rms_norm.cpp): nine kernels per norm.
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 
@@ -13,9 +22,15 @@ namespace onebit {
 
 namespace {
 
+// The Cast producing `value` if it casts to `to`, else null.
+const Node* cast_to(const Graph& g, int value, DType to) {
+  const Node* cast = producer_op(g, value, "Cast");
+  return cast && cast->attrs.get_int("to", 0) == static_cast<int64_t>(to) ? cast : nullptr;
+}
+
 struct RmsNorm {
   int node = -1;  // the Mul(w, ·) that becomes the fused node
-  int x = -1, weight = -1;
+  int x = -1, weight = -1;  // x: the float16 value before the Cast, in the float16 form
   double epsilon = 0;
 };
 
@@ -29,11 +44,20 @@ Match<RmsNorm> match(const FusionScan& scan, int node) {
     const int w = mul_w.inputs[static_cast<size_t>(side)], y = mul_w.inputs[static_cast<size_t>(1 - side)];
     if (w < 0 || y < 0) return {};
     const Value& wv = g.value(w);
-    if (!wv.constant || wv.constant->rank() != 1 || wv.constant->dtype() != DType::F32) continue;
-    const Node* mul_x = producer_op(g, y, "Mul");
+    if (!wv.constant || wv.constant->rank() != 1) continue;
+    const bool half = wv.constant->dtype() == DType::F16;
+    if (!half && wv.constant->dtype() != DType::F32) continue;
+    // float16: the normalized float32 row is rounded by a Cast before the scale.
+    const Node* narrow = half ? cast_to(g, y, DType::F16) : nullptr;
+    if (half && !narrow) continue;
+    const Node* mul_x = producer_op(g, half ? input_at(*narrow, 0) : y, "Mul");
     if (!mul_x || mul_x->inputs.size() != 2) continue;
     for (int xs = 0; xs < 2; ++xs) {
       const int x = mul_x->inputs[static_cast<size_t>(xs)], r = mul_x->inputs[static_cast<size_t>(1 - xs)];
+      // float16: x is a float16 value widened by a Cast; the fused node reads that value.
+      const Node* widen = half ? cast_to(g, x, DType::F32) : nullptr;
+      const int source = widen ? input_at(*widen, 0) : x;
+      if (half && (!widen || source < 0 || g.value(source).dtype != DType::F16)) continue;
       const Node* recip = producer_op(g, r, "Reciprocal");
       const Node* sqrt = recip ? producer_op(g, input_at(*recip, 0), "Sqrt") : nullptr;
       const Node* add = sqrt ? producer_op(g, input_at(*sqrt, 0), "Add") : nullptr;
@@ -48,7 +72,7 @@ Match<RmsNorm> match(const FusionScan& scan, int node) {
         if (!axes_last || !pow || pow->inputs.size() != 2 || input_at(*pow, 0) != x) continue;
         const auto two = constant_scalar(g, input_at(*pow, 1));
         if (!two || *two != 2.0) continue;
-        return RmsNorm{node, x, w, *eps};
+        return RmsNorm{node, source, w, *eps};
       }
     }
   }

@@ -25,9 +25,9 @@ void tile(size_t k, const float* a, size_t lda, const uint16_t* b, float* c, siz
   size_t i = 0;
   for (; i + 2 <= k; i += 2) {
     const uint16_t* p = b + i * kF16wNR;
-    // Decode streams the panel from memory: into L2, 4 KiB ahead (as the
-    // other decode kernels); a prompt's tile is bound by its FMAs.
-    if (R <= static_cast<int>(kF16wMR)) _mm_prefetch(reinterpret_cast<const char*>(p) + 4096, _MM_HINT_T1);
+    // Decode streams the panel from memory: into L2, 8 KiB ahead; a
+    // prompt's tile is bound by its FMAs.
+    if (R <= static_cast<int>(kF16wMR)) _mm_prefetch(reinterpret_cast<const char*>(p) + 8192, _MM_HINT_T1);
     else _mm_prefetch(reinterpret_cast<const char*>(p + 16 * kF16wNR), _MM_HINT_T0);
     const __m512 be = widen16(p), bo = widen16(p + kF16wNR);
 #pragma GCC unroll 12
