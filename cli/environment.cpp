@@ -96,9 +96,10 @@ void SessionFlags::add_to(CLI::App* cmd) {
       ->check(one_of(acts))
       ->capture_default_str();
   cmd->add_option("--kv-dtype", kv_dtype,
-                  "What the KV cache the session keeps stores: f32, or f16 (half the bytes to read per step at "
-                  "long contexts; each position rounded once)")
-      ->check(one_of({"f32", "f16"}))
+                  "What the KV cache the session keeps stores: f32, f16 (half the bytes to read per step at "
+                  "long contexts; each position rounded once), or q8 (int8 with a scale per position and head: "
+                  "a little over a quarter of the bytes)")
+      ->check(one_of({"f32", "f16", "q8"}))
       ->capture_default_str();
   std::vector<std::string> modes;
   for (npu::Mode m : {npu::Mode::kOff, npu::Mode::kAuto, npu::Mode::kXrt, npu::Mode::kReference})
@@ -141,7 +142,7 @@ SessionOptions SessionFlags::options() const {
   o.debug_refusals = env.qdq_debug;
   o.profile = env.profile;
   o.kernel.act_precision = parse_act_precision(act_precision).value();  // validated by one_of
-  o.kernel.kv_dtype = kv_dtype == "f16" ? DType::F16 : DType::F32;  // validated by one_of
+  o.kernel.kv_dtype = kv_dtype == "f16" ? DType::F16 : kv_dtype == "q8" ? DType::I8 : DType::F32;  // one_of checked
   o.kernel.huge_pages = env.huge_pages;
   o.kernel.map_weights = !pack_weights;
   o.kernel.trace = env.trace;

@@ -169,6 +169,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
                    r.tokens.size(), why,
                    binding.cache == CausalLmBinding::Cache::None ? "no"
                    : session.options().kernel.kv_dtype == DType::F16 ? "KV (float16)"
+                   : session.options().kernel.kv_dtype == DType::I8  ? "KV (int8)"
                                                                       : "KV",
                    session.pool().size(), sampler ? " | sampling: " + sampler->params().describe() : std::string());
         fmt::print(stderr, "load {:.2f} s | prefill {:.1f} tok/s ({:.1f} ms) | decode {} | peak RSS {:.0f} MiB\n",

@@ -40,8 +40,9 @@ struct KernelOptions {
   bool map_weights = true;
   bool trace = false;  // kernels and passes log their choices on stderr
   // What a KV cache the session keeps stores (KvAppend, GroupQueryAttention's
-  // kept state): F32, or F16 at half the bytes (rounded to nearest even
-  // once, when a position is appended; attention computes in float32).
+  // kept state): F32, F16 at half the bytes (rounded to nearest even
+  // once, when a position is appended; attention computes in float32), or
+  // I8: int8 codes and a float32 scale per position (ops/kv_store.h).
   DType kv_dtype = DType::F32;
   // The accelerator the session routes integer GEMMs to; null: host only.
   // Owned by whoever made the session (models/, cli/), alive as long as it.

@@ -159,7 +159,9 @@ ReadLimit measure_read_limit_isolated(int threads) {
 uint64_t kv_bytes_per_step(const CausalLmBinding& b, int64_t past, DType stored) {
   if (b.cache == CausalLmBinding::Cache::None || b.layers <= 0 || b.kv_heads <= 0 || b.head_dim <= 0 || past <= 0)
     return 0;
-  return dtype_bytes(stored == DType::Undefined ? b.cache_dtype : stored, 2 * b.layers * b.kv_heads * b.head_dim * past);
+  const int64_t rows = 2 * b.layers * b.kv_heads * past;
+  if (stored == DType::I8) return static_cast<uint64_t>(rows * (b.head_dim + 4));  // codes and a float32 scale a row
+  return dtype_bytes(stored == DType::Undefined ? b.cache_dtype : stored, rows * b.head_dim);
 }
 
 std::vector<int32_t> synthetic_prompt(int64_t n, int64_t vocab) {

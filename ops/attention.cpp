@@ -516,8 +516,8 @@ class GroupedAttentionKernel : public Kernel {
     const DType t = ctx.dtype(0);
     if (t != DType::F32 && t != DType::F16) fail("input query is {}, expected float32 or float16", dtype_name(t));
     for (int i : {1, 2})
-      if (ctx.dtype(i) != DType::F32 && ctx.dtype(i) != DType::F16)
-        fail("input {} is {}, expected a float32 or float16 cache", i, dtype_name(ctx.dtype(i)));
+      if (ctx.dtype(i) != DType::F32 && ctx.dtype(i) != DType::F16 && (ctx.dtype(i) != DType::I8 || !state_))
+        fail("input {} is {}, expected a float32 or float16 cache (or an int8 KV state)", i, dtype_name(ctx.dtype(i)));
     const Shape& q = ctx.shape(0);
     if (q.size() != 3 || q[2] % heads_ != 0)
       fail("query has shape {}, expected [b, S, num_heads·d] with num_heads = {}", shape_str(q), heads_);
@@ -550,8 +550,6 @@ class GroupedAttentionKernel : public Kernel {
     const int64_t kvh = K.dim(1), total = K.dim(2), past = total - s, rep = n_all / kvh;
     const int64_t ks = ctx.has_input(10) ? *ctx.input(10).data<int64_t>() : total * d;
     const int64_t vs = ctx.has_input(11) ? *ctx.input(11).data<int64_t>() : total * d;
-    if (ks < total * d || vs < total * d)
-      fail("KV heads are {} and {} elements apart, less than {} positions of {}", ks, vs, total, d);
     const Layout l = layout(Q.dtype(), b, s, total, d, V.dtype());
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
     const bool f32 = Q.dtype() == DType::F32;
@@ -561,15 +559,15 @@ class GroupedAttentionKernel : public Kernel {
     float* out = f32 ? ctx.output(0).data<float>() : reinterpret_cast<float*>(ws + l.out_at);
     const float scale = a_.has_scale ? a_.scale : 1.0f / std::sqrt(static_cast<float>(d));
     const Tensor* ab = ctx.has_input(3) ? &ctx.input(3) : nullptr;
-    const auto* kp = static_cast<const unsigned char*>(K.raw());
-    const auto* vp = static_cast<const unsigned char*>(V.raw());
-    const size_t ke = element_bytes(K.dtype(), "GroupedAttention"), ve = element_bytes(V.dtype(), "GroupedAttention");
+    // The strides checked before any task runs.
+    kv_state_head(K.raw(), K.dtype(), ks, 0, total, d);
+    kv_state_head(V.raw(), V.dtype(), vs, 0, total, d);
     const size_t sz = static_cast<size_t>(s), tz = static_cast<size_t>(total), dz = static_cast<size_t>(d);
     auto one = [&](int64_t task, unsigned char* slot, ThreadPool* inner) {
       const int64_t bi = task / n_all, n = task % n_all, g = n / rep;
       float* sc = reinterpret_cast<float*>(slot);
-      const KvRows krows{kp + static_cast<size_t>((bi * kvh + g) * ks) * ke, K.dtype()};
-      const KvRows vrows{vp + static_cast<size_t>((bi * kvh + g) * vs) * ve, V.dtype()};
+      const KvRows krows = kv_state_head(K.raw(), K.dtype(), ks, bi * kvh + g, total, d);
+      const KvRows vrows = kv_state_head(V.raw(), V.dtype(), vs, bi * kvh + g, total, d);
       kv_scores(kv_config_, sz, tz, dz, qf + bi * s * row + n * d, static_cast<size_t>(row), krows, sc, tz, inner);
       for (int64_t r = 0; r < s; ++r) {
         float* sr = sc + r * total;

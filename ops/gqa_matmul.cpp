@@ -7,7 +7,7 @@
 // head is one GEMM of rep·S rows that reads its K or V once.
 // With a fifth input (graph/kv_state.cpp), KV is a KvAppend state: heads
 // lie input-4 elements apart instead of T·d, and KV may be float16
-// (KernelOptions::kv_dtype; ops/kv_gemm.h). Without inputs 2 and 3 (the
+// or int8 (KernelOptions::kv_dtype; ops/kv_gemm.h). Without inputs 2 and 3 (the
 // kv-state pass on multi-head attention) rep is 1. A float16 A (a float16
 // export) is widened, the products run as for float32 over the float16 or
 // float32 KV, and each output is rounded once to float16: the same with the
@@ -37,9 +37,10 @@ class GqaMatMulKernel : public Kernel {
     const DType t = ctx.dtype(0);
     if (state_) {
       check_head_stride(ctx, 4);
-      if ((t != DType::F32 && t != DType::F16) || (ctx.dtype(1) != DType::F32 && ctx.dtype(1) != DType::F16))
-        fail("inputs are {} and {}: over a KV state A is float32 or float16 and the state float32 or float16",
-             dtype_name(t), dtype_name(ctx.dtype(1)));
+      const DType kv = ctx.dtype(1);
+      if ((t != DType::F32 && t != DType::F16) || (kv != DType::F32 && kv != DType::F16 && kv != DType::I8))
+        fail("inputs are {} and {}: over a KV state A is float32 or float16 and the state float32, float16 or int8",
+             dtype_name(t), dtype_name(kv));
     } else if ((t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64) || ctx.dtype(1) != t) {
       fail("inputs are {} and {}, expected float32 (or one float type)", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
     }
@@ -75,7 +76,7 @@ class GqaMatMulKernel : public Kernel {
     Tensor& Y = ctx.output(0);
     const int64_t b = KV.dim(0), kvh = KV.dim(1), t = KV.dim(2), d = KV.dim(3);
     const int64_t head_stride = state_ ? *ctx.input(4).data<int64_t>() : t * d;
-    if (head_stride < t * d) fail("KV heads are {} elements apart, less than {} positions of {}", head_stride, t, d);
+    kv_state_head(KV.raw(), KV.dtype(), head_stride, 0, t, d);  // the stride checked before any task runs
     const int64_t h = A.dim(1), s = A.dim(2), rep = h / kvh;
     if (Y.size() == 0) return;
     const bool half = half_path(A.dtype(), KV.dtype());
@@ -94,13 +95,11 @@ class GqaMatMulKernel : public Kernel {
       vec_math_config().widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), a_wide);
     }
     const float* a = half ? a_wide : A.data<float>();
-    const auto* kvp = static_cast<const unsigned char*>(KV.raw());
-    const size_t elem = element_bytes(KV.dtype(), "GqaMatMul");
     float* y = half ? y_wide : Y.data<float>();
     auto one = [&](int64_t task, void* work, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;
       const float* ab = a + (bi * h + g * rep) * s * static_cast<int64_t>(x);
-      const KvRows rows{kvp + static_cast<size_t>((bi * kvh + g) * head_stride) * elem, KV.dtype()};
+      const KvRows rows = kv_state_head(KV.raw(), KV.dtype(), head_stride, bi * kvh + g, t, d);
       float* yb = y + (bi * h + g * rep) * s * static_cast<int64_t>(n);
       if (trans_b_) kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, inner);
       else kv_mix(kv_config_, m, k, n, ab, x, rows, yb, n, work, inner);

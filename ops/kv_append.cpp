@@ -68,7 +68,7 @@ class KvAppendKernel : public Kernel {
     for (int64_t h = 0; h < kvh; ++h) store_.put(h, past, src + h * s * d, s);
     store_.length = past + s;
     ctx.output(0) = Tensor(store_.dtype(), {1, kvh, store_.length, d}, store_.data(), store_.owner());
-    *ctx.output(1).data<int64_t>() = store_.capacity() * d;
+    *ctx.output(1).data<int64_t>() = store_.head_stride();
   }
 
   std::string describe() const override {

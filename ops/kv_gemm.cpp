@@ -20,8 +20,8 @@ bool mixes_in_place(const KvGemmConfig& cfg, size_t m) { return m <= 4 * cfg.f32
 constexpr size_t kMinParallel = size_t{1} << 16;
 
 void check_dtype(KvRows r) {
-  if (r.dtype != DType::F32 && r.dtype != DType::F16)
-    fail("the KV cache is {}, expected float32 or float16", dtype_name(r.dtype));
+  if (r.dtype != DType::F32 && r.dtype != DType::F16 && (r.dtype != DType::I8 || !r.scales))
+    fail("the KV cache is {}, expected float32, float16 or int8 with scales", dtype_name(r.dtype));
 }
 
 // fn(begin, end) over [0, n) in runs of whole `block`s, one per thread of the pool.
@@ -41,10 +41,24 @@ void split(ThreadPool* pool, size_t n, size_t block, size_t work, Fn&& fn) {
 
 KvGemmConfig kv_gemm_config() { return {&sgemm_config(), &kv_config()}; }
 
+KvRows kv_state_head(const void* base, DType dtype, int64_t head_stride, int64_t index, int64_t t, int64_t d) {
+  const auto* b = static_cast<const unsigned char*>(base);
+  if (dtype == DType::I8) {
+    if (d <= 0 || d % 4 != 0) fail("an int8 KV state needs a head size that is a multiple of 4, got {}", d);
+    const int64_t capacity = head_stride / (d + 4);
+    if (head_stride % (d + 4) != 0 || capacity < t)
+      fail("int8 KV heads are {} bytes apart: not rows of {} codes and a scale for {} positions", head_stride, d, t);
+    const unsigned char* head = b + static_cast<size_t>(index * head_stride);
+    return {head, dtype, reinterpret_cast<const float*>(head + static_cast<size_t>(capacity * d))};
+  }
+  if (head_stride < t * d) fail("KV heads are {} elements apart, less than {} positions of {}", head_stride, t, d);
+  return {b + static_cast<size_t>(index * head_stride) * dtype_bytes(dtype, 1), dtype};
+}
+
 size_t kv_mix_workspace(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, DType kv) {
   if (mixes_in_place(cfg, m)) return 0;
   const size_t gemm = align64(sgemm_workspace(*cfg.f32, m, d, t, false, false));
-  return kv == DType::F16 ? align64(t * d * sizeof(float)) + gemm : gemm;
+  return kv == DType::F16 || kv == DType::I8 ? align64(t * d * sizeof(float)) + gemm : gemm;
 }
 
 void kv_scores(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* q, size_t ldq, KvRows k,
@@ -54,8 +68,11 @@ void kv_scores(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const floa
   split(pool, t, 64, m * t * d, [&](size_t j0, size_t j1) {
     if (k.dtype == DType::F32)
       cfg.kv->qk_f32(m, j1 - j0, d, q, ldq, static_cast<const float*>(k.data) + j0 * d, d, scores + j0, ldc);
-    else
+    else if (k.dtype == DType::F16)
       cfg.kv->qk_f16(m, j1 - j0, d, q, ldq, static_cast<const uint16_t*>(k.data) + j0 * d, d, scores + j0, ldc);
+    else
+      cfg.kv->qk_q8(m, j1 - j0, d, q, ldq, static_cast<const int8_t*>(k.data) + j0 * d, d, k.scales + j0,
+                    scores + j0, ldc);
   });
 }
 
@@ -68,16 +85,25 @@ void kv_mix(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* 
     split(pool, d, 32, m * t * d, [&](size_t c0, size_t c1) {
       if (v.dtype == DType::F32)
         cfg.kv->pv_f32(m, t, c1 - c0, p, ldp, static_cast<const float*>(v.data) + c0, d, y + c0, ldy);
-      else
+      else if (v.dtype == DType::F16)
         cfg.kv->pv_f16(m, t, c1 - c0, p, ldp, static_cast<const uint16_t*>(v.data) + c0, d, y + c0, ldy);
+      else
+        cfg.kv->pv_q8(m, t, c1 - c0, p, ldp, static_cast<const int8_t*>(v.data) + c0, d, v.scales, y + c0, ldy);
     });
     return;
   }
   const float* vf = static_cast<const float*>(v.data);
   void* gemm_ws = workspace;
-  if (v.dtype == DType::F16) {
+  if (v.dtype == DType::F16 || v.dtype == DType::I8) {
+    // The values widened once (float16: exactly; int8: q8_value), then the float GEMM.
     float* wide = static_cast<float*>(workspace);
-    cfg.kv->widen(t * d, static_cast<const uint16_t*>(v.data), wide);
+    if (v.dtype == DType::F16) {
+      cfg.kv->widen(t * d, static_cast<const uint16_t*>(v.data), wide);
+    } else {
+      const auto* codes = static_cast<const int8_t*>(v.data);
+      for (size_t j = 0; j < t; ++j)
+        for (size_t i = 0; i < d; ++i) wide[j * d + i] = q8_value(v.scales[j], codes[j * d + i]);
+    }
     vf = wide;
     gemm_ws = static_cast<unsigned char*>(workspace) + align64(t * d * sizeof(float));
   }

@@ -1,5 +1,6 @@
 // Attention's two products over one KV head as the cache stores it: float32,
-// or float16 (--kv-dtype f16, KernelOptions::kv_dtype).
+// float16 (--kv-dtype f16, KernelOptions::kv_dtype), or int8 codes with a
+// float32 scale per position (--kv-dtype q8; ops/kv_store.h).
 //   scores = Q·Kᵀ   [m×t] from Q [m×d] and the head's t keys
 //   mix    = P·V    [m×d] from P [m×t] and the head's t values
 // Keys and values are t rows of d elements, contiguous (one head of a
@@ -8,9 +9,9 @@
 // pass and the float GEMM (ops/sgemm.h, float16 widened first) for a prompt's
 // many rows — the same numerics (quant/ukernels/kv_ukernels.h). So a row's
 // result never depends on m or the thread count (lookup decoding's batched
-// verification stays exact), and float16 gives bit for bit what float32
-// gives on the widened values: the two differ only by the rounding of what
-// the cache stores.
+// verification stays exact), and float16 and int8 give bit for bit what
+// float32 gives on the widened values: they differ only by the rounding of
+// what the cache stores.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +32,15 @@ KvGemmConfig kv_gemm_config();
 
 struct KvRows {
   const void* data;
-  DType dtype;  // F32 or F16
+  DType dtype;                    // F32, F16, or I8
+  const float* scales = nullptr;  // I8: one per position
 };
+
+// One head of a KV state laid out as ops/kv_store.h lays it: heads
+// `head_stride` elements apart from `base`; an int8 head holds capacity =
+// head_stride / (d + 4) rows of d codes and then their capacity float32
+// scales. Fails unless the head has room for t positions.
+KvRows kv_state_head(const void* base, DType dtype, int64_t head_stride, int64_t index, int64_t t, int64_t d);
 
 void kv_scores(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* q, size_t ldq, KvRows k,
                float* scores, size_t ldc, ThreadPool* pool);

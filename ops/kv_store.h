@@ -2,12 +2,18 @@
 // the cache kept in the session): [kvh][capacity][d] elements, float32 or
 // float16 (KernelOptions::kv_dtype), grown by half again when full, counted
 // against the memory budget. Rows are written as float32 and narrowed here.
+// int8 (--kv-dtype q8): each head [capacity][d] codes, then [capacity]
+// float32 scales, one per position: scale = max|x| / 127 over the row, code
+// = x · (127 / max|x|) rounded to nearest even and clamped to ±127 (a NaN
+// clamps to -127; an all-zero row has scale 0); a code stands for
+// q8_value(scale, code) (quant/ukernels/kv_ukernels.h). d a multiple of 4.
 // A caller may take positions back by passing a shorter past (continue_at).
 #pragma once
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -24,8 +30,8 @@ namespace onebit {
 class KvStore {
  public:
   explicit KvStore(DType dtype = DType::F32) : dtype_(dtype) {
-    if (dtype != DType::F32 && dtype != DType::F16)
-      fail("a KV cache of {} is not supported (float32 or float16)", dtype_name(dtype));
+    if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::I8)
+      fail("a KV cache of {} is not supported (float32, float16 or int8)", dtype_name(dtype));
   }
 
   DType dtype() const { return dtype_; }
@@ -36,13 +42,18 @@ class KvStore {
   int64_t length = 0;  // positions held
 
   // Head h's rows (capacity of them, `length` written).
-  KvRows head(int64_t h) const { return {at(h, 0), dtype_}; }
+  KvRows head(int64_t h) const { return {at(h, 0), dtype_, dtype_ == DType::I8 ? scales(h) : nullptr}; }
+  // Elements (int8: bytes) from one head to the next.
+  int64_t head_stride() const { return capacity_ * row_elems(); }
 
   // rows × d floats into head h from position `pos` (within capacity).
   void put(int64_t h, int64_t pos, const float* src, int64_t rows) {
     const size_t n = static_cast<size_t>(rows * d_);
     if (dtype_ == DType::F32) std::memcpy(at(h, pos), src, n * sizeof(float));
-    else kv_config().narrow(n, src, static_cast<uint16_t*>(at(h, pos)));
+    else if (dtype_ == DType::F16) kv_config().narrow(n, src, static_cast<uint16_t*>(at(h, pos)));
+    else
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row(src + r * d_, static_cast<int8_t*>(at(h, pos + r)), scales(h) + pos + r);
   }
 
   // A run whose past is `past` positions: the sequence continues from there.
@@ -60,6 +71,8 @@ class KvStore {
   // Room for `positions` per head, keeping what is held; a new head layout
   // (kvh, d) starts a new sequence.
   void reserve(int64_t kvh, int64_t d, int64_t positions) {
+    if (dtype_ == DType::I8 && (d <= 0 || d % 4 != 0))
+      fail("an int8 KV cache (--kv-dtype q8) needs a head size that is a multiple of 4, got {}", d);
     if (kvh != kvh_ || d != d_) {
       kvh_ = kvh;
       d_ = d;
@@ -69,7 +82,7 @@ class KvStore {
     if (positions <= capacity_) return;
     const int64_t capacity = std::max(positions, capacity_ + capacity_ / 2);
     const size_t elem = elem_bytes();
-    const size_t want = checked_mul_u64(static_cast<uint64_t>(kvh) * static_cast<uint64_t>(d),
+    const size_t want = checked_mul_u64(static_cast<uint64_t>(kvh) * static_cast<uint64_t>(row_elems()),
                                         static_cast<uint64_t>(capacity) * elem, "the KV state");
     const size_t bytes = (want + 63) / 64 * 64;
     void* p = budgeted_alloc(bytes, 64, fmt::format("growing the KV state to {} positions", capacity));
@@ -78,15 +91,43 @@ class KvStore {
     const int64_t old_capacity = capacity_;
     data_ = std::move(fresh);
     capacity_ = capacity;
-    for (int64_t h = 0; h < kvh && length > 0; ++h)
-      std::memcpy(at(h, 0), static_cast<const unsigned char*>(old.get()) + static_cast<size_t>(h * old_capacity * d) * elem,
-                  static_cast<size_t>(length * d) * elem);
+    const auto* from = static_cast<const unsigned char*>(old.get());
+    for (int64_t h = 0; h < kvh && length > 0; ++h) {
+      const unsigned char* head = from + static_cast<size_t>(h * old_capacity * row_elems()) * elem;
+      std::memcpy(at(h, 0), head, static_cast<size_t>(length * d) * elem);
+      if (dtype_ == DType::I8)
+        std::memcpy(scales(h), head + static_cast<size_t>(old_capacity * d), static_cast<size_t>(length) * sizeof(float));
+    }
   }
 
  private:
   size_t elem_bytes() const { return dtype_bytes(dtype_, 1); }
+  // A position's elements in a head: int8 rows carry a 4-byte scale too.
+  int64_t row_elems() const { return dtype_ == DType::I8 ? d_ + 4 : d_; }
   void* at(int64_t h, int64_t pos) const {
-    return static_cast<unsigned char*>(data_.get()) + static_cast<size_t>((h * capacity_ + pos) * d_) * elem_bytes();
+    return static_cast<unsigned char*>(data_.get()) +
+           static_cast<size_t>(h * head_stride() + pos * d_) * elem_bytes();
+  }
+  float* scales(int64_t h) const {
+    return reinterpret_cast<float*>(static_cast<unsigned char*>(data_.get()) +
+                                    static_cast<size_t>(h * head_stride() + capacity_ * d_));
+  }
+  // Written as compares and selects so the loops vectorise; each is what
+  // the contract above says (fmax ignoring a NaN, the clamp taking a NaN
+  // to -127, nearbyint rounding to nearest even in the default mode).
+  void quantize_row(const float* x, int8_t* codes, float* scale) const {
+    float amax = 0;
+    for (int64_t i = 0; i < d_; ++i) {
+      const float a = std::fabs(x[i]);
+      amax = a > amax ? a : amax;
+    }
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    *scale = amax / 127.0f;
+    for (int64_t i = 0; i < d_; ++i) {
+      const float r = std::nearbyint(x[i] * inv);
+      const float lo = r > -127.0f ? r : -127.0f;
+      codes[i] = static_cast<int8_t>(lo < 127.0f ? lo : 127.0f);
+    }
   }
 
   DType dtype_;

@@ -13,6 +13,9 @@
 //   - a row alone against the same row among many (lookup decoding's
 //     batched verification stays exact with a float16 cache);
 //   - KvStore: narrowing on put, growth keeping what is held.
+//   - int8 (--kv-dtype q8): the kernels against the scalar reference, the
+//     products over an int8 head against float32 on q8_value of each code,
+//     bit for bit, row alone against many; KvStore's quantization contract.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -152,7 +155,148 @@ void products(Isa isa) {
         }
 }
 
+// An int8 head as KvStore writes one: t rows of d codes and t scales.
+struct Q8Head {
+  std::vector<int8_t> codes;
+  std::vector<float> scales, widened;  // widened: q8_value of each code, the float32 rows it stands for
+};
+
+Q8Head q8_head(size_t t, size_t d, unsigned seed) {
+  KvStore store(DType::I8);
+  store.reserve(1, static_cast<int64_t>(d), static_cast<int64_t>(t));
+  std::vector<float> rows = randn(t * d, seed, 2.0f);
+  if (t > 2) std::fill(rows.begin() + static_cast<long>(d), rows.begin() + static_cast<long>(2 * d), 0.0f);  // a zero row
+  store.put(0, 0, rows.data(), static_cast<int64_t>(t));
+  const KvRows head = store.head(0);
+  Q8Head h;
+  const auto* c = static_cast<const int8_t*>(head.data);
+  h.codes.assign(c, c + t * d);
+  h.scales.assign(head.scales, head.scales + t);
+  for (size_t j = 0; j < t; ++j)
+    for (size_t i = 0; i < d; ++i) h.widened.push_back(q8_value(h.scales[j], h.codes[j * d + i]));
+  return h;
+}
+
+void q8_kernels(Isa isa) {
+  const KvConfig* cfg = kv_config_for(isa);
+  const KvConfig* ref = kv_config_for(Isa::Scalar);
+  REQUIRE(cfg);
+  for (size_t m : {1, 2, 3, 4, 5, 9})
+    for (size_t t : {1, 3, 5, 33, 64, 130})
+      for (size_t d : {8, 12, 32, 40, 64, 128, 144}) {
+        INFO("m " << m << " t " << t << " d " << d);
+        const size_t ldp = t + 3, ldq = d + 1, ldy = d + 5, lds = t + 2;
+        const std::vector<float> p = randn(m * ldp, 2), q = randn(m * ldq, 3);
+        const Q8Head h = q8_head(t, d, 4);
+        std::vector<float> y(m * ldy, 1.0f), want(m * ldy, 1.0f), s(m * lds, 1.0f), s_want(m * lds, 1.0f);
+        cfg->pv_q8(m, t, d, p.data(), ldp, h.codes.data(), d, h.scales.data(), y.data(), ldy);
+        ref->pv_q8(m, t, d, p.data(), ldp, h.codes.data(), d, h.scales.data(), want.data(), ldy);
+        CHECK(same_bits(y.data(), want.data(), y.size()));
+        cfg->qk_q8(m, t, d, q.data(), ldq, h.codes.data(), d, h.scales.data(), s.data(), lds);
+        ref->qk_q8(m, t, d, q.data(), ldq, h.codes.data(), d, h.scales.data(), s_want.data(), lds);
+        CHECK(same_bits(s.data(), s_want.data(), s.size()));
+        // The reference itself: float32 on the widened rows.
+        ref->pv_f32(m, t, d, p.data(), ldp, h.widened.data(), d, y.data(), ldy);
+        CHECK(same_bits(y.data(), want.data(), y.size()));
+        ref->qk_f32(m, t, d, q.data(), ldq, h.widened.data(), d, s.data(), lds);
+        CHECK(same_bits(s.data(), s_want.data(), s.size()));
+      }
+}
+
+// Q·Kᵀ and P·V over an int8 head against float32 on the widened rows.
+void q8_products(Isa isa) {
+  const KvGemmConfig cfg = config_for(isa);
+  ThreadPool pool(2);
+  for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool})
+    for (size_t d : {64, 72, 128})
+      for (size_t t : {1, 7, 300, 1100})
+        for (size_t m : {size_t{1}, size_t{2}, size_t{5}, 4 * cfg.f32->mr + 1, size_t{100}}) {
+          INFO("d " << d << " t " << t << " m " << m << (tp ? ", 2 threads" : ", 1 thread"));
+          const Q8Head k = q8_head(t, d, 4), v = q8_head(t, d, 5);
+          const std::vector<float> q = randn(m * d, 6), p = randn(m * t, 7);
+          std::vector<unsigned char> ws8(kv_mix_workspace(cfg, m, t, d, DType::I8) + 64);
+          std::vector<unsigned char> ws32(kv_mix_workspace(cfg, m, t, d, DType::F32) + 64);
+          auto aligned = [](std::vector<unsigned char>& w) {
+            return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(w.data()) + 63) / 64 * 64);
+          };
+          const KvRows k8{k.codes.data(), DType::I8, k.scales.data()}, v8{v.codes.data(), DType::I8, v.scales.data()};
+          std::vector<float> s8(m * t), s32(m * t), y8(m * d), y32(m * d);
+          kv_scores(cfg, m, t, d, q.data(), d, k8, s8.data(), t, tp);
+          kv_scores(cfg, m, t, d, q.data(), d, {k.widened.data(), DType::F32}, s32.data(), t, tp);
+          CHECK(same_bits(s8.data(), s32.data(), s8.size()));
+          kv_mix(cfg, m, t, d, p.data(), t, v8, y8.data(), d, aligned(ws8), tp);
+          kv_mix(cfg, m, t, d, p.data(), t, {v.widened.data(), DType::F32}, y32.data(), d, aligned(ws32), tp);
+          CHECK(same_bits(y8.data(), y32.data(), y8.size()));
+          std::vector<float> s1(t), y1(d);
+          kv_scores(cfg, 1, t, d, q.data() + (m - 1) * d, d, k8, s1.data(), t, tp);
+          kv_mix(cfg, 1, t, d, p.data() + (m - 1) * t, t, v8, y1.data(), d, aligned(ws8), tp);
+          CHECK(same_bits(s1.data(), s8.data() + (m - 1) * t, t));
+          CHECK(same_bits(y1.data(), y8.data() + (m - 1) * d, d));
+        }
+}
+
 }  // namespace
+
+ONEBIT_ISA_CASE("kv q8: Q.K^T and P.V kernels match the scalar reference, which is float32 on the widened rows",
+                "[kv_q8]", Scalar, q8_kernels)
+ONEBIT_ISA_CASE("kv q8: Q.K^T and P.V kernels match the scalar reference, which is float32 on the widened rows",
+                "[kv_q8]", Avx2, q8_kernels)
+ONEBIT_ISA_CASE("kv q8: Q.K^T and P.V kernels match the scalar reference, which is float32 on the widened rows",
+                "[kv_q8]", Avx512, q8_kernels)
+ONEBIT_ISA_CASE("kv q8: attention products equal float32 on the widened rows", "[kv_q8]", Scalar, q8_products)
+ONEBIT_ISA_CASE("kv q8: attention products equal float32 on the widened rows", "[kv_q8]", Avx2, q8_products)
+ONEBIT_ISA_CASE("kv q8: attention products equal float32 on the widened rows", "[kv_q8]", Avx512, q8_products)
+
+TEST_CASE("kv q8: the store quantizes each row with its own scale and keeps both when it grows", "[kv_q8]") {
+  const int64_t kvh = 3, d = 40, n = 20;
+  KvStore q8(DType::I8);
+  std::vector<float> rows = randn(static_cast<size_t>(kvh * n * d), 8, 3.0f);
+  for (int64_t i = 0; i < d; ++i) rows[static_cast<size_t>(d + i)] = 0.0f;  // head 0, position 1: all zero
+  rows[static_cast<size_t>(2 * d + 5)] = 100.0f;                           // head 0, position 2: one large entry
+  rows[static_cast<size_t>(3 * d + 7)] = std::numeric_limits<float>::quiet_NaN();  // position 3: a NaN
+  q8.reserve(kvh, d, 4);
+  for (int64_t pos = 0; pos < n; ++pos) {
+    q8.reserve(kvh, d, pos + 1);
+    for (int64_t h = 0; h < kvh; ++h) q8.put(h, pos, rows.data() + (h * n + pos) * d, 1);
+    q8.length = pos + 1;
+  }
+  REQUIRE(q8.capacity() >= n);
+  CHECK(q8.head_stride() == q8.capacity() * (d + 4));
+  for (int64_t h = 0; h < kvh; ++h) {
+    const KvRows r = q8.head(h);
+    REQUIRE(r.dtype == DType::I8);
+    // The same rows through the head-stride view GqaMatMul reads.
+    const KvRows v = kv_state_head(q8.head(0).data, DType::I8, q8.head_stride(), h, n, d);
+    CHECK(v.data == r.data);
+    CHECK(v.scales == r.scales);
+    for (int64_t pos = 0; pos < n; ++pos) {
+      INFO("head " << h << " position " << pos);
+      const float* x = rows.data() + (h * n + pos) * d;
+      float amax = 0;
+      for (int64_t i = 0; i < d; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+      const float scale = r.scales[pos];
+      REQUIRE(scale == amax / 127.0f);
+      for (int64_t i = 0; i < d; ++i) {
+        const int8_t code = static_cast<const int8_t*>(r.data)[pos * d + i];
+        CHECK(code >= -127);
+        if (std::isnan(x[i])) {
+          CHECK(code == -127);
+        } else if (amax > 0) {
+          // Within half a step of what it stands for, and the row's largest entry exact.
+          CHECK(std::fabs(q8_value(scale, code) - x[i]) <= 0.5f * scale * (1 + 1e-6f));
+          if (std::fabs(x[i]) == amax) CHECK(std::abs(code) == 127);
+        } else {
+          CHECK(code == 0);
+        }
+      }
+    }
+  }
+  CHECK_THROWS_WITH(KvStore(DType::I8).reserve(2, 42, 4), Catch::Contains("multiple of 4"));
+  CHECK_THROWS_WITH(kv_state_head(q8.head(0).data, DType::I8, q8.head_stride() - 1, 0, n, d),
+                    Catch::Contains("not rows of 40 codes"));
+  CHECK_THROWS_WITH(kv_state_head(q8.head(0).data, DType::I8, q8.head_stride(), 0, q8.capacity() + 1, d),
+                    Catch::Contains("not rows of 40 codes"));
+}
 
 ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Scalar, conversions)
 ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Avx2, conversions)

@@ -244,6 +244,33 @@ TEST_CASE("kv state in float16: exact where float16 holds the keys and values, r
   }
 }
 
+TEST_CASE("kv state in int8: each position quantized once, close to float32, through steps and growth",
+          "[kv_state][kv_q8]") {
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
+    INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache");
+    Session q8 = open(cache, Extra::None, true, "kv8_state", kRep, true, DType::I8);
+    Session full = open(cache, Extra::None, true, "kv32_state8");
+    REQUIRE(q8.pass_report().get("kv_state") == 2);
+    const auto names = past_names(cache);
+    double max_diff = 0, max_abs = 0;
+    int64_t p = 0;
+    for (int64_t n : {6, 1, 1, 3, 1, 9, 1, 1}) {  // prefill, steps, multi-token steps, growth past the first capacity
+      std::vector<NamedTensor> in{{"x", input_x(n, static_cast<int>(p))}};
+      for (const std::string& name : names) in.push_back({name, Tensor(DType::F32, past_shape(cache, p), nullptr)});
+      const Tensor a = q8.run(in)[0], b = full.run(in)[0];
+      REQUIRE(a.shape() == b.shape());
+      for (int64_t i = 0; i < a.size(); ++i) {
+        max_diff = std::max(max_diff, static_cast<double>(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
+        max_abs = std::max(max_abs, static_cast<double>(std::fabs(b.data<float>()[i])));
+      }
+      p += n;
+    }
+    INFO("max |int8 - float32| " << max_diff << " of outputs up to " << max_abs);
+    CHECK(max_diff > 0);
+    CHECK(max_diff < 0.02 * max_abs);
+  }
+}
+
 TEST_CASE("kv state: a past longer than the state holds is an error", "[kv_state]") {
   Session s = open(Cache::Stacked, Extra::None, true, "kv_mismatch");
   auto run = [&](int64_t p, int64_t n) {

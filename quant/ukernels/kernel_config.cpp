@@ -180,7 +180,8 @@ const F16wGemmConfig& f16w_gemm_config() {
 
 #define KV_FAMILY(level, isa, qk, pv)                                                                   \
   {level, f16_f32_vcvt_ukernel__##isa, f32_f16_vcvt_ukernel__##isa, f32_##qk##__##isa, f32_f16_##qk##__##isa, \
-   f32_##pv##__##isa, f32_f16_##pv##__##isa, "f32_" #qk "__" #isa, "f32_" #pv "__" #isa}
+   f32_##pv##__##isa, f32_f16_##pv##__##isa, f32_q8_##qk##__##isa, f32_q8_##pv##__##isa,                       \
+   "f32_" #qk "__" #isa, "f32_" #pv "__" #isa}
 const KvConfig kKvScalar KV_FAMILY(Isa::Scalar, scalar, qk_ukernel_2x4, pv_ukernel_2x32);
 const KvConfig kKvAvx2 KV_FAMILY(Isa::Avx2, avx2, qk_ukernel_2x4, pv_ukernel_2x32);
 #undef KV_FAMILY
@@ -190,7 +191,8 @@ const KvConfig kKvAvx2 KV_FAMILY(Isa::Avx2, avx2, qk_ukernel_2x4, pv_ukernel_2x3
 // two query rows.
 const KvConfig kKvAvx512{Isa::Avx512, f16_f32_vcvt_ukernel__avx2, f32_f16_vcvt_ukernel__avx2,
                          f32_qk_ukernel_4x4__avx512, f32_f16_qk_ukernel_4x4__avx512, f32_pv_ukernel_2x128__avx512,
-                         f32_f16_pv_ukernel_2x128__avx512, "f32_qk_ukernel_4x4__avx512", "f32_pv_ukernel_2x128__avx512"};
+                         f32_f16_pv_ukernel_2x128__avx512, f32_q8_qk_ukernel_4x4__avx512,
+                         f32_q8_pv_ukernel_2x128__avx512, "f32_qk_ukernel_4x4__avx512", "f32_pv_ukernel_2x128__avx512"};
 
 const KvConfig* kv_config_for(Isa isa) {
   if (!cpu_supports(isa)) return nullptr;

@@ -96,6 +96,8 @@ struct KvConfig {
   KvQkUkernel<uint16_t> qk_f16;
   KvPvUkernel<float> pv_f32;
   KvPvUkernel<uint16_t> pv_f16;
+  KvQkQ8Ukernel qk_q8;
+  KvPvQ8Ukernel pv_q8;
   const char* qk_name;  // "f32_qk_ukernel_2x4__avx2" (the f16 twin: f32_f16_…)
   const char* pv_name;
 };

@@ -43,17 +43,29 @@ void pv_tail(size_t m, size_t t, size_t d, const float* p, size_t ldp, const uin
              size_t ldy) {
   f32_f16_pv_ukernel_2x32__scalar(m, t, d, p, ldp, v, ldv, y, ldy);
 }
+void pv_tail(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v, size_t ldv, float* y,
+             size_t ldy, const float* sc) {
+  f32_q8_pv_ukernel_2x32__scalar(m, t, d, p, ldp, v, ldv, sc, y, ldy);
+}
+template <class V>
+void pv_tail(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy,
+             const float*) {
+  pv_tail(m, t, d, p, ldp, v, ldv, y, ldy);
+}
 
 // R rows × 32 columns over positions [0, n); `first`: the chains start at zero, else from Y.
+// sc: int8 values' scales for these positions (null otherwise).
 template <int R, class V>
-void pv_block(size_t n, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy, bool first) {
+void pv_block(size_t n, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy, bool first,
+              const float* sc) {
   __m256 acc[R][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) acc[r][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y + r * ldy + 8 * c);
   for (size_t j = 0; j < n; ++j, v += ldv) {
-    const __m256 v0 = load8(v), v1 = load8(v + 8), v2 = load8(v + 16), v3 = load8(v + 24);
+    const __m256 vs = sc ? _mm256_set1_ps(sc[j]) : _mm256_setzero_ps();
+    const __m256 v0 = load8(v, vs), v1 = load8(v + 8, vs), v2 = load8(v + 16, vs), v3 = load8(v + 24, vs);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m256 x = _mm256_broadcast_ss(p + r * ldp + j);
@@ -70,26 +82,28 @@ void pv_block(size_t n, const float* p, size_t ldp, const V* v, size_t ldv, floa
 }
 
 template <class V>
-void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy) {
+void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy,
+        const float* sc = nullptr) {
   // Positions in runs of 64: a run's rows stay in L1 while every row pair and
   // column block goes over them. (Staging a run as float32 first, or
   // prefetching the next one, measured slower.)
   constexpr size_t kRun = 64;
   const size_t whole = d / 32 * 32;
-  if (t == 0) return pv_tail(m, t, d, p, ldp, v, ldv, y, ldy);  // zeros
+  if (t == 0) return pv_tail(m, t, d, p, ldp, v, ldv, y, ldy, sc);  // zeros
   for (size_t j0 = 0; j0 < t; j0 += kRun) {
     const size_t n = std::min(kRun, t - j0);
     const bool first = j0 == 0;
+    const float* scj = sc ? sc + j0 : nullptr;
     for (size_t r = 0; r < m; r += 2) {
       const float* pr = p + r * ldp + j0;
       float* yr = y + r * ldy;
       for (size_t c = 0; c < whole; c += 32) {
-        if (m - r >= 2) pv_block<2>(n, pr, ldp, v + j0 * ldv + c, ldv, yr + c, ldy, first);
-        else pv_block<1>(n, pr, ldp, v + j0 * ldv + c, ldv, yr + c, ldy, first);
+        if (m - r >= 2) pv_block<2>(n, pr, ldp, v + j0 * ldv + c, ldv, yr + c, ldy, first, scj);
+        else pv_block<1>(n, pr, ldp, v + j0 * ldv + c, ldv, yr + c, ldy, first, scj);
       }
     }
   }
-  if (whole < d) pv_tail(m, t, d - whole, p, ldp, v + whole, ldv, y + whole, ldy);
+  if (whole < d) pv_tail(m, t, d - whole, p, ldp, v + whole, ldv, y + whole, ldy, sc);
 }
 
 }  // namespace
@@ -113,6 +127,16 @@ void f32_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p, siz
 void f32_f16_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p, size_t ldp, const uint16_t* v,
                                    size_t ldv, float* y, size_t ldy) {
   pv(m, t, d, p, ldp, v, ldv, y, ldy);
+}
+
+void f32_q8_qk_ukernel_2x4__avx2(size_t m, size_t t, size_t d, const float* q, size_t ldq, const int8_t* k,
+                                 size_t ldk, const float* scales, float* s, size_t lds) {
+  if (d % 8 != 0) return f32_q8_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, scales, s, lds);
+  kv_qk<2>(m, t, d, q, ldq, k, ldk, s, lds, scales);
+}
+void f32_q8_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v,
+                                  size_t ldv, const float* scales, float* y, size_t ldy) {
+  pv(m, t, d, p, ldp, v, ldv, y, ldy, scales);
 }
 
 }  // namespace onebit

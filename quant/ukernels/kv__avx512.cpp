@@ -15,14 +15,21 @@ namespace onebit {
 
 namespace {
 
-__m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-__m512 load16(const uint16_t* p, __mmask16 m) {
+__m512 load16(const float* p, __mmask16 m, __m512) { return _mm512_maskz_loadu_ps(m, p); }
+__m512 load16(const uint16_t* p, __mmask16 m, __m512) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const __m256i*>(p)));
 }
+// int8 codes: scale · code (q8_value); masked-off lanes load 0.
+__m512 load16(const int8_t* p, __mmask16 m, __m512 scale) {
+  const __m128i c = _mm_maskz_loadu_epi8(m, reinterpret_cast<const __m128i*>(p));
+  return _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)));
+}
 
-// R rows × B blocks of 16 columns (the last one `tail` lanes wide).
+// R rows × B blocks of 16 columns (the last one `tail` lanes wide); sc: int8
+// values' scales (null otherwise).
 template <int R, int B, class V>
-void block(size_t t, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy, __mmask16 tail) {
+void block(size_t t, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy, __mmask16 tail,
+           const float* sc) {
   __m512 acc[R][B];
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
@@ -30,8 +37,9 @@ void block(size_t t, const float* p, size_t ldp, const V* v, size_t ldv, float* 
     for (int b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_ps();
   for (size_t j = 0; j < t; ++j, v += ldv) {
     __m512 x[B];
+    const __m512 vs = sc ? _mm512_set1_ps(sc[j]) : _mm512_setzero_ps();
 #pragma GCC unroll 8
-    for (int b = 0; b < B; ++b) x[b] = load16(v + 16 * b, b == B - 1 ? tail : __mmask16(0xFFFF));
+    for (int b = 0; b < B; ++b) x[b] = load16(v + 16 * b, b == B - 1 ? tail : __mmask16(0xFFFF), vs);
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
       const __m512 s = _mm512_set1_ps(p[r * ldp + j]);
@@ -46,17 +54,19 @@ void block(size_t t, const float* p, size_t ldp, const V* v, size_t ldv, float* 
 }
 
 template <int R, class V>
-void rows(size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy) {
+void rows(size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy,
+          const float* sc) {
   size_t c = 0;
-  for (; c + 128 <= d; c += 128) block<R, 8>(t, p, ldp, v + c, ldv, y + c, ldy, __mmask16(0xFFFF));
-  for (; c < d; c += 16) block<R, 1>(t, p, ldp, v + c, ldv, y + c, ldy, mask16(d - c));
+  for (; c + 128 <= d; c += 128) block<R, 8>(t, p, ldp, v + c, ldv, y + c, ldy, __mmask16(0xFFFF), sc);
+  for (; c < d; c += 16) block<R, 1>(t, p, ldp, v + c, ldv, y + c, ldy, mask16(d - c), sc);
 }
 
 template <class V>
-void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy) {
+void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy,
+        const float* sc = nullptr) {
   for (size_t r = 0; r < m; r += 2) {
-    if (m - r >= 2) rows<2>(t, d, p + r * ldp, ldp, v, ldv, y + r * ldy, ldy);
-    else rows<1>(t, d, p + r * ldp, ldp, v, ldv, y + r * ldy, ldy);
+    if (m - r >= 2) rows<2>(t, d, p + r * ldp, ldp, v, ldv, y + r * ldy, ldy, sc);
+    else rows<1>(t, d, p + r * ldp, ldp, v, ldv, y + r * ldy, ldy, sc);
   }
 }
 
@@ -83,6 +93,16 @@ void f32_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, 
 void f32_f16_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const uint16_t* v,
                                       size_t ldv, float* y, size_t ldy) {
   pv(m, t, d, p, ldp, v, ldv, y, ldy);
+}
+
+void f32_q8_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const int8_t* k,
+                                   size_t ldk, const float* scales, float* s, size_t lds) {
+  if (d % 8 != 0) return f32_q8_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, scales, s, lds);
+  kv_qk<4>(m, t, d, q, ldq, k, ldk, s, lds, scales);
+}
+void f32_q8_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v,
+                                     size_t ldv, const float* scales, float* y, size_t ldy) {
+  pv(m, t, d, p, ldp, v, ldv, y, ldy, scales);
 }
 
 }  // namespace onebit

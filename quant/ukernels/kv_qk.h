@@ -27,6 +27,13 @@ inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+// int8 codes: eight values scale · code (q8_value), the scale broadcast.
+inline __m256 load8(const int8_t* p, __m256 scale) {
+  const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c)));
+}
+inline __m256 load8(const float* p, __m256) { return load8(p); }
+inline __m256 load8(const uint16_t* p, __m256) { return load8(p); }
 
 // Lane j: the sum of a_j's lanes, ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)).
 inline __m128 sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
@@ -35,13 +42,18 @@ inline __m128 sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 }
 
 // R rows against keys [0, t), four at a time; a last group of fewer repeats
-// its first key and stores only what it has. Streamed: key by key.
+// its first key and stores only what it has. Streamed: key by key. sc: the
+// keys' scales for int8 keys (null otherwise).
 template <int R, bool Streamed, class K>
-void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s, size_t lds) {
+void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s, size_t lds,
+             const float* sc) {
   for (size_t j = 0; j < t; j += 4) {
     const size_t nk = std::min<size_t>(4, t - j);
-    const K* keys[4] = {k + j * ldk, k + (j + (nk > 1)) * ldk, k + (j + 2 * (nk > 2)) * ldk,
-                        k + (j + 3 * (nk > 3)) * ldk};
+    const size_t at[4] = {j, j + (nk > 1), j + 2 * (nk > 2), j + 3 * (nk > 3)};
+    const K* keys[4] = {k + at[0] * ldk, k + at[1] * ldk, k + at[2] * ldk, k + at[3] * ldk};
+    __m256 ks[4];
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; ++x) ks[x] = sc ? _mm256_set1_ps(sc[at[x]]) : _mm256_setzero_ps();
     __m256 acc[R][4];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
@@ -49,14 +61,14 @@ void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t 
 #pragma GCC unroll 4
       for (int x = 0; x < 4; ++x)
         for (size_t i = 0; i < d; i += 8) {
-          const __m256 b = load8(keys[x] + i);
+          const __m256 b = load8(keys[x] + i, ks[x]);
 #pragma GCC unroll 4
           for (int r = 0; r < R; ++r) acc[r][x] = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * ldq + i), b, acc[r][x]);
         }
     } else {
       for (size_t i = 0; i < d; i += 8) {
-        const __m256 b0 = load8(keys[0] + i), b1 = load8(keys[1] + i), b2 = load8(keys[2] + i),
-                     b3 = load8(keys[3] + i);
+        const __m256 b0 = load8(keys[0] + i, ks[0]), b1 = load8(keys[1] + i, ks[1]),
+                     b2 = load8(keys[2] + i, ks[2]), b3 = load8(keys[3] + i, ks[3]);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           const __m256 a = _mm256_loadu_ps(q + r * ldq + i);
@@ -84,20 +96,23 @@ void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t 
 // S = Q·Kᵀ with row blocks of up to MaxRows (2 or 4).
 template <int MaxRows, class K>
 void kv_qk(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s,
-           size_t lds) {
+           size_t lds, const float* sc = nullptr) {
   if (m <= 2) {
-    if (m == 2) qk_rows<2, true>(t, d, q, ldq, k, ldk, s, lds);
-    else if (m == 1) qk_rows<1, true>(t, d, q, ldq, k, ldk, s, lds);
+    if (m == 2) qk_rows<2, true>(t, d, q, ldq, k, ldk, s, lds, sc);
+    else if (m == 1) qk_rows<1, true>(t, d, q, ldq, k, ldk, s, lds, sc);
     return;
   }
   constexpr size_t kBlock = 64;
   for (size_t j0 = 0; j0 < t; j0 += kBlock) {
     const size_t n = std::min(kBlock, t - j0);
+    const float* scj = sc ? sc + j0 : nullptr;
     size_t r = 0;
     if constexpr (MaxRows >= 4)
-      for (; r + 4 <= m; r += 4) qk_rows<4, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds);
-    for (; r + 2 <= m; r += 2) qk_rows<2, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds);
-    if (r < m) qk_rows<1, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds);
+      for (; r + 4 <= m; r += 4)
+        qk_rows<4, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+    for (; r + 2 <= m; r += 2)
+      qk_rows<2, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+    if (r < m) qk_rows<1, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
   }
 }
 

@@ -11,9 +11,13 @@
 //   pv:   Y[m×d] = P[m×t] · V, V t rows of d: each element one FMA chain over
 //         j = 0 … t−1 from zero, as the float GEMM's tile and GEMV kernels
 //         compute it.
+// int8 (--kv-dtype q8): each position's row of d codes with one float32
+// scale (ops/kv_store.h quantizes it); a code widens to scale · code, one
+// float32 multiply, in registers, and the kernels sum those values exactly as
+// the float32 kernels sum stored floats.
 // Every score and every output element is computed the same way whatever m
-// is, whichever rows share a call, and for float16 exactly as for float32 on
-// the widened values. Named as the other families; the __scalar ones are the
+// is, whichever rows share a call, and for float16 and int8 exactly as for
+// float32 on the widened values. Named as the other families; the __scalar ones are the
 // reference and do the same float operations in the same order. Only
 // kernel_config.cpp refers to these names.
 #pragma once
@@ -33,6 +37,27 @@ using KvQkUkernel = void (*)(size_t m, size_t t, size_t d, const float* q, size_
 template <class V>
 using KvPvUkernel = void (*)(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv,
                              float* y, size_t ldy);
+// int8 rows: key / value row j's codes at k + j·ldk, its scale at scales[j].
+using KvQkQ8Ukernel = void (*)(size_t m, size_t t, size_t d, const float* q, size_t ldq, const int8_t* k, size_t ldk,
+                               const float* scales, float* s, size_t lds);
+using KvPvQ8Ukernel = void (*)(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v, size_t ldv,
+                               const float* scales, float* y, size_t ldy);
+
+// What an int8 cache row's element stands for: scale · code in float32.
+inline float q8_value(float scale, int8_t code) { return scale * static_cast<float>(code); }
+
+void f32_q8_qk_ukernel_2x4__scalar(size_t m, size_t t, size_t d, const float* q, size_t ldq, const int8_t* k,
+                                   size_t ldk, const float* scales, float* s, size_t lds);
+void f32_q8_qk_ukernel_2x4__avx2(size_t m, size_t t, size_t d, const float* q, size_t ldq, const int8_t* k,
+                                 size_t ldk, const float* scales, float* s, size_t lds);
+void f32_q8_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const int8_t* k,
+                                   size_t ldk, const float* scales, float* s, size_t lds);
+void f32_q8_pv_ukernel_2x32__scalar(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v,
+                                    size_t ldv, const float* scales, float* y, size_t ldy);
+void f32_q8_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v,
+                                  size_t ldv, const float* scales, float* y, size_t ldy);
+void f32_q8_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v,
+                                     size_t ldv, const float* scales, float* y, size_t ldy);
 
 void f16_f32_vcvt_ukernel__scalar(size_t n, const uint16_t* x, float* y);
 void f16_f32_vcvt_ukernel__avx2(size_t n, const uint16_t* x, float* y);

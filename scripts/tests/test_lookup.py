@@ -58,10 +58,10 @@ def graphs(pytestconfig):
     }
 
 
-# "+f16": the session keeps the cache in float16 (--kv-dtype f16); the rows
-# a verification pass computes must still be those decode steps compute.
+# "+f16" / "+q8": the session keeps the cache in float16 or int8 (--kv-dtype);
+# the rows a verification pass computes must still be those decode steps compute.
 @pytest.mark.parametrize("kind", ["uncached", "cached", "cached-qdq", "cached-op23", "genai-fp32", "genai-int4",
-                                  "cached+f16", "genai-fp32+f16"])
+                                  "cached+f16", "genai-fp32+f16", "cached+q8", "genai-fp32+q8"])
 def test_lookup_is_greedy(onebit, pytestconfig, tmp_path, kind):
     kind, _, kv = kind.partition("+")
     extra = ("--kv-dtype", kv) if kv else ()
@@ -77,7 +77,7 @@ def test_lookup_is_greedy(onebit, pytestconfig, tmp_path, kind):
     for i, ids in enumerate(cases):
         want, lw = run(onebit, model, ids, 0, tmp_path / f"plain{i}.npy", extra)
         got, lg = run(onebit, model, ids, LOOKUP, tmp_path / f"lookup{i}.npy", extra)
-        assert want["kv_dtype"] == (got["kv_dtype"]) == ("float16" if kv else "float32")
+        assert want["kv_dtype"] == (got["kv_dtype"]) == {"f16": "float16", "q8": "int8", "": "float32"}[kv]
         assert got["generated_ids"] == want["generated_ids"], f"prompt {ids}: lookup parted from greedy"
         assert lg.shape == lw.shape and np.array_equal(lg.view(np.uint32), lw.view(np.uint32)), \
             f"prompt {ids}: logits differ, max |d| {np.abs(lg - lw).max()}"
