@@ -161,8 +161,10 @@ void run_gemv(const SgemmConfig& cfg, size_t n, size_t k, const float* a, BView 
   });
 }
 
-// Even K blocks, so K = KC + 1 is two halves rather than KC and a sliver.
-size_t kc_step_of(const SgemmConfig& cfg, size_t k) { return div_up(k, div_up(k, cfg.kc)); }
+// Steps of at most `cap` through k, all as even as they can be, so
+// K = KC + 1 is two halves rather than KC and a sliver.
+size_t even_step(size_t k, size_t cap) { return div_up(k, div_up(k, cap)); }
+size_t kc_step_of(const SgemmConfig& cfg, size_t k) { return even_step(k, cfg.kc); }
 // Panels per NC block: about kBBlockBytes of packed B.
 size_t nc_block_of(const SgemmConfig& cfg, size_t kc_step) {
   return std::max<size_t>(1, kBBlockBytes / (kc_step * cfg.nr * sizeof(float)));
@@ -184,8 +186,7 @@ constexpr size_t kInPlaceRows = 64, kInPlaceKc = 32;
 constexpr size_t kPackColumns = 3072, kMinPackKc = 16;
 size_t packed_kc_step(const SgemmConfig& cfg, size_t k, size_t nc_block) {
   const size_t fit = kBBlockBytes / (nc_block * cfg.nr * sizeof(float));
-  const size_t cap = std::max(kMinPackKc, std::min(cfg.kc, fit));
-  return div_up(k, div_up(k, cap));
+  return even_step(k, std::max(kMinPackKc, std::min(cfg.kc, fit)));
 }
 
 // B kept [K,N] in place (sgemm_weight): each task packs the KC×NC block it
@@ -258,7 +259,7 @@ void run_gemm(const SgemmConfig& cfg, size_t m, size_t n, size_t k, const float*
   n_chunks = div_up(panels, chunk);
   if (packer || b.ldb != nr) {  // B in place: packed per block, or read as it lies
     nc_block = std::min(chunk, std::max<size_t>(1, kPackColumns / nr));
-    kc_step = packer ? packed_kc_step(cfg, k, nc_block) : div_up(k, div_up(k, kInPlaceKc));
+    kc_step = packer ? packed_kc_step(cfg, k, nc_block) : even_step(k, kInPlaceKc);
   }
 
   auto task = [&](int64_t t) {
