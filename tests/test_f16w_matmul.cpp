@@ -48,11 +48,13 @@ Graph build(int64_t m, int64_t k, int64_t n, bool cast_is_output) {
   return load_onnx(path);
 }
 
-SessionOptions before_pass() {
+// Options that stop the pass list just before `pass`.
+SessionOptions before_pass(const char* pass = "f16-weight-matmul", int threads = 0) {
   SessionOptions o;
+  if (threads > 0) o.threads = threads;
   const auto& passes = pass_list();
   for (size_t i = 0; i < passes.size(); ++i)
-    if (std::string(passes[i].name) == "f16-weight-matmul") o.stop_after_pass = static_cast<int>(i);
+    if (std::string(passes[i].name) == pass) o.stop_after_pass = static_cast<int>(i);
   return o;
 }
 
@@ -180,4 +182,104 @@ TEST_CASE("f16w: the same bits on one thread and two, decode runs and prompt til
       CHECK(std::memcmp(yr.raw(), yb.data<float>() + r * n, yr.bytes()) == 0);
     }
   }
+}
+
+namespace {
+
+// x (and a second input x2) read by float16-weight MatMuls: three on x with
+// N = 45, 16, 33 (past, on and inside panel edges), one on x2; with
+// `tied`, a fourth on x through a transposed table (transB, never grouped).
+// float16 x when `half`, as a float16 model has it.
+Graph build_siblings(int64_t m, int64_t k, bool half, bool tied) {
+  const int32_t act = half ? kFloat16 : kFloat;
+  const std::vector<int64_t> ns = {45, 16, 33};
+  ModelBuilder b;
+  b.input("x", act, {m, k}).input("x2", act, {m, k});
+  for (size_t i = 0; i <= ns.size(); ++i) {
+    const int64_t n = i < ns.size() ? ns[i] : 20;
+    const std::string w = "w" + std::to_string(i), y = "y" + std::to_string(i);
+    b.initializer<uint16_t>(w + "16", kFloat16, {k, n}, halves(randn(static_cast<size_t>(k * n), 20 + unsigned(i))));
+    if (half) {
+      b.node("MatMul", {i < ns.size() ? "x" : "x2", w + "16"}, {y});
+    } else {
+      ModelBuilder::attr_int(b.node("Cast", {w + "16"}, {w}), "to", kFloat);
+      b.node("MatMul", {i < ns.size() ? "x" : "x2", w}, {y});
+    }
+    b.output(y, act, {m, n});
+  }
+  if (tied) {
+    b.initializer<uint16_t>("table", kFloat16, {24, k}, halves(randn(static_cast<size_t>(24 * k), 30)));
+    ModelBuilder::attr_ints(b.node("Transpose", {"table"}, {"wt"}), "perm", {1, 0});
+    // A float32 x through a float16 table needs the Cast; keep it float16 there.
+    if (half) {
+      b.node("MatMul", {"x", "wt"}, {"y_tied"});
+      b.output("y_tied", act, {m, 24});
+    }
+  }
+  const std::string path =
+      scratch_dir("f16w_sib_" + std::to_string(::getpid())) + "/m" + std::to_string(m) + (half ? "h" : "f") + ".onnx";
+  b.save(path);
+  return load_onnx(path);
+}
+
+}  // namespace
+
+TEST_CASE("sibling grouping: F16wMatMuls on one input become one call, the same bits", "[fusion][f16w][siblings]") {
+  const int64_t k = 300;
+  for (bool half : {false, true})
+    for (int threads : {1, 2})
+      for (int64_t m : {1, 5, 70}) {
+        INFO("half " << half << " threads " << threads << " m " << m);
+        SessionOptions grouped_opts;
+        grouped_opts.threads = threads;
+        Session grouped(build_siblings(m, k, half, half), default_op_registry(), grouped_opts);
+        Session plain(build_siblings(m, k, half, half), default_op_registry(), before_pass("group-sibling-matmuls", threads));
+        CHECK(grouped.pass_report().get("siblings_fused") == 1);
+        CHECK(grouped.pass_report().get("siblings_fused_f16w_gemms") == 3);
+        CHECK(plain.pass_report().get("siblings_fused") == 0);
+        // Three on x grouped; the one on x2 and the tied head stay their own.
+        int f16w = 0, three = 0;
+        for (const Node& n : grouped.graph().nodes) {
+          f16w += n.op_type == "F16wMatMul";
+          three += n.op_type == "F16wMatMul" && n.outputs.size() == 3;
+        }
+        CHECK(f16w == (half ? 3 : 2));
+        CHECK(three == 1);
+        const DType t = half ? DType::F16 : DType::F32;
+        Tensor x = Tensor::allocate(t, {m, k}), x2 = Tensor::allocate(t, {m, k});
+        const std::vector<float> xv = randn(static_cast<size_t>(2 * m * k), 9);
+        for (int64_t i = 0; i < m * k; ++i) {
+          if (half) {
+            x.data<uint16_t>()[i] = float_to_half(xv[static_cast<size_t>(i)]);
+            x2.data<uint16_t>()[i] = float_to_half(xv[static_cast<size_t>(m * k + i)]);
+          } else {
+            x.data<float>()[i] = xv[static_cast<size_t>(i)];
+            x2.data<float>()[i] = xv[static_cast<size_t>(m * k + i)];
+          }
+        }
+        const std::vector<Tensor> a = grouped.run({{"x", x}, {"x2", x2}}), b = plain.run({{"x", x}, {"x2", x2}});
+        REQUIRE(a.size() == b.size());
+        for (size_t o = 0; o < a.size(); ++o) {
+          INFO("output " << o);
+          REQUIRE(a[o].shape() == b[o].shape());
+          CHECK(std::memcmp(a[o].raw(), b[o].raw(), a[o].bytes()) == 0);
+        }
+      }
+}
+
+TEST_CASE("sibling grouping must not fire on a lone GEMM or a transposed table", "[fusion][f16w][siblings][must-not-fire]") {
+  // One F16wMatMul per input, and (float16) a transB head beside a plain one on the same x.
+  ModelBuilder b;
+  b.input("x", kFloat16, {1, 32}).output("y", kFloat16, {1, 16}).output("z", kFloat16, {1, 8});
+  b.initializer<uint16_t>("w", kFloat16, {32, 16}, halves(randn(32 * 16, 1)));
+  b.initializer<uint16_t>("table", kFloat16, {8, 32}, halves(randn(8 * 32, 2)));
+  b.node("MatMul", {"x", "w"}, {"y"});
+  ModelBuilder::attr_ints(b.node("Transpose", {"table"}, {"wt"}), "perm", {1, 0});
+  b.node("MatMul", {"x", "wt"}, {"z"});
+  const std::string path = scratch_dir("f16w_sib_no_" + std::to_string(::getpid())) + "/model.onnx";
+  b.save(path);
+  Session s(load_onnx(path), default_op_registry());
+  CHECK(s.pass_report().get("f16w_fused") == 2);
+  CHECK(s.pass_report().get("siblings_fused") == 0);
+  CHECK(s.graph().nodes.size() == 2);
 }

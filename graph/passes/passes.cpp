@@ -27,6 +27,7 @@ const std::vector<Pass>& pass_list() {
       {"fuse-rms-norm", false, fuse_rms_norm},
       {"fuse-rotary", false, fuse_rotary},
       {"kv-state", false, keep_kv_state},
+      {"group-sibling-matmuls", false, group_sibling_matmuls},
       {"remove-dead-nodes", true, remove_dead_nodes},
   };
   return passes;
