@@ -81,11 +81,13 @@ class Q4KernelBase : public Kernel {
     if (ctx.dtype(0) != DType::F32) fail("input A is {}, expected float32", dtype_name(ctx.dtype(0)));
     if (x.empty() || x.back() != static_cast<int64_t>(gemm_->k()))
       fail("input A has shape {}, expected [..., K={}]", shape_str(x), gemm_->k());
-    Shape y = x;
-    y.back() = static_cast<int64_t>(gemm_->n());
-    ctx.set_output(0, DType::F32, y);
+    for (size_t i = 0; i < gemms_.size(); ++i) {
+      Shape y = x;
+      y.back() = static_cast<int64_t>(gemms_[i]->n());
+      ctx.set_output(static_cast<int>(i), DType::F32, y);
+    }
     const size_t m = static_cast<size_t>(numel(x)) / gemm_->k();
-    size_t bytes = gemm_->workspace_bytes(m);
+    size_t bytes = Q4Gemm::group_workspace_bytes(members_.data(), members_.size(), m, gemm_->default_act());
     if (device_.bound())
       bytes = std::max(bytes, device_host_bytes(m)) + device_.workspace_bytes(m);
     ctx.set_workspace(bytes);
@@ -93,18 +95,26 @@ class Q4KernelBase : public Kernel {
 
   void run(RunContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const size_t k = gemm_->k(), n = gemm_->n();
+    const size_t k = gemm_->k();
     const size_t m = static_cast<size_t>(x.size()) / k;
     if (m == 0) return;
-    float* y = ctx.output(0).data<float>();
-    if (device_.routes(m)) return run_qd8(m, x.data<float>(), y, ctx);
-    gemm_->run(m, x.data<float>(), k, y, n, ctx.workspace(), &ctx.pool());
+    if (device_.routes(m)) return run_qd8(m, x.data<float>(), ctx.output(0).data<float>(), ctx);
+    float* y[Q4Gemm::kMaxGroup];
+    size_t ldy[Q4Gemm::kMaxGroup];
+    for (size_t i = 0; i < gemms_.size(); ++i) {
+      y[i] = ctx.output(static_cast<int>(i)).data<float>();
+      ldy[i] = gemms_[i]->n();
+    }
+    Q4Gemm::run_group(members_.data(), members_.size(), m, gemm_->default_act(), x.data<float>(), k, y, ldy,
+                      ctx.workspace(), &ctx.pool());
   }
 
   std::string describe() const override {
     const Q4GemmConfig& c = gemm_->config();
     const int a = static_cast<int>(gemm_->default_act());
-    return fmt::format("Q4 {}x{} {} act {} ({}, {})", gemm_->k(), gemm_->n(), layout_, act_name(gemm_->default_act()),
+    std::string n = fmt::format("{}", gemms_[0]->n());
+    for (size_t i = 1; i < gemms_.size(); ++i) n += fmt::format("+{}", gemms_[i]->n());
+    return fmt::format("Q4 {}x{} {} act {} ({}, {})", gemm_->k(), n, layout_, act_name(gemm_->default_act()),
                        c.gemv_name[a], c.gemm_name[a]);
   }
 
@@ -121,8 +131,21 @@ class Q4KernelBase : public Kernel {
     if (bias) bias_.assign(bias, bias + n);
   }
 
+  // The weights, one per output (siblings grouped by
+  // graph/passes/sibling_matmul.cpp: several); gemm_ is the first.
+  void add_gemm(std::unique_ptr<Q4Gemm> g) {
+    if (!gemms_.empty() && !Q4Gemm::group_compatible(*gemms_[0], *g))
+      fail("weight {} ({}x{}) cannot share a call with the first ({}x{}): K or block differ", gemms_.size(), g->k(),
+           g->n(), gemms_[0]->k(), gemms_[0]->n());
+    gemms_.push_back(std::move(g));
+    members_.push_back(gemms_.back().get());
+    gemm_ = gemms_[0].get();
+  }
+
   std::string layout_;
-  std::unique_ptr<Q4Gemm> gemm_;
+  const Q4Gemm* gemm_ = nullptr;
+  std::vector<std::unique_ptr<Q4Gemm>> gemms_;
+  std::vector<const Q4Gemm*> members_;
 
  private:
   size_t device_host_bytes(size_t m) const {
@@ -157,20 +180,34 @@ class Q4KernelBase : public Kernel {
 
 class Q4MatMulKernel : public Q4KernelBase {
  public:
+  // One weight: inputs 1..4, or (siblings) 1 + 4i .. 4 + 4i for output i.
   explicit Q4MatMulKernel(const KernelInfo& info) {
+    const int weights = info.num_outputs();
+    if (weights < 1 || static_cast<size_t>(weights) > Q4Gemm::kMaxGroup ||
+        (weights > 1 && info.num_inputs() != 1 + 4 * weights))
+      fail("expected x then W, scale, zero point, bias per output; got {} inputs for {} outputs (at most {})",
+           info.num_inputs(), weights, Q4Gemm::kMaxGroup);
+    if (weights > 1 && info.options().npu) fail("grouped weights do not run on the NPU route");
+    for (int i = 0; i < weights; ++i)
+      with_context(fmt::format("weight {}", i), [&] { add_member(info, 1 + 4 * i); });
+  }
+  bool packs_constant(int input) const override { return input >= 1; }
 
-    const Tensor& w = require_constant(info, 1, "the weight");
+ private:
+  void add_member(const KernelInfo& info, int at) {
+    const Tensor& w = require_constant(info, at, "the weight");
     if (w.rank() != 2 || (w.dtype() != DType::I4 && w.dtype() != DType::U4))
       fail("the weight is {} {}, expected int4 or uint4 [K, N]", dtype_name(w.dtype()), shape_str(w.shape()));
     const int64_t k = w.dim(0), n = w.dim(1);
-    const Tensor& scale = require_constant(info, 2, "the scale");
-    const Tensor* zp = info.has_input(3) ? &require_constant(info, 3, "the zero point") : nullptr;
+    const Tensor& scale = require_constant(info, at + 1, "the scale");
+    const Tensor* zp = info.has_input(at + 2) ? &require_constant(info, at + 2, "the zero point") : nullptr;
     if (zp && zp->dtype() != w.dtype())
       fail("the zero point is {}, expected {} like the weight", dtype_name(zp->dtype()), dtype_name(w.dtype()));
     if (zp && zp->shape() != scale.shape())
       fail("the zero point has shape {}, expected the scale's {}", shape_str(zp->shape()), shape_str(scale.shape()));
     const int64_t bs = info.attrs().get_int("block_size", 0);
 
+    std::string layout;
     Q4OnnxWeight q;
     q.k = static_cast<size_t>(k);
     q.n = static_cast<size_t>(n);
@@ -185,9 +222,9 @@ class Q4MatMulKernel : public Q4KernelBase {
       if (scale.shape() != Shape{(k + bs - 1) / bs, n})
         fail("the scale has shape {}, expected [{}, {}] for K={}, N={}, block_size {}", shape_str(scale.shape()),
              (k + bs - 1) / bs, n, k, n, bs);
-      layout_ = fmt::format("block {}", bs);
+      layout = fmt::format("block {}", bs);
     } else if (scale.size() == n) {
-      layout_ = "per channel";
+      layout = "per channel";
     } else if (scale.size() == 1) {
       // Per tensor: the GEMM takes one scale per column, so repeat it.
       const size_t width = q.scale_type == Q4FloatType::kF32 ? 4 : 2;
@@ -199,27 +236,27 @@ class Q4MatMulKernel : public Q4KernelBase {
         zp_copy_.assign(static_cast<size_t>(n + 1) / 2, static_cast<uint8_t>(z | (z << 4)));
         q.zero_points = zp_copy_.data();
       }
-      layout_ = "per tensor";
+      layout = "per tensor";
     } else {
       fail("the scale has {} values, expected N = {} (per column) or 1 (per tensor) without block_size",
            scale.size(), n);
     }
     Q4GemmOptions opt;
     opt.act = act_of(info.options().act_precision);
-    if (info.has_input(4)) {
-      const Tensor& b = require_constant(info, 4, "the bias");
+    if (info.has_input(at + 3)) {
+      const Tensor& b = require_constant(info, at + 3, "the bias");
       if (b.dtype() != DType::F32 || b.size() != n)
         fail("the bias is {} {}, expected float32 [N={}]", dtype_name(b.dtype()), shape_str(b.shape()), n);
       opt.bias = b.data<float>();
     }
-    layout_ += q.is_signed ? " int4" : " uint4";
-    gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool());
+    layout += q.is_signed ? " int4" : " uint4";
+    if (layout_.empty()) layout_ = layout;
+    else if (layout != layout_ && layout_.find(" | ") == std::string::npos) layout_ += " | " + layout;
+    add_gemm(std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool()));
     if (info.options().npu) bind_device(info, q4_dequantize(q), opt.bias);
   }
-  bool packs_constant(int input) const override { return input >= 1; }
 
- private:
-  std::vector<uint8_t> scale_copy_, zp_copy_;
+  std::vector<uint8_t> scale_copy_, zp_copy_;  // a per-tensor weight's, alive until packed
 };
 
 class MatMulNBitsKernel : public Q4KernelBase {
@@ -281,7 +318,7 @@ class MatMulNBitsKernel : public Q4KernelBase {
       opt.bias = bias.data<float>();
     }
     layout_ = fmt::format("MatMulNBits block {}", bs);
-    gemm_ = std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool());
+    add_gemm(std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool()));
     if (info.options().npu) bind_device(info, q4_dequantize(q), opt.bias);
   }
   bool packs_constant(int input) const override { return input >= 1; }

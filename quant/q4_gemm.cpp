@@ -8,6 +8,7 @@
 //   params  int8-row:   s_x [M] float, zp_u [M] int32
 //           int8-block: s_xb [M][blocks] float, then −8·Σ_k∈b q [M][blocks] int32
 //           float with zero points: Σ_k∈b x [M][blocks] float
+#include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
@@ -63,10 +64,39 @@ size_t Q4Gemm::workspace_bytes(size_t m, Q4Act act) const {
 
 void Q4Gemm::run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size_t ldy, void* workspace,
                  ThreadPool* pool) const {
-  if (m == 0) return;
+  const Q4Gemm* self = this;
+  run_group(&self, 1, m, act, x, lda, &y, &ldy, workspace, pool);
+}
+
+bool Q4Gemm::group_compatible(const Q4Gemm& a, const Q4Gemm& b) {
+  return a.config_ == b.config_ && a.k_ == b.k_ && a.kp_ == b.kp_ && a.bs_ == b.bs_ && a.int8_block_ == b.int8_block_;
+}
+
+size_t Q4Gemm::group_workspace_bytes(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act act) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < count; ++i) bytes = std::max(bytes, gemms[i]->workspace_bytes(m, act));
+  return bytes;
+}
+
+void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act act, const float* x, size_t lda,
+                       float* const* y, const size_t* ldy, void* workspace, ThreadPool* pool) {
+  if (m == 0 || count == 0) return;
+  const Q4Gemm& g0 = *gemms[0];
+  const size_t k_ = g0.k_, kp_ = g0.kp_;
+  bool has_zero = false;  // float activations: the block sums, when any member has zero points
+  size_t panels = 0, n_all = 0;
+  for (size_t j = 0; j < count; ++j) {
+    const Q4Gemm& g = *gemms[j];
+    if (!group_compatible(g0, g))
+      fail("Q4: weight {} of a group ({}x{}, block {}) does not match the first ({}x{}, block {})", j, g.k_, g.n_,
+           g.bs_, g0.k_, g0.n_, g0.bs_);
+    if (ldy[j] < g.n_) fail("Q4: output row stride {} is less than N = {}", ldy[j], g.n_);
+    has_zero = has_zero || g.has_zero_;
+    panels += g.panels_;
+    n_all += g.n_;
+  }
   if (lda < k_) fail("Q4: activation row stride {} is less than K = {}", lda, k_);
-  if (ldy < n_) fail("Q4: output row stride {} is less than N = {}", ldy, n_);
-  const size_t kb = kblock(act), blocks = div_up(kp_, kb);
+  const size_t kb = g0.kblock(act), blocks = div_up(kp_, kb);
   const size_t rb = row_bytes(act, kp_);
   char* rows = static_cast<char*>(workspace);
   char* params = rows + m * rb;
@@ -82,7 +112,7 @@ void Q4Gemm::run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size
         float* f = reinterpret_cast<float*>(row);
         std::memcpy(f, xi, k_ * sizeof(float));
         std::memset(f + k_, 0, (kp_ - k_) * sizeof(float));
-        if (has_zero_)
+        if (has_zero)
           for (size_t b = 0; b < blocks; ++b) {
             float s = 0.0f;
             for (size_t k = b * kb; k < (b + 1) * kb && k < kp_; ++k) s += f[k];
@@ -113,8 +143,6 @@ void Q4Gemm::run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size
     }
   });
 
-  const Q4Weights w = weights(act);
-  const bool z = has_zero_;
   auto acts_at = [&](size_t i) {
     Q4Acts a;
     a.data = rows + i * rb;
@@ -131,30 +159,49 @@ void Q4Gemm::run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size
     }
     return a;
   };
-  const Q4GemmConfig& cfg = *config_;
+  const Q4GemmConfig& cfg = *g0.config_;
   const int ai = static_cast<int>(act);
-  const bool worth = double(m) * double(k_) * double(n_) >= kMinParallelMacs;
+  const bool worth = double(m) * double(k_) * double(n_all) >= kMinParallelMacs;
+  // The weights end to end: unit u of the whole is unit u - first[j] of
+  // member j (units: gemv calls for decode, panels for prompts).
+  size_t first[kMaxGroup + 1];
+  if (count > kMaxGroup) fail("Q4: {} weights in a group, at most {}", count, kMaxGroup);
+  Q4Weights w[kMaxGroup];
+  for (size_t j = 0; j < count; ++j) w[j] = gemms[j]->weights(act);
+  auto member_of = [&](size_t u, size_t j) {
+    while (j + 1 < count && first[j + 1] <= u) ++j;
+    return j;
+  };
 
   if (m == 1) {
-    const size_t per_call = cfg.gemv_nc[ai] / kQ4NR, calls = div_up(panels_, per_call);
-    const Q4GemmUkernel gemv = cfg.gemv[ai][z];
+    const size_t nc_call = cfg.gemv_nc[ai], per_call = nc_call / kQ4NR;
+    first[0] = 0;
+    for (size_t j = 0; j < count; ++j) first[j + 1] = first[j] + div_up(gemms[j]->panels_, per_call);
     const Q4Acts a = acts_at(0);
-    const size_t call_bytes = per_call * (w.codes_stride * sizeof(Q4Group) + w.scale_stride * sizeof(float));
-    split_runs(pool, calls, div_up(kDecodeRunBytes, call_bytes), worth, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        const size_t n0 = i * cfg.gemv_nc[ai], nc = n_ - n0 < cfg.gemv_nc[ai] ? n_ - n0 : cfg.gemv_nc[ai];
-        gemv(1, nc, w, i * per_call, a, y + n0, 0);
+    const size_t call_bytes = per_call * (w[0].codes_stride * sizeof(Q4Group) + w[0].scale_stride * sizeof(float));
+    split_runs(pool, first[count], div_up(kDecodeRunBytes, call_bytes), worth, [&](size_t b, size_t e) {
+      size_t j = member_of(b, 0);
+      for (size_t u = b; u < e; ++u) {
+        j = member_of(u, j);
+        const size_t i = u - first[j], n = gemms[j]->n_;
+        const size_t n0 = i * nc_call, nc = n - n0 < nc_call ? n - n0 : nc_call;
+        cfg.gemv[ai][gemms[j]->has_zero_](1, nc, w[j], i * per_call, a, y[j] + n0, 0);
       }
     });
     return;
   }
-  const Q4GemmUkernel gemm = cfg.gemm[ai][z];
+  first[0] = 0;
+  for (size_t j = 0; j < count; ++j) first[j + 1] = first[j] + gemms[j]->panels_;
   const size_t mr = cfg.mr[ai];
-  run_tiles(pool, m, panels_, mr, worth, [&](size_t row0, size_t row1, size_t pan0, size_t pan1) {
-    for (size_t p = pan0; p < pan1; ++p) {
-      const size_t n0 = p * kQ4NR, nc = n_ - n0 < kQ4NR ? n_ - n0 : kQ4NR;
+  run_tiles(pool, m, panels, mr, worth, [&](size_t row0, size_t row1, size_t pan0, size_t pan1) {
+    size_t j = member_of(pan0, 0);
+    for (size_t u = pan0; u < pan1; ++u) {
+      j = member_of(u, j);
+      const size_t p = u - first[j], n = gemms[j]->n_;
+      const size_t n0 = p * kQ4NR, nc = n - n0 < kQ4NR ? n - n0 : kQ4NR;
+      const Q4GemmUkernel gemm = cfg.gemm[ai][gemms[j]->has_zero_];
       for (size_t i = row0; i < row1; i += mr)
-        gemm(row1 - i < mr ? row1 - i : mr, nc, w, p, acts_at(i), y + i * ldy + n0, ldy);
+        gemm(row1 - i < mr ? row1 - i : mr, nc, w[j], p, acts_at(i), y[j] + i * ldy[j] + n0, ldy[j]);
     }
   });
 }

@@ -107,6 +107,21 @@ class Q4Gemm {
   void run(size_t m, Q4Act act, const float* x, size_t lda, float* y, size_t ldy, void* workspace,
            ThreadPool* pool) const;
 
+  static constexpr size_t kMaxGroup = 8;
+  // Siblings on one input (q, k, v; gate, up): gemms[i] writes y[i] (row
+  // stride ldy[i]) from the same x. The activations are prepared once and
+  // every weight's panels are split over the threads in one call; each
+  // output is what gemms[i]->run would write, bit for bit. All must share
+  // K, the activation block and the config (group_compatible); at most
+  // kMaxGroup.
+  static void run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act act, const float* x, size_t lda,
+                        float* const* y, const size_t* ldy, void* workspace, ThreadPool* pool);
+  // The workspace run_group needs: the largest of the members'.
+  static size_t group_workspace_bytes(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act act);
+  // Whether `a` and `b` may run in one group: same config, K, padded K,
+  // weight block and int8-block activation block.
+  static bool group_compatible(const Q4Gemm& a, const Q4Gemm& b);
+
  private:
   template <class Source>
   void pack(const Source& src, ThreadPool* pool);

@@ -10,12 +10,14 @@
 //   - node counts, pass-report counts, and the cases that must not fire.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "base/dtype.h"
 #include "graph/onnx/onnx_loader.h"
+#include "graph/passes/passes.h"
 #include "graph/session.h"
 #include "model_builder.h"
 #include "base/thread_pool.h"
@@ -498,4 +500,88 @@ TEST_CASE("q4 fusion: switched off, and the act precision names", "[fusion][q4]"
   CHECK(off.nodes == 2);
   for (ActPrecision a : kActPrecisions) CHECK(parse_act_precision(act_precision_name(a)) == a);
   CHECK_FALSE(parse_act_precision("int4").has_value());
+}
+
+namespace {
+
+// x read by four DequantizeLinear(4-bit) -> MatMul projections: three with
+// block 32 (int4; uint4 with zero points; int4 with a bias Add), which the
+// sibling pass groups into one Q4MatMul, and one with block 64, which it
+// must leave alone.
+std::string save_siblings(int64_t m, int64_t k) {
+  ModelBuilder b;
+  b.input("x", kFloat, {m, k});
+  struct Member { int64_t n, block; bool is_signed, zp, bias; };
+  const Member members[] = {{48, 32, true, false, false}, {16, 32, false, true, false}, {70, 32, true, false, true},
+                            {32, 64, true, false, false}};
+  int i = 0;
+  for (const Member& mb : members) {
+    Case c;
+    c.k = k;
+    c.n = mb.n;
+    c.block = mb.block;
+    c.is_signed = mb.is_signed;
+    c.zero_points = mb.zp;
+    const Weights W = draw(c);
+    const std::string id = std::to_string(i++), wt_name = "w_q" + id, s_name = "w_s" + id, y = "y" + id;
+    const int32_t wt = mb.is_signed ? kInt4 : kUint4;
+    b.initializer(wt_name, wt, {k, mb.n}, W.wq.data(), W.wq.size());
+    b.initializer<float>(s_name, kFloat, {W.rows, mb.n}, W.s);
+    std::vector<std::string> dq_in = {wt_name, s_name};
+    if (mb.zp) {
+      b.initializer("w_zp" + id, wt, {W.rows, mb.n}, W.zq.data(), W.zq.size());
+      dq_in.push_back("w_zp" + id);
+    }
+    auto& dq = b.node("DequantizeLinear", dq_in, {"w_dq" + id}, "dq" + id);
+    ModelBuilder::attr_int(dq, "axis", 0);
+    ModelBuilder::attr_int(dq, "block_size", mb.block);
+    b.node("MatMul", {"x", "w_dq" + id}, {mb.bias ? "mm" + id : y}, "matmul" + id);
+    if (mb.bias) {
+      b.initializer<float>("bias" + id, kFloat, {mb.n}, W.bias);
+      b.node("Add", {"mm" + id, "bias" + id}, {y}, "add" + id);
+    }
+    b.output(y, kFloat, {m, mb.n});
+  }
+  const std::string path = scratch_dir("q4_siblings_m" + std::to_string(m)) + "/model.onnx";
+  b.save(path);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("sibling grouping: Q4MatMuls on one input share one call, the same bits", "[fusion][q4][siblings]") {
+  const int64_t k = 100;
+  for (int64_t m : {1, 6, 40}) {
+    const std::string path = save_siblings(m, k);
+    Case c;
+    c.m = m;
+    c.k = k;
+    const Tensor x = input(c);
+    for (const char* act : {"int8-block", "int8-row", "float"})
+      for (int threads : {1, 2}) {
+        INFO("m " << m << " act " << act << " threads " << threads);
+        SessionOptions grouped_opts, plain_opts;
+        grouped_opts.threads = plain_opts.threads = threads;
+        grouped_opts.kernel.act_precision = plain_opts.kernel.act_precision = parse_act_precision(act).value();
+        const auto& passes = pass_list();
+        for (size_t i = 0; i < passes.size(); ++i)
+          if (std::string(passes[i].name) == "group-sibling-matmuls") plain_opts.stop_after_pass = static_cast<int>(i);
+        Session grouped(load_onnx(path), default_op_registry(), grouped_opts);
+        Session plain(load_onnx(path), default_op_registry(), plain_opts);
+        CHECK(grouped.pass_report().get("q4_fused") == 4);
+        CHECK(grouped.pass_report().get("siblings_fused") == 1);
+        CHECK(grouped.pass_report().get("siblings_fused_q4_gemms") == 3);
+        REQUIRE(grouped.graph().nodes.size() == 2);  // the group of three and the block-64 one
+        // Stopped before it, the plain run keeps the dead DequantizeLinears too.
+        CHECK(std::count_if(plain.graph().nodes.begin(), plain.graph().nodes.end(),
+                            [](const Node& n) { return n.op_type == "Q4MatMul"; }) == 4);
+        const std::vector<Tensor> a = grouped.run({{"x", x}}), b = plain.run({{"x", x}});
+        REQUIRE(a.size() == 4);
+        for (size_t o = 0; o < a.size(); ++o) {
+          INFO("output " << o);
+          REQUIRE(a[o].shape() == b[o].shape());
+          CHECK(std::memcmp(a[o].raw(), b[o].raw(), a[o].bytes()) == 0);
+        }
+      }
+  }
 }

@@ -431,3 +431,96 @@ TEST_CASE("q4: bad inputs are errors that name the value", "[q4]") {
   nw.zero_point_type = Q4MatMulNBitsWeight::ZeroPoints::kNone;
   CHECK_THROWS_WITH(Q4Gemm(q4_gemm_config(), nw, opt), Catch::Contains("int8_block = 12"));
 }
+
+namespace {
+
+// One member of a sibling group: its weights, drawn, and the Q4Gemm packed from them.
+struct GroupMember {
+  std::vector<uint8_t> data, zeros;
+  std::vector<float> scales, bias;
+  std::unique_ptr<Q4Gemm> gemm;
+};
+
+GroupMember group_member(size_t k, size_t n, size_t bs, bool is_signed, bool zero_points, bool bias, unsigned seed) {
+  GroupMember g;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> code(0, 15);
+  std::uniform_real_distribution<float> sd(0.01f, 0.1f), bd(-1.0f, 1.0f);
+  const size_t rows = bs ? div_up(k, bs) : 1;
+  g.data.assign(div_up(k * n, 2), 0);
+  for (size_t i = 0; i < k * n; ++i) put_nibble(g.data, i, code(rng));
+  for (size_t i = 0; i < rows * n; ++i) g.scales.push_back(sd(rng));
+  if (zero_points) {
+    g.zeros.assign(div_up(rows * n, 2), 0);
+    for (size_t i = 0; i < rows * n; ++i) put_nibble(g.zeros, i, code(rng));
+  }
+  for (size_t j = 0; bias && j < n; ++j) g.bias.push_back(bd(rng));
+  Q4OnnxWeight w;
+  w.k = k;
+  w.n = n;
+  w.is_signed = is_signed;
+  w.data = g.data.data();
+  w.block_size = bs;
+  w.scales = g.scales.data();
+  w.zero_points = zero_points ? g.zeros.data() : nullptr;
+  Q4GemmOptions opt;
+  opt.bias = bias ? g.bias.data() : nullptr;
+  g.gemm = std::make_unique<Q4Gemm>(q4_gemm_config(), w, opt);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("q4: a sibling group writes each output as its own call, bit for bit", "[q4][siblings]") {
+  // K past a whole number of blocks (padding); N on, past and well past
+  // the decode call's columns; zero points on one member only (the float
+  // mode's block sums), a bias on another; output strides past N.
+  for (size_t bs : {size_t{32}, size_t{0}}) {
+    const size_t k = 200;
+    GroupMember a = group_member(k, 40, bs, true, false, false, 1);
+    GroupMember b = group_member(k, 16, bs, false, true, false, 2);
+    GroupMember c = group_member(k, 330, bs, true, false, true, 3);
+    const Q4Gemm* gemms[3] = {a.gemm.get(), b.gemm.get(), c.gemm.get()};
+    const size_t ldy[3] = {40, 21, 333};
+    ThreadPool two(2);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two})
+      for (Q4Act act : {Q4Act::kInt8Row, Q4Act::kInt8Block, Q4Act::kFloat})
+        for (size_t m : {size_t{1}, size_t{3}, size_t{9}, size_t{70}}) {
+          INFO("bs " << bs << " act " << act_name(act) << " m " << m << " threads " << (pool ? 2 : 1));
+          std::mt19937 rng(static_cast<unsigned>(m + 17));
+          std::uniform_real_distribution<float> xd(-1.0f, 1.0f);
+          std::vector<float> x(m * k);
+          for (float& v : x) v = xd(rng);
+          std::vector<std::vector<float>> want(3), got(3);
+          float* y[3];
+          for (size_t j = 0; j < 3; ++j) {
+            want[j].assign(m * ldy[j], -7.0f);
+            got[j].assign(m * ldy[j], -7.0f);
+            y[j] = got[j].data();
+            std::vector<uint8_t> ws(gemms[j]->workspace_bytes(m, act) + 64);
+            gemms[j]->run(m, act, x.data(), k, want[j].data(), ldy[j], ws.data(), pool);
+          }
+          std::vector<uint8_t> ws(Q4Gemm::group_workspace_bytes(gemms, 3, m, act) + 64);
+          Q4Gemm::run_group(gemms, 3, m, act, x.data(), k, y, ldy, ws.data(), pool);
+          for (size_t j = 0; j < 3; ++j) {
+            INFO("member " << j);
+            CHECK(std::memcmp(want[j].data(), got[j].data(), want[j].size() * sizeof(float)) == 0);
+          }
+        }
+  }
+}
+
+TEST_CASE("q4: a group of weights with different K or blocks is refused, naming them", "[q4][siblings]") {
+  GroupMember a = group_member(64, 16, 32, true, false, false, 1);
+  GroupMember b = group_member(96, 16, 32, true, false, false, 2);
+  GroupMember c = group_member(64, 16, 16, true, false, false, 3);
+  CHECK(!Q4Gemm::group_compatible(*a.gemm, *b.gemm));
+  CHECK(!Q4Gemm::group_compatible(*a.gemm, *c.gemm));
+  const Q4Gemm* gemms[2] = {a.gemm.get(), c.gemm.get()};
+  std::vector<float> x(64), y0(16), y1(16);
+  float* y[2] = {y0.data(), y1.data()};
+  const size_t ldy[2] = {16, 16};
+  std::vector<uint8_t> ws(Q4Gemm::group_workspace_bytes(gemms, 2, 1, Q4Act::kInt8Block));
+  CHECK_THROWS_WITH(Q4Gemm::run_group(gemms, 2, 1, Q4Act::kInt8Block, x.data(), 64, y, ldy, ws.data(), nullptr),
+                    Catch::Contains("weight 1 of a group"));
+}
