@@ -6,8 +6,8 @@
 //
 //   ninja -C build bench_attention && build/bench/bench_attention
 //
-// BM_kv/T/F16/MIX reports the cache bytes read per second (keys for
-// scores, values for mix); BM_sgemm/T/MIX the float32 cache on the float
+// BM_kv/T/TYPE/MIX (TYPE 0 float32, 1 float16, 2 int8 + scales) reports the
+// cache bytes read per second (keys for scores, values for mix); BM_sgemm/T/MIX the float32 cache on the float
 // GEMM (its dot kernel for Q·Kᵀ, its tile kernel in place for P·V), the
 // path before the KV kernels; BM_read a plain read of as many bytes, the
 // limit all three are measured against in the same run.
@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -30,19 +31,29 @@ using namespace onebit;
 
 constexpr size_t kHeads = 28 * 8, kDim = 128, kRows = 2;
 
-// state.range: T, float16 (0/1), product (0 scores, 1 mix).
+// state.range: T, cache type (0 float32, 1 float16, 2 int8 codes with a
+// float32 scale per position, as --kv-dtype q8 keeps them), product (0
+// scores, 1 mix).
 void BM_kv(benchmark::State& state) {
   const size_t t = static_cast<size_t>(state.range(0));
-  const bool half = state.range(1) != 0, mix = state.range(2) != 0;
-  const DType dtype = half ? DType::F16 : DType::F32;
-  const size_t elem = half ? 2 : 4, head_bytes = t * kDim * elem;
+  const int type = static_cast<int>(state.range(1));
+  const bool mix = state.range(2) != 0;
+  const DType dtype = type == 0 ? DType::F32 : type == 1 ? DType::F16 : DType::I8;
+  // A head: its rows, then (int8) its t scales.
+  const size_t head_bytes = type == 2 ? t * (kDim + 4) : t * kDim * (type == 1 ? 2 : 4);
   std::vector<unsigned char> cache(kHeads * head_bytes);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (size_t i = 0; i < kHeads * t * kDim; ++i) {
-    const float x = u(rng);
-    if (half) reinterpret_cast<uint16_t*>(cache.data())[i] = float_to_half(x);
-    else reinterpret_cast<float*>(cache.data())[i] = x;
+  for (size_t h = 0; h < kHeads; ++h) {
+    unsigned char* head = cache.data() + h * head_bytes;
+    for (size_t i = 0; i < t * kDim; ++i) {
+      const float x = u(rng);
+      if (type == 0) reinterpret_cast<float*>(head)[i] = x;
+      else if (type == 1) reinterpret_cast<uint16_t*>(head)[i] = float_to_half(x);
+      else reinterpret_cast<int8_t*>(head)[i] = static_cast<int8_t>(std::lround(x * 127));
+    }
+    if (type == 2)
+      for (size_t j = 0; j < t; ++j) reinterpret_cast<float*>(head + t * kDim)[j] = 0.01f * u(rng);
   }
   std::vector<float> a(kRows * std::max(t, kDim)), y(kRows * std::max(t, kDim));
   for (float& x : a) x = u(rng);
@@ -51,7 +62,8 @@ void BM_kv(benchmark::State& state) {
   void* work = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
   for (auto _ : state) {
     for (size_t h = 0; h < kHeads; ++h) {
-      const KvRows rows{cache.data() + h * head_bytes, dtype};
+      const unsigned char* head = cache.data() + h * head_bytes;
+      const KvRows rows{head, dtype, type == 2 ? reinterpret_cast<const float*>(head + t * kDim) : nullptr};
       if (mix) kv_mix(cfg, kRows, t, kDim, a.data(), t, rows, y.data(), kDim, work, nullptr);
       else kv_scores(cfg, kRows, t, kDim, a.data(), kDim, rows, y.data(), t, nullptr);
     }
@@ -101,7 +113,7 @@ void BM_sgemm(benchmark::State& state) {
 
 BENCHMARK(BM_read)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sgemm)->ArgsProduct({{256, 1024, 4096}, {0, 1}})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_kv)->ArgsProduct({{256, 1024, 4096}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_kv)->ArgsProduct({{256, 1024, 4096}, {0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

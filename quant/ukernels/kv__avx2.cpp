@@ -113,12 +113,12 @@ void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, si
 void f32_qk_ukernel_2x4__avx2(size_t m, size_t t, size_t d, const float* q, size_t ldq, const float* k, size_t ldk,
                               float* s, size_t lds) {
   if (d % 8 != 0) return f32_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, s, lds);
-  kv_qk<2>(m, t, d, q, ldq, k, ldk, s, lds);
+  kv_qk<2, 0>(m, t, d, q, ldq, k, ldk, s, lds);
 }
 void f32_f16_qk_ukernel_2x4__avx2(size_t m, size_t t, size_t d, const float* q, size_t ldq, const uint16_t* k,
                                   size_t ldk, float* s, size_t lds) {
   if (d % 8 != 0) return f32_f16_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, s, lds);
-  kv_qk<2>(m, t, d, q, ldq, k, ldk, s, lds);
+  kv_qk<2, 0>(m, t, d, q, ldq, k, ldk, s, lds);
 }
 void f32_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v, size_t ldv,
                                float* y, size_t ldy) {
@@ -132,7 +132,7 @@ void f32_f16_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p,
 void f32_q8_qk_ukernel_2x4__avx2(size_t m, size_t t, size_t d, const float* q, size_t ldq, const int8_t* k,
                                  size_t ldk, const float* scales, float* s, size_t lds) {
   if (d % 8 != 0) return f32_q8_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, scales, s, lds);
-  kv_qk<2>(m, t, d, q, ldq, k, ldk, s, lds, scales);
+  kv_qk<2, 0>(m, t, d, q, ldq, k, ldk, s, lds, scales);
 }
 void f32_q8_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v,
                                   size_t ldv, const float* scales, float* y, size_t ldy) {

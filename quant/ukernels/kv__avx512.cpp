@@ -1,7 +1,8 @@
-// AVX-512 KV kernels. Q·Kᵀ: kv_qk.h in row blocks of 4. P·V: 2 rows × 128 columns of accumulators (16
-// zmm), so a value row of up to 128 elements is read once, in order, for
-// both rows, and sixteen independent FMA chains hide the FMA latency. Wider
-// heads go 128 columns at a time, the rest by 16-column masked blocks. Each
+// AVX-512 KV kernels. Q·Kᵀ: kv_qk.h in row blocks of 4, a decode's stream
+// prefetched kQkAhead bytes ahead. P·V: 2 rows × 128 columns of accumulators
+// (16 zmm), so a value row of up to 128 elements is read once, in order, for
+// both rows (prefetched kPvAhead bytes ahead), and sixteen independent FMA
+// chains hide the FMA latency. Wider heads go 128 columns at a time, the rest by 16-column masked blocks. Each
 // element is one FMA chain over the positions from zero, as kv_ukernels.h
 // fixes (the AVX2 and scalar kernels, and the float GEMM, compute the same).
 #include "quant/ukernels/simd_avx512.h"
@@ -14,6 +15,12 @@
 namespace onebit {
 
 namespace {
+
+// Software prefetch distance of a decode's cache stream, in bytes: the
+// hardware prefetcher alone left an int8 cache read from DRAM at a quarter
+// of a plain read (docs/BENCHMARK.md, "Prefetching the KV stream").
+constexpr size_t kQkAhead = 1024;
+constexpr size_t kPvAhead = 2048;
 
 __m512 load16(const float* p, __mmask16 m, __m512) { return _mm512_maskz_loadu_ps(m, p); }
 __m512 load16(const uint16_t* p, __mmask16 m, __m512) {
@@ -36,6 +43,10 @@ void block(size_t t, const float* p, size_t ldp, const V* v, size_t ldv, float* 
 #pragma GCC unroll 8
     for (int b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_ps();
   for (size_t j = 0; j < t; ++j, v += ldv) {
+    const char* ahead = reinterpret_cast<const char*>(v) + kPvAhead;
+#pragma GCC unroll 8
+    for (size_t off = 0; off < B * 16 * sizeof(V); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    if (sc) _mm_prefetch(reinterpret_cast<const char*>(sc + j) + 256, _MM_HINT_T0);
     __m512 x[B];
     const __m512 vs = sc ? _mm512_set1_ps(sc[j]) : _mm512_setzero_ps();
 #pragma GCC unroll 8
@@ -78,12 +89,12 @@ void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, si
 void f32_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const float* k, size_t ldk,
                                 float* s, size_t lds) {
   if (d % 8 != 0) return f32_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, s, lds);
-  kv_qk<4>(m, t, d, q, ldq, k, ldk, s, lds);
+  kv_qk<4, kQkAhead>(m, t, d, q, ldq, k, ldk, s, lds);
 }
 void f32_f16_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const uint16_t* k,
                                     size_t ldk, float* s, size_t lds) {
   if (d % 8 != 0) return f32_f16_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, s, lds);
-  kv_qk<4>(m, t, d, q, ldq, k, ldk, s, lds);
+  kv_qk<4, kQkAhead>(m, t, d, q, ldq, k, ldk, s, lds);
 }
 
 void f32_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v,
@@ -98,7 +109,7 @@ void f32_f16_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float*
 void f32_q8_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const int8_t* k,
                                    size_t ldk, const float* scales, float* s, size_t lds) {
   if (d % 8 != 0) return f32_q8_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, scales, s, lds);
-  kv_qk<4>(m, t, d, q, ldq, k, ldk, s, lds, scales);
+  kv_qk<4, kQkAhead>(m, t, d, q, ldq, k, ldk, s, lds, scales);
 }
 void f32_q8_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v,
                                      size_t ldv, const float* scales, float* y, size_t ldy) {

@@ -9,7 +9,8 @@
 // multiple of 8 (the callers send other head sizes to the scalar kernel).
 //   decode (one or two rows): key by key, so the cache is read as one
 //     stream — the four keys side by side read the head as four streams,
-//     measured ~2x slower for a float32 cache;
+//     measured ~2x slower for a float32 cache — prefetched Ahead bytes on
+//     (0: the hardware prefetcher alone);
 //   more rows: keys in blocks of 64 kept in L1 while every row block runs
 //     over them, the four keys side by side (more FMAs per load).
 #pragma once
@@ -43,8 +44,8 @@ inline __m128 sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 
 // R rows against keys [0, t), four at a time; a last group of fewer repeats
 // its first key and stores only what it has. Streamed: key by key. sc: the
-// keys' scales for int8 keys (null otherwise).
-template <int R, bool Streamed, class K>
+// keys' scales for int8 keys (null otherwise). Ahead: see above.
+template <int R, bool Streamed, size_t Ahead, class K>
 void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s, size_t lds,
              const float* sc) {
   for (size_t j = 0; j < t; j += 4) {
@@ -58,6 +59,11 @@ void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t 
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
     if (Streamed) {
+      if constexpr (Ahead > 0) {
+        const char* ahead = reinterpret_cast<const char*>(k + j * ldk) + Ahead;
+        for (size_t off = 0; off < 4 * ldk * sizeof(K); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+        if (sc) _mm_prefetch(reinterpret_cast<const char*>(sc + j) + 256, _MM_HINT_T0);
+      }
 #pragma GCC unroll 4
       for (int x = 0; x < 4; ++x)
         for (size_t i = 0; i < d; i += 8) {
@@ -93,13 +99,14 @@ void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t 
   }
 }
 
-// S = Q·Kᵀ with row blocks of up to MaxRows (2 or 4).
-template <int MaxRows, class K>
+// S = Q·Kᵀ with row blocks of up to MaxRows (2 or 4); a decode's stream
+// prefetched Ahead bytes on.
+template <int MaxRows, size_t Ahead, class K>
 void kv_qk(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s,
            size_t lds, const float* sc = nullptr) {
   if (m <= 2) {
-    if (m == 2) qk_rows<2, true>(t, d, q, ldq, k, ldk, s, lds, sc);
-    else if (m == 1) qk_rows<1, true>(t, d, q, ldq, k, ldk, s, lds, sc);
+    if (m == 2) qk_rows<2, true, Ahead>(t, d, q, ldq, k, ldk, s, lds, sc);
+    else if (m == 1) qk_rows<1, true, Ahead>(t, d, q, ldq, k, ldk, s, lds, sc);
     return;
   }
   constexpr size_t kBlock = 64;
@@ -109,10 +116,10 @@ void kv_qk(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k,
     size_t r = 0;
     if constexpr (MaxRows >= 4)
       for (; r + 4 <= m; r += 4)
-        qk_rows<4, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+        qk_rows<4, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
     for (; r + 2 <= m; r += 2)
-      qk_rows<2, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
-    if (r < m) qk_rows<1, false>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+      qk_rows<2, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+    if (r < m) qk_rows<1, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
   }
 }
 
