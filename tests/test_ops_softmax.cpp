@@ -77,6 +77,28 @@ TEST_CASE("Softmax is stable for large inputs and handles -inf", "[softmax]") {
   CHECK((std::isnan(n[0]) && std::isnan(n[1])));
 }
 
+TEST_CASE("Softmax rows long enough for the vector max: NaN in any lane or the tail, -inf masks", "[softmax]") {
+  // 19 elements: two 8-lane blocks and a 3-element tail. A NaN anywhere
+  // makes the whole row NaN; -inf entries (masked scores) are exactly 0 and
+  // never mistaken for NaN; the maximum may sit in any lane or in the tail.
+  const int64_t n = 19;
+  for (int64_t at = 0; at < n; ++at) {
+    INFO("position " << at);
+    std::vector<double> row = random_values(static_cast<size_t>(n), 4, static_cast<unsigned>(at));
+    row[static_cast<size_t>(at)] = kNaN;
+    const auto y = to_doubles(OpTest("Softmax").input(make_tensor_as(DType::F32, {1, n}, row)).run1());
+    for (double v : y) CHECK(std::isnan(v));
+
+    std::vector<double> masked(static_cast<size_t>(n), -kInf);
+    masked[static_cast<size_t>(at)] = 30;  // the maximum, alone
+    masked[static_cast<size_t>((at + 5) % n)] = 29;
+    const auto z = to_doubles(OpTest("Softmax").input(make_tensor_as(DType::F32, {1, n}, masked)).run1());
+    CHECK(all_close(z, reference(masked, 1, n, 1, false), 1e-6, 1e-7));
+    for (int64_t k = 0; k < n; ++k)
+      if (masked[static_cast<size_t>(k)] == -kInf) CHECK(z[static_cast<size_t>(k)] == 0);
+  }
+}
+
 TEST_CASE("Softmax on f16, bf16 and f64", "[softmax]") {
   const auto x = random_values(2 * 10, 4, 3);
   const auto want = reference(x, 2, 10, 1, false);
