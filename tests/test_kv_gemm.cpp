@@ -247,13 +247,19 @@ ONEBIT_ISA_CASE("kv q8: attention products equal float32 on the widened rows", "
 ONEBIT_ISA_CASE("kv q8: attention products equal float32 on the widened rows", "[kv_q8]", Avx2, q8_products)
 ONEBIT_ISA_CASE("kv q8: attention products equal float32 on the widened rows", "[kv_q8]", Avx512, q8_products)
 
-TEST_CASE("kv q8: the store quantizes each row with its own scale and keeps both when it grows", "[kv_q8]") {
-  const int64_t kvh = 3, d = 40, n = 20;
+// Rows of d = 40 (eight-lane blocks only), 44 (blocks and a tail) and 4 (tail only).
+static void check_q8_store(const int64_t d, bool errors) {
+  INFO("d " << d);
+  const int64_t kvh = 3, n = 20;
   KvStore q8(DType::I8);
   std::vector<float> rows = randn(static_cast<size_t>(kvh * n * d), 8, 3.0f);
   for (int64_t i = 0; i < d; ++i) rows[static_cast<size_t>(d + i)] = 0.0f;  // head 0, position 1: all zero
   rows[static_cast<size_t>(2 * d + 5)] = 100.0f;                           // head 0, position 2: one large entry
   rows[static_cast<size_t>(3 * d + 7)] = std::numeric_limits<float>::quiet_NaN();  // position 3: a NaN
+  rows[static_cast<size_t>(5 * d - 1)] = std::numeric_limits<float>::quiet_NaN();  // position 4, last: a NaN
+  rows[static_cast<size_t>(6 * d - 2)] = -50.0f;                                  // position 5: near the end, large
+  rows[static_cast<size_t>(6 * d + 1)] = 90.0f;  // position 6: the max, then a NaN in its lane (d >= 16)
+  rows[static_cast<size_t>(6 * d + 9)] = std::numeric_limits<float>::quiet_NaN();
   q8.reserve(kvh, d, 4);
   for (int64_t pos = 0; pos < n; ++pos) {
     q8.reserve(kvh, d, pos + 1);
@@ -279,6 +285,10 @@ TEST_CASE("kv q8: the store quantizes each row with its own scale and keeps both
       for (int64_t i = 0; i < d; ++i) {
         const int8_t code = static_cast<const int8_t*>(r.data)[pos * d + i];
         CHECK(code >= -127);
+        // Exactly the contract's code: x · (127 / max|x|) to nearest even, clamped.
+        const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+        const float want = std::isnan(x[i]) ? -127.0f : std::fmin(std::fmax(std::nearbyint(x[i] * inv), -127.0f), 127.0f);
+        CHECK(code == static_cast<int8_t>(want));
         if (std::isnan(x[i])) {
           CHECK(code == -127);
         } else if (amax > 0) {
@@ -291,11 +301,18 @@ TEST_CASE("kv q8: the store quantizes each row with its own scale and keeps both
       }
     }
   }
+  if (!errors) return;
   CHECK_THROWS_WITH(KvStore(DType::I8).reserve(2, 42, 4), Catch::Contains("multiple of 4"));
   CHECK_THROWS_WITH(kv_state_head(q8.head(0).data, DType::I8, q8.head_stride() - 1, 0, n, d),
                     Catch::Contains("not rows of 40 codes"));
   CHECK_THROWS_WITH(kv_state_head(q8.head(0).data, DType::I8, q8.head_stride(), 0, q8.capacity() + 1, d),
                     Catch::Contains("not rows of 40 codes"));
+}
+
+TEST_CASE("kv q8: the store quantizes each row with its own scale and keeps both when it grows", "[kv_q8]") {
+  check_q8_store(40, true);
+  check_q8_store(44, false);
+  check_q8_store(4, false);
 }
 
 ONEBIT_ISA_CASE("kv f16: conversions match the scalar ones bit for bit", "[kv_f16]", Scalar, conversions)
