@@ -79,15 +79,15 @@ class Q4KernelBase : public Kernel {
   void reshape(ReshapeContext& ctx) override {
     const Shape& x = ctx.shape(0);
     if (ctx.dtype(0) != DType::F32) fail("input A is {}, expected float32", dtype_name(ctx.dtype(0)));
-    if (x.empty() || x.back() != static_cast<int64_t>(gemm_->k()))
-      fail("input A has shape {}, expected [..., K={}]", shape_str(x), gemm_->k());
+    if (x.empty() || x.back() != static_cast<int64_t>(first().k()))
+      fail("input A has shape {}, expected [..., K={}]", shape_str(x), first().k());
     for (size_t i = 0; i < gemms_.size(); ++i) {
       Shape y = x;
       y.back() = static_cast<int64_t>(gemms_[i]->n());
       ctx.set_output(static_cast<int>(i), DType::F32, y);
     }
-    const size_t m = static_cast<size_t>(numel(x)) / gemm_->k();
-    size_t bytes = Q4Gemm::group_workspace_bytes(members_.data(), members_.size(), m, gemm_->default_act());
+    const size_t m = static_cast<size_t>(numel(x)) / first().k();
+    size_t bytes = Q4Gemm::group_workspace_bytes(members_.data(), members_.size(), m, first().default_act());
     if (device_.bound())
       bytes = std::max(bytes, device_host_bytes(m)) + device_.workspace_bytes(m);
     ctx.set_workspace(bytes);
@@ -95,7 +95,7 @@ class Q4KernelBase : public Kernel {
 
   void run(RunContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const size_t k = gemm_->k();
+    const size_t k = first().k();
     const size_t m = static_cast<size_t>(x.size()) / k;
     if (m == 0) return;
     if (device_.routes(m)) return run_qd8(m, x.data<float>(), ctx.output(0).data<float>(), ctx);
@@ -105,16 +105,16 @@ class Q4KernelBase : public Kernel {
       y[i] = ctx.output(static_cast<int>(i)).data<float>();
       ldy[i] = gemms_[i]->n();
     }
-    Q4Gemm::run_group(members_.data(), members_.size(), m, gemm_->default_act(), x.data<float>(), k, y, ldy,
+    Q4Gemm::run_group(members_.data(), members_.size(), m, first().default_act(), x.data<float>(), k, y, ldy,
                       ctx.workspace(), &ctx.pool());
   }
 
   std::string describe() const override {
-    const Q4GemmConfig& c = gemm_->config();
-    const int a = static_cast<int>(gemm_->default_act());
+    const Q4GemmConfig& c = first().config();
+    const int a = static_cast<int>(first().default_act());
     std::string n = fmt::format("{}", gemms_[0]->n());
     for (size_t i = 1; i < gemms_.size(); ++i) n += fmt::format("+{}", gemms_[i]->n());
-    return fmt::format("Q4 {}x{} {} act {} ({}, {})", gemm_->k(), n, layout_, act_name(gemm_->default_act()),
+    return fmt::format("Q4 {}x{} {} act {} ({}, {})", first().k(), n, layout_, act_name(first().default_act()),
                        c.gemv_name[a], c.gemm_name[a]);
   }
 
@@ -122,7 +122,7 @@ class Q4KernelBase : public Kernel {
   // The q4 route: `w` is the dequantized weight [K][N]; bias [N] or null.
   void bind_device(const KernelInfo& info, const std::vector<float>& w, const float* bias) {
     if (!info.options().npu) return;
-    const size_t k = gemm_->k(), n = gemm_->n();
+    const size_t k = first().k(), n = first().n();
     const std::vector<int8_t> q = Qd8Gemm::quantize_weight(k, n, w.data(), n, w_scale_);
     device_.bind(info, npu::Route::kQ4, k, n, q.data());
     if (!device_.bound()) return;
@@ -132,30 +132,32 @@ class Q4KernelBase : public Kernel {
   }
 
   // The weights, one per output (siblings grouped by
-  // graph/passes/sibling_matmul.cpp: several); gemm_ is the first.
+  // graph/passes/sibling_matmul.cpp: several).
   void add_gemm(std::unique_ptr<Q4Gemm> g) {
     if (!gemms_.empty() && !Q4Gemm::group_compatible(*gemms_[0], *g))
       fail("weight {} ({}x{}) cannot share a call with the first ({}x{}): K or block differ", gemms_.size(), g->k(),
            g->n(), gemms_[0]->k(), gemms_[0]->n());
     gemms_.push_back(std::move(g));
     members_.push_back(gemms_.back().get());
-    gemm_ = gemms_[0].get();
   }
 
   std::string layout_;
-  const Q4Gemm* gemm_ = nullptr;
+  // The first weight: K, the activation precision and the config every
+  // member shares, and the one weight of a kernel that is not a group.
+  const Q4Gemm& first() const { return *gemms_.front(); }
+
   std::vector<std::unique_ptr<Q4Gemm>> gemms_;
-  std::vector<const Q4Gemm*> members_;
+  std::vector<const Q4Gemm*> members_;  // gemms_ as run_group takes them
 
  private:
   size_t device_host_bytes(size_t m) const {
-    return (Qd8Gemm::workspace_bytes_for(q8_gemm_config(), m, gemm_->k()) + 63) / 64 * 64;
+    return (Qd8Gemm::workspace_bytes_for(q8_gemm_config(), m, first().k()) + 63) / 64 * 64;
   }
 
   // Rows quantized per row, the int8 product on the device (or, once its
   // design is dead, on the host twin), the qd8 epilogue, then the bias.
   void run_qd8(size_t m, const float* x, float* y, RunContext& ctx) {
-    const size_t k = gemm_->k(), n = gemm_->n();
+    const size_t k = first().k(), n = first().n();
     const Qd8Gemm::Rows rows = Qd8Gemm::quantize_rows(m, k, x, k, ctx.workspace(), &ctx.pool());
     auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(ctx.workspace()) + device_host_bytes(m));
     if (device_.run(m, rows.q, k, 0, acc)) {

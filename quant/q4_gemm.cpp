@@ -81,6 +81,7 @@ size_t Q4Gemm::group_workspace_bytes(const Q4Gemm* const* gemms, size_t count, s
 void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act act, const float* x, size_t lda,
                        float* const* y, const size_t* ldy, void* workspace, ThreadPool* pool) {
   if (m == 0 || count == 0) return;
+  if (count > kMaxGroup) fail("Q4: {} weights in a group, at most {}", count, kMaxGroup);
   const Q4Gemm& g0 = *gemms[0];
   const size_t k_ = g0.k_, kp_ = g0.kp_;
   bool has_zero = false;  // float activations: the block sums, when any member has zero points
@@ -165,7 +166,6 @@ void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act
   // The weights end to end: unit u of the whole is unit u - first[j] of
   // member j (units: gemv calls for decode, panels for prompts).
   size_t first[kMaxGroup + 1];
-  if (count > kMaxGroup) fail("Q4: {} weights in a group, at most {}", count, kMaxGroup);
   Q4Weights w[kMaxGroup];
   for (size_t j = 0; j < count; ++j) w[j] = gemms[j]->weights(act);
   auto member_of = [&](size_t u, size_t j) {

@@ -13,6 +13,7 @@
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "pass_test_util.h"
 #include "ops/register_ops.h"
 
 using namespace onebit;
@@ -38,15 +39,6 @@ Tensor tensor(Shape shape, unsigned seed) {
   return t;
 }
 
-// The index of the pass named `name` + 1: stopping there runs everything before it.
-int stop_before(const char* name) {
-  const auto& passes = pass_list();
-  for (size_t i = 0; i < passes.size(); ++i)
-    if (std::string(passes[i].name) == name) return static_cast<int>(i);
-  FAIL("no pass " << name);
-  return -1;
-}
-
 struct Pair {
   Tensor fused, plain;
   int64_t count;
@@ -59,7 +51,7 @@ Pair run_both(const ModelBuilder& b, const std::string& name, const char* pass, 
   b.save(path);
   Session fused(load_onnx(path), default_op_registry());
   SessionOptions o;
-  o.stop_after_pass = stop_before(pass);
+  o.stop_after_pass = test::pass_index(pass);
   Session plain(load_onnx(path), default_op_registry(), o);
   return {fused.run(inputs)[0], plain.run(inputs)[0], fused.pass_report().get(counter), fused.graph().nodes.size(),
           plain.graph().nodes.size()};

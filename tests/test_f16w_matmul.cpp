@@ -13,9 +13,9 @@
 #include "tests/random_util.h"
 #include "base/dtype.h"
 #include "graph/onnx/onnx_loader.h"
-#include "graph/passes/passes.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "pass_test_util.h"
 #include "ops/register_ops.h"
 #include "quant/ukernels/kernel_config.h"
 
@@ -52,9 +52,7 @@ Graph build(int64_t m, int64_t k, int64_t n, bool cast_is_output) {
 SessionOptions before_pass(const char* pass = "f16-weight-matmul", int threads = 0) {
   SessionOptions o;
   if (threads > 0) o.threads = threads;
-  const auto& passes = pass_list();
-  for (size_t i = 0; i < passes.size(); ++i)
-    if (std::string(passes[i].name) == pass) o.stop_after_pass = static_cast<int>(i);
+  o.stop_after_pass = test::pass_index(pass);
   return o;
 }
 

@@ -13,9 +13,9 @@
 #include <random>
 
 #include "graph/onnx/onnx_loader.h"
-#include "graph/passes/passes.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "pass_test_util.h"
 #include "ops/register_ops.h"
 
 using namespace onebit;
@@ -89,9 +89,7 @@ Graph build(Form form, const Weights& w) {
 
 SessionOptions upto(const char* pass, bool include) {
   SessionOptions o;
-  const auto& passes = pass_list();
-  for (size_t i = 0; i < passes.size(); ++i)
-    if (std::string(passes[i].name) == pass) o.stop_after_pass = static_cast<int>(i) + (include ? 1 : 0);
+  o.stop_after_pass = test::pass_index(pass) + (include ? 1 : 0);
   return o;
 }
 

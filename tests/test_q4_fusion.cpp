@@ -17,9 +17,9 @@
 
 #include "base/dtype.h"
 #include "graph/onnx/onnx_loader.h"
-#include "graph/passes/passes.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "pass_test_util.h"
 #include "base/thread_pool.h"
 #include "quant/q4_gemm.h"
 #include "ops/register_ops.h"
@@ -563,9 +563,7 @@ TEST_CASE("sibling grouping: Q4MatMuls on one input share one call, the same bit
         SessionOptions grouped_opts, plain_opts;
         grouped_opts.threads = plain_opts.threads = threads;
         grouped_opts.kernel.act_precision = plain_opts.kernel.act_precision = parse_act_precision(act).value();
-        const auto& passes = pass_list();
-        for (size_t i = 0; i < passes.size(); ++i)
-          if (std::string(passes[i].name) == "group-sibling-matmuls") plain_opts.stop_after_pass = static_cast<int>(i);
+        plain_opts.stop_after_pass = test::pass_index("group-sibling-matmuls");
         Session grouped(load_onnx(path), default_op_registry(), grouped_opts);
         Session plain(load_onnx(path), default_op_registry(), plain_opts);
         CHECK(grouped.pass_report().get("q4_fused") == 4);

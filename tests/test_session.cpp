@@ -7,6 +7,7 @@
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "pass_test_util.h"
 #include "ops/register_ops.h"
 
 using namespace onebit;
@@ -160,9 +161,7 @@ TEST_CASE("session: the pass list can stop after pass N", "[session][passes]") {
   Session raw = session_for(b, "session_passes_none", none);
   CHECK(raw.graph().nodes.size() == 3);
   SessionOptions one;  // up to and including constant folding
-  const auto& passes = pass_list();
-  for (size_t i = 0; i < passes.size(); ++i)
-    if (std::string(passes[i].name) == "fold-constants") one.stop_after_pass = static_cast<int>(i) + 1;
+  one.stop_after_pass = test::pass_index("fold-constants") + 1;
   Session folded = session_for(b, "session_passes_one", one);
   CHECK(folded.graph().nodes.size() == 2);  // folding only: the dead Mul stays
   Session all = session_for(b, "session_passes_all");
