@@ -2,9 +2,10 @@
 // prefetched kQkAhead bytes ahead. P·V: 2 rows × 128 columns of accumulators
 // (16 zmm), so a value row of up to 128 elements is read once, in order, for
 // both rows (prefetched kPvAhead bytes ahead), and sixteen independent FMA
-// chains hide the FMA latency. Wider heads go 128 columns at a time, the rest by 16-column masked blocks. Each
-// element is one FMA chain over the positions from zero, as kv_ukernels.h
-// fixes (the AVX2 and scalar kernels, and the float GEMM, compute the same).
+// chains hide the FMA latency. Wider heads go 128 columns at a time, the
+// rest by 16-column masked blocks. Each element is one FMA chain over the
+// positions from zero, as kv_ukernels.h fixes (the AVX2 and scalar kernels,
+// and the float GEMM, compute the same).
 #include "quant/ukernels/simd_avx512.h"
 
 #include <algorithm>
