@@ -9,7 +9,10 @@
 // float16, packed once at create into 16-column panels ([N/16][K][16]
 // halves, columns past N zero), and each product widens it in registers
 // (quant/ukernels/f16w_ukernels.h): a decode step reads 2 bytes a weight
-// instead of the 4 a folded float32 copy would. The result is the float
+// instead of the 4 a folded float32 copy would. A one-row product (a decode
+// step) splits the panels into a few contiguous shares a thread and reads
+// each share as four sub-ranges side by side (the gemv kernel), so each
+// thread keeps four long streams in flight. The result is the float
 // product of the float16 values, as the unfused Cast → MatMul computes it
 // (up to the order of the sums).
 //
@@ -140,7 +143,17 @@ class F16wMatMulKernel : public Kernel {
       }
     };
     ThreadPool* pool = &ctx.pool();
-    if (!wide) {
+    if (rows == 1 && config_->gemv) {
+      // One row: each thread takes a contiguous share of the panels (two
+      // shares a thread, taken dynamically) and walks it as kF16wStreams
+      // sub-ranges side by side, each a long stream of its own.
+      const size_t threads = worth ? static_cast<size_t>(pool->size()) : 1;
+      const size_t shares = std::min(panels_, threads == 1 ? size_t{1} : threads * kShares);
+      pool->run(static_cast<int64_t>(shares), [&](int64_t t) {
+        const size_t p0 = panels_ * static_cast<size_t>(t) / shares, p1 = panels_ * static_cast<size_t>(t + 1) / shares;
+        gemv_streams(x, w, y, p0, p1);
+      });
+    } else if (!wide) {
       // Decode: runs of consecutive panels (one stream each) taken
       // dynamically, so a small projection splits over the threads too.
       split_runs(pool, panels_, div_up(kDecodeRunBytes, panel_bytes), worth, [&](size_t p0, size_t p1) {
@@ -161,11 +174,35 @@ class F16wMatMulKernel : public Kernel {
                                  ctx.output(static_cast<int>(i)).data<uint16_t>());
   }
 
+  // Panels [p0, p1) for one row: kF16wStreams sub-ranges read side by side.
+  void gemv_streams(const float* x, const uint16_t* w, float* const* y, size_t p0, size_t p1) const {
+    const size_t k = static_cast<size_t>(k_), per = qgemm_detail::div_up(p1 - p0, kF16wStreams);
+    const uint16_t* b[kF16wStreams];
+    float* c[kF16wStreams];
+    size_t nc[kF16wStreams];
+    for (size_t j = 0; j < per; ++j) {
+      size_t live = 0;
+      for (size_t s = 0; s < kF16wStreams; ++s) {
+        const size_t pn = p0 + s * per + j;
+        if (pn >= p1) break;  // only the last sub-ranges run short
+        size_t g = 0;
+        while (g + 1 < segments_.size() && segments_[g + 1].panel0 <= pn) ++g;
+        const size_t n = static_cast<size_t>(segments_[g].n), col = (pn - segments_[g].panel0) * kF16wNR;
+        b[live] = w + pn * k * kF16wNR;
+        c[live] = y[g] + col;
+        nc[live] = std::min(kF16wNR, n - col);
+        ++live;
+      }
+      config_->gemv(live, k, x, b, c, nc);
+    }
+  }
+
   std::string describe() const override {
     std::string n = fmt::format("{}", segments_[0].n);
     for (size_t i = 1; i < segments_.size(); ++i) n += fmt::format("+{}", segments_[i].n);
-    return fmt::format("float16 weight {}x{} ({} MB packed), {} / {}", k_, n, bytes_ >> 20, config_->gemm_name,
-                       config_->wide_name);
+    return fmt::format("float16 weight {}x{} ({} MB packed), {} / {}{}{}", k_, n, bytes_ >> 20,
+                       config_->gemv ? config_->gemv_name : config_->gemm_name, config_->wide_name,
+                       config_->gemv ? " / " : "", config_->gemv ? config_->gemm_name : "");
   }
 
  private:
@@ -177,6 +214,9 @@ class F16wMatMulKernel : public Kernel {
   // Siblings grouped on one input (graph/passes/sibling_matmul.cpp) are
   // few: q, k, v, or gate and up.
   static constexpr size_t kMaxOutputs = 16;
+  // A one-row product's panels: shares a thread takes (the threads finish
+  // together on a busy machine too).
+  static constexpr size_t kShares = 2;
 
   int64_t n_total() const {
     int64_t n = 0;

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "tests/random_util.h"
+#include "base/cpu_features.h"
 #include "base/dtype.h"
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
@@ -150,6 +151,43 @@ TEST_CASE("f16w prompt tile computes every output bit for bit as the decode tile
           CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
         }
   }
+}
+
+TEST_CASE("f16w one-row streams kernel computes every output bit for bit as the decode tile", "[ukernel][f16w]") {
+  int checked = 0;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    const F16wGemmConfig* c = f16w_gemm_config_for(isa);
+    if (!c || !c->gemv) continue;  // this CPU lacks it, or the family decodes on its gemm tile
+    INFO(c->gemv_name << " against " << c->gemm_name);
+    for (size_t streams = 1; streams <= kF16wStreams; ++streams)
+      for (size_t k : {size_t{1}, size_t{2}, size_t{15}, size_t{129}, size_t{576}}) {
+        const std::vector<float> a = randn(k, static_cast<unsigned>(streams * 13 + k));
+        // Each stream's panel in a buffer of its own; columns 16, 5, 1, 16.
+        std::vector<std::vector<uint16_t>> panels;
+        std::vector<std::vector<float>> want, got;
+        const uint16_t* b[kF16wStreams];
+        float* out[kF16wStreams];
+        size_t nc[kF16wStreams];
+        for (size_t s = 0; s < streams; ++s) {
+          panels.push_back(halves(randn(k * kF16wNR, static_cast<unsigned>(k * 7 + s))));
+          want.emplace_back(kF16wNR + 1, -1.f);
+          got.emplace_back(kF16wNR + 1, -1.f);
+        }
+        for (size_t s = 0; s < streams; ++s) {
+          nc[s] = s == 1 ? 5 : s == 2 ? 1 : 16;
+          b[s] = panels[s].data();
+          out[s] = got[s].data();
+          c->gemm(1, k, a.data(), k, b[s], want[s].data(), 16, nc[s]);
+        }
+        c->gemv(streams, k, a.data(), b, out, nc);
+        for (size_t s = 0; s < streams; ++s) {
+          INFO("streams " << streams << " k " << k << " stream " << s);
+          CHECK(std::memcmp(want[s].data(), got[s].data(), want[s].size() * sizeof(float)) == 0);
+        }
+        ++checked;
+      }
+  }
+  if (cpu_supports(Isa::Avx512)) CHECK(checked > 0);
 }
 
 TEST_CASE("f16w: the same bits on one thread and two, decode runs and prompt tiles split over the pool",

@@ -46,6 +46,39 @@ void tile(size_t k, const float* a, size_t lda, const uint16_t* b, float* c, siz
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(c + r * ldc, mask, _mm512_add_ps(e[r], o[r]));
 }
 
+// One row against up to kF16wStreams panels that lie apart in memory, read
+// side by side: each panel a stream of its own for the prefetchers, its
+// columns summed by the same two chains in the same order as tile<1>.
+template <int S>
+void streams(size_t k, const float* a, const uint16_t* const* b, float* const* c, const size_t* nc) {
+  __m512 e[S], o[S];
+#pragma GCC unroll 4
+  for (int s = 0; s < S; ++s) e[s] = o[s] = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 2 <= k; i += 2) {
+    const __m512 ae = _mm512_set1_ps(a[i]), ao = _mm512_set1_ps(a[i + 1]);
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) {
+      const uint16_t* p = b[s] + i * kF16wNR;
+      _mm_prefetch(reinterpret_cast<const char*>(p) + 2048, _MM_HINT_T1);
+      e[s] = _mm512_fmadd_ps(ae, widen16(p), e[s]);
+      o[s] = _mm512_fmadd_ps(ao, widen16(p + kF16wNR), o[s]);
+    }
+  }
+  if (i < k) {
+    const __m512 ae = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) e[s] = _mm512_fmadd_ps(ae, widen16(b[s] + i * kF16wNR), e[s]);
+  }
+#pragma GCC unroll 4
+  for (int s = 0; s < S; ++s)
+    _mm512_mask_storeu_ps(c[s], static_cast<__mmask16>((1u << nc[s]) - 1), _mm512_add_ps(e[s], o[s]));
+}
+
+using Streams = void (*)(size_t, const float*, const uint16_t* const*, float* const*, const size_t*);
+constexpr Streams kStreams[kF16wStreams + 1] = {nullptr, streams<1>, streams<2>, streams<3>, streams<4>};
+static_assert(kF16wStreams == 4, "kStreams lists one instantiation per stream count");
+
 using Tile = void (*)(size_t, const float*, size_t, const uint16_t*, float*, size_t, size_t);
 constexpr Tile kTiles[kF16wWideMR + 1] = {nullptr,   tile<1>,  tile<2>,  tile<3>, tile<4>,  tile<5>, tile<6>,
                                           tile<7>,   tile<8>,  tile<9>,  tile<10>, tile<11>, tile<12>};
@@ -56,6 +89,11 @@ static_assert(kF16wWideMR == 12, "kTiles lists one instantiation per row count")
 void f32_f16w_gemm_ukernel_12x16__avx512(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,
                                          size_t ldc, size_t nc) {
   if (m > 0) kTiles[m](k, a, lda, b, c, ldc, nc);
+}
+
+void f32_f16w_gemv_ukernel_1x16s4__avx512(size_t streams, size_t k, const float* a, const uint16_t* const* b,
+                                          float* const* c, const size_t* nc) {
+  if (streams > 0) kStreams[streams](k, a, b, c, nc);
 }
 
 }  // namespace onebit

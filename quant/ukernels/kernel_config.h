@@ -82,6 +82,9 @@ struct F16wGemmConfig {
   F32F16wGemmUkernel wide;
   size_t wide_mr;
   const char* wide_name;
+  // One row against several panels read side by side (null: decode on gemm).
+  F32F16wGemvUkernel gemv;
+  const char* gemv_name;
 };
 
 const F16wGemmConfig& f16w_gemm_config();
