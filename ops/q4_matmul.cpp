@@ -115,7 +115,7 @@ class Q4KernelBase : public Kernel {
     std::string n = fmt::format("{}", gemms_[0]->n());
     for (size_t i = 1; i < gemms_.size(); ++i) n += fmt::format("+{}", gemms_[i]->n());
     return fmt::format("Q4 {}x{} {} act {} ({}, {})", first().k(), n, layout_, act_name(first().default_act()),
-                       c.gemv_name[a], c.gemm_name[a]);
+                       c.gemv_streams[a] ? c.gemv_streams_name[a] : c.gemv_name[a], c.gemm_name[a]);
   }
 
  protected:

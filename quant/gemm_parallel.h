@@ -39,6 +39,9 @@ void split_ranges(ThreadPool* pool, size_t n, bool worth, F&& fn) {
 // delays the call by at most one run instead of half the weight. A run of
 // about kDecodeRunBytes keeps each stream long enough for the prefetchers.
 inline constexpr size_t kDecodeRunBytes = size_t{1} << 16;
+// A one-row product read as several streams a thread: contiguous shares a
+// thread takes (dynamically, so the threads finish together on a busy machine).
+inline constexpr size_t kDecodeShares = 2;
 
 template <class F>
 void split_runs(ThreadPool* pool, size_t n, size_t grain, bool worth, F&& fn) {

@@ -24,6 +24,7 @@
 #include <random>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
@@ -441,7 +442,8 @@ struct GroupMember {
   std::unique_ptr<Q4Gemm> gemm;
 };
 
-GroupMember group_member(size_t k, size_t n, size_t bs, bool is_signed, bool zero_points, bool bias, unsigned seed) {
+GroupMember group_member(size_t k, size_t n, size_t bs, bool is_signed, bool zero_points, bool bias, unsigned seed,
+                         const Q4GemmConfig& config = q4_gemm_config()) {
   GroupMember g;
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> code(0, 15);
@@ -465,7 +467,7 @@ GroupMember group_member(size_t k, size_t n, size_t bs, bool is_signed, bool zer
   w.zero_points = zero_points ? g.zeros.data() : nullptr;
   Q4GemmOptions opt;
   opt.bias = bias ? g.bias.data() : nullptr;
-  g.gemm = std::make_unique<Q4Gemm>(q4_gemm_config(), w, opt);
+  g.gemm = std::make_unique<Q4Gemm>(config, w, opt);
   return g;
 }
 
@@ -523,4 +525,59 @@ TEST_CASE("q4: a group of weights with different K or blocks is refused, naming 
   std::vector<uint8_t> ws(Q4Gemm::group_workspace_bytes(gemms, 2, 1, Q4Act::kInt8Block));
   CHECK_THROWS_WITH(Q4Gemm::run_group(gemms, 2, 1, Q4Act::kInt8Block, x.data(), 64, y, ldy, ws.data(), nullptr),
                     Catch::Contains("weight 1 of a group"));
+}
+
+TEST_CASE("q4: a decode row on several streams a thread equals the one-stream gemv, bit for bit", "[q4][streams]") {
+  // Members of one group on the family's streams kernel against the same
+  // weights on its gemv (the config without gemv_streams): shares and
+  // sub-ranges that end inside a member and past it, zero points on some
+  // members only, per-block and per-channel scales, one and two threads.
+  int checked = 0;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
+    const Q4GemmConfig* cfg = q4_gemm_config_for(isa);
+    if (!cfg) continue;  // this CPU lacks it
+    Q4GemmConfig plain = *cfg;
+    for (auto& f : plain.gemv_streams) f = nullptr;
+    ThreadPool two(2);
+    for (size_t bs : {size_t{32}, size_t{0}, size_t{64}})
+      for (size_t k : {size_t{200}, size_t{1024}}) {
+        const size_t ns[3] = {k == 1024 ? size_t{3000} : size_t{40}, 17, 330};
+        std::vector<GroupMember> fast, slow;
+        for (size_t j = 0; j < 3; ++j) {
+          fast.push_back(group_member(k, ns[j], bs, j != 1, j == 1, j == 2, unsigned(j + 5), *cfg));
+          slow.push_back(group_member(k, ns[j], bs, j != 1, j == 1, j == 2, unsigned(j + 5), plain));
+        }
+        for (Q4Act act : {Q4Act::kInt8Row, Q4Act::kInt8Block, Q4Act::kFloat}) {
+          if (!cfg->gemv_streams[int(act)]) continue;
+          for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two})
+            for (size_t count : {size_t{1}, size_t{3}}) {
+              INFO(cfg->gemv_streams_name[int(act)] << " bs " << bs << " k " << k << " act " << act_name(act)
+                                                    << " members " << count << " threads " << (pool ? 2 : 1));
+              std::mt19937 rng(static_cast<unsigned>(k + bs));
+              std::uniform_real_distribution<float> xd(-1.0f, 1.0f);
+              std::vector<float> x(k);
+              for (float& v : x) v = xd(rng);
+              const Q4Gemm* gf[3] = {fast[0].gemm.get(), fast[1].gemm.get(), fast[2].gemm.get()};
+              const Q4Gemm* gs[3] = {slow[0].gemm.get(), slow[1].gemm.get(), slow[2].gemm.get()};
+              std::vector<std::vector<float>> want(3), got(3);
+              float *yw[3], *yg[3];
+              for (size_t j = 0; j < 3; ++j) {
+                want[j].assign(ns[j], -7.0f);
+                got[j].assign(ns[j], -7.0f);
+                yw[j] = want[j].data();
+                yg[j] = got[j].data();
+              }
+              std::vector<uint8_t> ws(Q4Gemm::group_workspace_bytes(gf, count, 1, act) + 64);
+              Q4Gemm::run_group(gs, count, 1, act, x.data(), k, yw, ns, ws.data(), pool);
+              Q4Gemm::run_group(gf, count, 1, act, x.data(), k, yg, ns, ws.data(), pool);
+              for (size_t j = 0; j < count; ++j) {
+                INFO("member " << j);
+                CHECK(std::memcmp(want[j].data(), got[j].data(), want[j].size() * sizeof(float)) == 0);
+              }
+              ++checked;
+            }
+        }
+      }
+  }
+  if (cpu_supports(Isa::Avx512Vnni)) CHECK(checked > 0);
 }

@@ -67,7 +67,7 @@ const Q4GemmConfig kQ4Scalar{
      Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kFloat)},
     {"q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar"},
     {"q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar"},
-    q4_pack_ukernel_8x16__scalar, "q4_pack_ukernel_8x16__scalar"};
+    q4_pack_ukernel_8x16__scalar, "q4_pack_ukernel_8x16__scalar", {nullptr, nullptr, nullptr}, {"", "", ""}};
 
 const Q4GemmConfig kQ4Avx2{
     Isa::Avx2,
@@ -79,7 +79,7 @@ const Q4GemmConfig kQ4Avx2{
      Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kFloat)},
     {"q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2"},
     {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2"},
-    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2"};
+    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2", {nullptr, nullptr, nullptr}, {"", "", ""}};
 
 const Q4GemmConfig kQ4Avx512{
     Isa::Avx512,
@@ -91,7 +91,7 @@ const Q4GemmConfig kQ4Avx512{
      Q4_ROW(q4_gemv_ukernel_1x64c8__avx512, Q4Act::kFloat)},
     {"q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_8x16c8__avx512"},
     {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x64c8__avx512"},
-    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2"};
+    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2", {nullptr, nullptr, nullptr}, {"", "", ""}};
 
 const Q4GemmConfig kQ4Vnni{
     Isa::Avx512Vnni,
@@ -105,7 +105,10 @@ const Q4GemmConfig kQ4Vnni{
      Q4_ROW(q4_gemv_ukernel_1x64c8__avx512, Q4Act::kFloat)},
     {"q4_gemm_ukernel_8x16c8__avx512vnni", "q4_gemm_ukernel_8x16c8__avx512vnni", "q4_gemm_ukernel_8x16c8__avx512"},
     {"q4_gemv_ukernel_1x64c8__avx512vnni", "q4_gemv_ukernel_1x64c8__avx512vnni", "q4_gemv_ukernel_1x64c8__avx512"},
-    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2"};
+    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2",
+    {q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Row>,
+     q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Block>, nullptr},
+    {"q4_gemv_streams_ukernel_1x16s4__avx512vnni", "q4_gemv_streams_ukernel_1x16s4__avx512vnni", ""}};
 #undef Q4_ROW
 
 }  // namespace

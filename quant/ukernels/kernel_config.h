@@ -68,6 +68,9 @@ struct Q4GemmConfig {
   const char* gemv_name[kQ4ActCount];
   Q4PackUkernel pack;  // whole groups of the [K,N] layout at load
   const char* pack_name;
+  // Decode over several panels read side by side (null: decode on gemv).
+  Q4GemvStreamsUkernel gemv_streams[kQ4ActCount];
+  const char* gemv_streams_name[kQ4ActCount];
 };
 
 const Q4GemmConfig& q4_gemm_config();

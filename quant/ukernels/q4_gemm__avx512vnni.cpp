@@ -12,13 +12,17 @@
 // The float steps per block follow quant/q4_ukernels.h exactly, so results
 // equal the scalar twin's.
 //
-// gemm: 8 rows × 16 columns. gemv (decode): 1 row × up to 4 panels, one
-// panel after the other, so that the codes are read as one sequential
-// stream (consecutive panels are contiguous) prefetched kPrefetchBytes
-// ahead into L2, and the scales as a second; alternate groups feed two pairs
-// of low/high accumulators, four vpdpbusd chains in flight. Four panels side
-// by side (four streams) read slower from DRAM (docs/BENCHMARK.md, "The
-// 4-bit decode: one stream and the codes as the unsigned operand").
+// gemm: 8 rows × 16 columns. gemv: 1 row × up to 4 panels, one panel after
+// the other, so that the codes are read as one sequential stream
+// (consecutive panels are contiguous) prefetched kPrefetchBytes ahead into
+// L2, and the scales as a second; alternate groups feed two pairs of
+// low/high accumulators, four vpdpbusd chains in flight. Four *adjacent*
+// panels side by side read slower from DRAM (docs/BENCHMARK.md, "The 4-bit
+// decode: one stream and the codes as the unsigned operand"): each of their
+// streams ends after one panel. The streams kernel (decode) reads four
+// panels a quarter of a thread's share apart side by side, each sub-range in
+// order, so its four streams run long: 9-16 % faster a step (docs/BENCHMARK.md,
+// "4-bit decode: four streams a thread").
 //
 // Compiled with AVX-512 flags: no header templates (see f32_gemm__avx512.cpp).
 
@@ -177,7 +181,73 @@ void gemv_panel(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, fl
   finish<A>(y, w, panel * 16, a, 0, nc, c);
 }
 
+// Decode: one row × S panels that lie apart in memory, read side by side so
+// a thread keeps S long code streams (and S scale streams) in flight. Per
+// panel the same exact integer block sums (integer adds: any order) and the
+// same float steps as gemv_panel; a panel's zero points are read when it has
+// them (the member's weights decide, as Z does for gemv_panel).
+template <Q4Act A, int S>
+void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& a, float* const* c,
+                  const size_t* nc) {
+  const uint8_t* x = static_cast<const uint8_t*>(a.data);
+  const uint8_t* codes[S];
+  const float* scale[S];
+  const uint8_t* zero[S];
+  __m512 y[S];
+#pragma GCC unroll 4
+  for (int s = 0; s < S; ++s) {
+    const Q4Panel q = q4_panel(*w[s], panel[s]);
+    codes[s] = q.codes;
+    scale[s] = q.scale;
+    zero[s] = q.zero;
+    y[s] = _mm512_setzero_ps();
+  }
+  const size_t kp = w[0]->kp, kblock = w[0]->kblock, step = w[0]->scale_step;
+  size_t b = 0;
+  for (size_t k0 = 0; k0 < kp; k0 += kblock, ++b) {
+    const size_t kend = k0 + kblock < kp ? k0 + kblock : kp;
+    __m512i zv[S], lo[S], hi[S];
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) {
+      zv[s] = A == Q4Act::kInt8Row ? (zero[s] ? expand_zero(zero[s] + b * step) : _mm512_set1_epi8(8))
+                                   : _mm512_setzero_si512();
+      lo[s] = A == Q4Act::kInt8Row ? _mm512_setzero_si512() : block_start(zero[s] ? zero[s] + b * step : nullptr, a.qbias[b]);
+      hi[s] = _mm512_setzero_si512();
+    }
+    for (size_t k = k0; k < kend; k += 8)
+#pragma GCC unroll 4
+      for (int s = 0; s < S; ++s) gemv_group<A>(codes[s] + k * 8, x + k, zv[s], lo[s], hi[s]);
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) {
+      const __m512i acc = _mm512_add_epi32(lo[s], hi[s]);  // exact
+      const __m512 sv = _mm512_loadu_ps(scale[s] + b * step);
+      if constexpr (A == Q4Act::kInt8Row) y[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sv, y[s]);
+      else y[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, _mm512_set1_ps(a.scale[b])), y[s]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int s = 0; s < S; ++s) finish<A>(y[s], *w[s], panel[s] * 16, a, 0, nc[s], c[s]);
+}
+
 }  // namespace
+
+template <Q4Act A>
+void q4_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, const Q4Weights* const* w, const size_t* panel,
+                                                const Q4Acts& a, float* const* c, const size_t* nc) {
+  switch (streams) {
+    case 0: return;
+    case 1: return gemv_streams<A, 1>(w, panel, a, c, nc);
+    case 2: return gemv_streams<A, 2>(w, panel, a, c, nc);
+    case 3: return gemv_streams<A, 3>(w, panel, a, c, nc);
+    default: return gemv_streams<A, 4>(w, panel, a, c, nc);
+  }
+}
+template void q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Row>(size_t, const Q4Weights* const*,
+                                                                           const size_t*, const Q4Acts&,
+                                                                           float* const*, const size_t*);
+template void q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Block>(size_t, const Q4Weights* const*,
+                                                                             const size_t*, const Q4Acts&,
+                                                                             float* const*, const size_t*);
 
 template <Q4Act A, bool Z>
 void q4_gemm_ukernel_8x16c8__avx512vnni(size_t mr, size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a,

@@ -99,6 +99,19 @@ static inline Q4Panel q4_panel(const Q4Weights& w, size_t p) {
 using Q4GemmUkernel = void (*)(size_t mr, size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c,
                                size_t ldc);
 
+// Decode over `streams` <= kQ4Streams panels that lie apart in memory, read
+// side by side: panel[s] of weights *w[s] into c[s] (nc[s] <= 16 columns),
+// each output equal bit for bit to the family's gemv on that one panel. The
+// weights may differ per stream (sibling GEMMs in one call) but share kp,
+// kblock and the scale step; a stream's zero points are read when its
+// weights have them.
+inline constexpr size_t kQ4Streams = 4;
+using Q4GemvStreamsUkernel = void (*)(size_t streams, const Q4Weights* const* w, const size_t* panel,
+                                      const Q4Acts& a, float* const* c, const size_t* nc);
+template <Q4Act A>
+void q4_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, const Q4Weights* const* w, const size_t* panel,
+                                                const Q4Acts& a, float* const* c, const size_t* nc);
+
 // Families: template <Q4Act, bool zero_points>.
 template <Q4Act A, bool Z>
 void q4_gemm_ukernel_4x16c8__scalar(size_t mr, size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a,
