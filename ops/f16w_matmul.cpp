@@ -11,8 +11,8 @@
 // (quant/ukernels/f16w_ukernels.h): a decode step reads 2 bytes a weight
 // instead of the 4 a folded float32 copy would. A one-row product (a decode
 // step) splits the panels into a few contiguous shares a thread and reads
-// each share as four sub-ranges side by side (the gemv kernel), so each
-// thread keeps four long streams in flight. The result is the float
+// each share as sub-ranges side by side (the gemv kernel: four on AVX-512,
+// two on AVX2), so each thread keeps several long streams in flight. The result is the float
 // product of the float16 values, as the unfused Cast → MatMul computes it
 // (up to the order of the sums).
 //
@@ -145,8 +145,8 @@ class F16wMatMulKernel : public Kernel {
     ThreadPool* pool = &ctx.pool();
     if (rows == 1 && config_->gemv) {
       // One row: each thread takes a contiguous share of the panels (two
-      // shares a thread, taken dynamically) and walks it as kF16wStreams
-      // sub-ranges side by side, each a long stream of its own.
+      // shares a thread, taken dynamically) and walks it as the family's
+      // stream count of sub-ranges side by side, each a long stream.
       const size_t threads = worth ? static_cast<size_t>(pool->size()) : 1;
       const size_t shares = std::min(panels_, threads == 1 ? size_t{1} : threads * kShares);
       pool->run(static_cast<int64_t>(shares), [&](int64_t t) {
@@ -174,15 +174,16 @@ class F16wMatMulKernel : public Kernel {
                                  ctx.output(static_cast<int>(i)).data<uint16_t>());
   }
 
-  // Panels [p0, p1) for one row: kF16wStreams sub-ranges read side by side.
+  // Panels [p0, p1) for one row: the family's streams, sub-ranges read side by side.
   void gemv_streams(const float* x, const uint16_t* w, float* const* y, size_t p0, size_t p1) const {
-    const size_t k = static_cast<size_t>(k_), per = qgemm_detail::div_up(p1 - p0, kF16wStreams);
+    const size_t streams = std::min(config_->gemv_streams, kF16wStreams);
+    const size_t k = static_cast<size_t>(k_), per = qgemm_detail::div_up(p1 - p0, streams);
     const uint16_t* b[kF16wStreams];
     float* c[kF16wStreams];
     size_t nc[kF16wStreams];
     for (size_t j = 0; j < per; ++j) {
       size_t live = 0;
-      for (size_t s = 0; s < kF16wStreams; ++s) {
+      for (size_t s = 0; s < streams; ++s) {
         const size_t pn = p0 + s * per + j;
         if (pn >= p1) break;  // only the last sub-ranges run short
         size_t g = 0;

@@ -1,8 +1,8 @@
 // Q4NX per-call path (quant/q4_gemm.h): activation preparation into the
 // workspace, then decode or tiled prefill. Decode on a family with a streams
-// kernel: two contiguous shares of the panels a thread, each read as four
-// sub-ranges side by side (four long streams a thread); otherwise one gemv
-// call per run of panels, runs taken dynamically.
+// kernel: two contiguous shares of the panels a thread, each read as
+// sub-ranges side by side (four long streams a thread with VNNI, two with
+// AVX2); otherwise one gemv call per run of panels, runs taken dynamically.
 //
 // Workspace, for M rows:
 //   rows    [M][row_bytes]   int8-row: uint8 x_u, int8-block: int8 q; Kp valid (padding means real 0)
@@ -177,23 +177,24 @@ void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act
 
   if (m == 1 && cfg.gemv_streams[ai]) {
     // One row: the members' panels end to end, split into two contiguous
-    // shares a thread (taken dynamically), each walked as kQ4Streams
-    // sub-ranges side by side: several long streams in flight a thread.
+    // shares a thread (taken dynamically), each walked as the family's
+    // stream count of sub-ranges side by side: several long streams a thread.
     first[0] = 0;
     for (size_t j = 0; j < count; ++j) first[j + 1] = first[j] + gemms[j]->panels_;
     const Q4Acts a = acts_at(0);
     const size_t threads = worth && pool ? static_cast<size_t>(pool->size()) : 1;
     const size_t shares = std::min(panels, threads == 1 ? size_t{1} : threads * kDecodeShares);
     const Q4GemvStreamsUkernel streams = cfg.gemv_streams[ai];
+    const size_t streams_per_share = std::min(cfg.streams, kQ4Streams);
     auto share = [&](int64_t t) {
       const size_t p0 = panels * static_cast<size_t>(t) / shares, p1 = panels * static_cast<size_t>(t + 1) / shares;
-      const size_t per = div_up(p1 - p0, kQ4Streams);
+      const size_t per = div_up(p1 - p0, streams_per_share);
       const Q4Weights* ws[kQ4Streams];
       size_t pn[kQ4Streams], nc[kQ4Streams];
       float* c[kQ4Streams];
       for (size_t i = 0; i < per; ++i) {
         size_t live = 0;
-        for (size_t s = 0; s < kQ4Streams; ++s) {
+        for (size_t s = 0; s < streams_per_share; ++s) {
           const size_t u = p0 + s * per + i;
           if (u >= p1) break;  // only the last sub-ranges run short
           const size_t j = member_of(u, 0), n = gemms[j]->n_;

@@ -159,7 +159,9 @@ TEST_CASE("f16w one-row streams kernel computes every output bit for bit as the 
     const F16wGemmConfig* c = f16w_gemm_config_for(isa);
     if (!c || !c->gemv) continue;  // this CPU lacks it, or the family decodes on its gemm tile
     INFO(c->gemv_name << " against " << c->gemm_name);
-    for (size_t streams = 1; streams <= kF16wStreams; ++streams)
+    REQUIRE(c->gemv_streams >= 1);
+    REQUIRE(c->gemv_streams <= kF16wStreams);
+    for (size_t streams = 1; streams <= c->gemv_streams; ++streams)
       for (size_t k : {size_t{1}, size_t{2}, size_t{15}, size_t{129}, size_t{576}}) {
         const std::vector<float> a = randn(k, static_cast<unsigned>(streams * 13 + k));
         // Each stream's panel in a buffer of its own; columns 16, 5, 1, 16.

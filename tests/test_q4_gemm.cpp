@@ -549,6 +549,8 @@ TEST_CASE("q4: a decode row on several streams a thread equals the one-stream ge
         }
         for (Q4Act act : {Q4Act::kInt8Row, Q4Act::kInt8Block, Q4Act::kFloat}) {
           if (!cfg->gemv_streams[int(act)]) continue;
+          REQUIRE(cfg->streams >= 1);
+          REQUIRE(cfg->streams <= kQ4Streams);
           for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two})
             for (size_t count : {size_t{1}, size_t{3}}) {
               INFO(cfg->gemv_streams_name[int(act)] << " bs " << bs << " k " << k << " act " << act_name(act)

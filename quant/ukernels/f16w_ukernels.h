@@ -29,14 +29,17 @@ void f32_f16w_gemm_ukernel_4x16__avx2(size_t m, size_t k, const float* a, size_t
 void f32_f16w_gemm_ukernel_12x16__avx512(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,
                                          size_t ldc, size_t nc);
 
-// One row (a decode step) against `streams` <= kF16wStreams panels b[s],
-// each into c[s] (nc[s] <= 16 columns): panels far apart in memory read side
-// by side, so a thread keeps several streams in flight. Each output is the
-// same sum as the gemm tile's for one row, bit for bit.
+// One row (a decode step) against `streams` panels b[s] (at most the
+// family's stream count, at most kF16wStreams), each into c[s] (nc[s] <= 16
+// columns): panels far apart in memory read side by side, so a thread keeps
+// several streams in flight. Each output is the same sum as the gemm tile's
+// for one row, bit for bit.
 inline constexpr size_t kF16wStreams = 4;
 using F32F16wGemvUkernel = void (*)(size_t streams, size_t k, const float* a, const uint16_t* const* b,
                                     float* const* c, const size_t* nc);
 
+void f32_f16w_gemv_ukernel_1x16s2__avx2(size_t streams, size_t k, const float* a, const uint16_t* const* b,
+                                        float* const* c, const size_t* nc);
 void f32_f16w_gemv_ukernel_1x16s4__avx512(size_t streams, size_t k, const float* a, const uint16_t* const* b,
                                           float* const* c, const size_t* nc);
 

@@ -58,7 +58,57 @@ void rows(size_t k, const float* a, size_t lda, const uint16_t* b, float* c, siz
   }
 }
 
+// One row against S panels that lie apart in memory, read side by side:
+// per panel the same four chains in the same order as rows<1>.
+template <int S>
+void gemv_streams(size_t k, const float* a, const uint16_t* const* b, float* const* c, const size_t* nc) {
+  __m256 e0[S], e1[S], o0[S], o1[S];
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) e0[s] = e1[s] = o0[s] = o1[s] = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 2 <= k; i += 2) {
+    const __m256 xe = _mm256_broadcast_ss(a + i), xo = _mm256_broadcast_ss(a + i + 1);
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) {
+      const __m128i* p = reinterpret_cast<const __m128i*>(b[s] + i * kF16wNR);
+      _mm_prefetch(reinterpret_cast<const char*>(p) + 2048, _MM_HINT_T1);
+      e0[s] = _mm256_fmadd_ps(xe, _mm256_cvtph_ps(_mm_loadu_si128(p)), e0[s]);
+      e1[s] = _mm256_fmadd_ps(xe, _mm256_cvtph_ps(_mm_loadu_si128(p + 1)), e1[s]);
+      o0[s] = _mm256_fmadd_ps(xo, _mm256_cvtph_ps(_mm_loadu_si128(p + 2)), o0[s]);
+      o1[s] = _mm256_fmadd_ps(xo, _mm256_cvtph_ps(_mm_loadu_si128(p + 3)), o1[s]);
+    }
+  }
+  if (i < k) {
+    const __m256 x = _mm256_broadcast_ss(a + i);
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) {
+      const __m128i* p = reinterpret_cast<const __m128i*>(b[s] + i * kF16wNR);
+      e0[s] = _mm256_fmadd_ps(x, _mm256_cvtph_ps(_mm_loadu_si128(p)), e0[s]);
+      e1[s] = _mm256_fmadd_ps(x, _mm256_cvtph_ps(_mm_loadu_si128(p + 1)), e1[s]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) {
+    const __m256 lo = _mm256_add_ps(e0[s], o0[s]), hi = _mm256_add_ps(e1[s], o1[s]);
+    if (nc[s] == kF16wNR) {
+      _mm256_storeu_ps(c[s], lo);
+      _mm256_storeu_ps(c[s] + 8, hi);
+      continue;
+    }
+    alignas(32) float t[kF16wNR];
+    _mm256_store_ps(t, lo);
+    _mm256_store_ps(t + 8, hi);
+    for (size_t j = 0; j < nc[s]; ++j) c[s][j] = t[j];
+  }
+}
+
 }  // namespace
+
+void f32_f16w_gemv_ukernel_1x16s2__avx2(size_t streams, size_t k, const float* a, const uint16_t* const* b,
+                                        float* const* c, const size_t* nc) {
+  if (streams >= 2) gemv_streams<2>(k, a, b, c, nc);
+  else if (streams == 1) gemv_streams<1>(k, a, b, c, nc);
+}
 
 void f32_f16w_gemm_ukernel_4x16__avx2(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,
                                       size_t ldc, size_t nc) {

@@ -67,7 +67,7 @@ const Q4GemmConfig kQ4Scalar{
      Q4_ROW(q4_gemm_ukernel_4x16c8__scalar, Q4Act::kFloat)},
     {"q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar"},
     {"q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar", "q4_gemm_ukernel_4x16c8__scalar"},
-    q4_pack_ukernel_8x16__scalar, "q4_pack_ukernel_8x16__scalar", {nullptr, nullptr, nullptr}, {"", "", ""}};
+    q4_pack_ukernel_8x16__scalar, "q4_pack_ukernel_8x16__scalar", {nullptr, nullptr, nullptr}, 0, {"", "", ""}};
 
 const Q4GemmConfig kQ4Avx2{
     Isa::Avx2,
@@ -79,7 +79,11 @@ const Q4GemmConfig kQ4Avx2{
      Q4_ROW(q4_gemv_ukernel_1x32c8__avx2, Q4Act::kFloat)},
     {"q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2"},
     {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2"},
-    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2", {nullptr, nullptr, nullptr}, {"", "", ""}};
+    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2",
+    {q4_gemv_streams_ukernel_1x16s2__avx2<Q4Act::kInt8Row>, q4_gemv_streams_ukernel_1x16s2__avx2<Q4Act::kInt8Block>,
+     nullptr},
+    2,
+    {"q4_gemv_streams_ukernel_1x16s2__avx2", "q4_gemv_streams_ukernel_1x16s2__avx2", ""}};
 
 const Q4GemmConfig kQ4Avx512{
     Isa::Avx512,
@@ -91,7 +95,11 @@ const Q4GemmConfig kQ4Avx512{
      Q4_ROW(q4_gemv_ukernel_1x64c8__avx512, Q4Act::kFloat)},
     {"q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_2x16c8__avx2", "q4_gemm_ukernel_8x16c8__avx512"},
     {"q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x32c8__avx2", "q4_gemv_ukernel_1x64c8__avx512"},
-    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2", {nullptr, nullptr, nullptr}, {"", "", ""}};
+    q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2",
+    {q4_gemv_streams_ukernel_1x16s2__avx2<Q4Act::kInt8Row>, q4_gemv_streams_ukernel_1x16s2__avx2<Q4Act::kInt8Block>,
+     nullptr},
+    2,
+    {"q4_gemv_streams_ukernel_1x16s2__avx2", "q4_gemv_streams_ukernel_1x16s2__avx2", ""}};
 
 const Q4GemmConfig kQ4Vnni{
     Isa::Avx512Vnni,
@@ -108,6 +116,7 @@ const Q4GemmConfig kQ4Vnni{
     q4_pack_ukernel_8x16__avx2, "q4_pack_ukernel_8x16__avx2",
     {q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Row>,
      q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Block>, nullptr},
+    4,
     {"q4_gemv_streams_ukernel_1x16s4__avx512vnni", "q4_gemv_streams_ukernel_1x16s4__avx512vnni", ""}};
 #undef Q4_ROW
 
@@ -162,15 +171,18 @@ const SgemmConfig& sgemm_config() {
 }
 
 #define F16W_TILE(name, mr) name, #name, name, mr, #name
-const F16wGemmConfig kF16wScalar{Isa::Scalar, F16W_TILE(f32_f16w_gemm_ukernel_4x16__scalar, kF16wMR), nullptr, ""};
-const F16wGemmConfig kF16wAvx2{Isa::Avx2, F16W_TILE(f32_f16w_gemm_ukernel_4x16__avx2, kF16wMR), nullptr, ""};
+const F16wGemmConfig kF16wScalar{Isa::Scalar, F16W_TILE(f32_f16w_gemm_ukernel_4x16__scalar, kF16wMR), nullptr, 0,
+                                 ""};
+// AVX2: two streams (a stream's four chains take 8 of the 16 registers).
+const F16wGemmConfig kF16wAvx2{Isa::Avx2, F16W_TILE(f32_f16w_gemm_ukernel_4x16__avx2, kF16wMR),
+                               f32_f16w_gemv_ukernel_1x16s2__avx2, 2, "f32_f16w_gemv_ukernel_1x16s2__avx2"};
 // One AVX-512 tile for decode (up to kF16wMR rows, its panel prefetched into
 // L2 4 KiB ahead: 7-9 % faster a step than the AVX2 tile on a Xeon; four
 // adjacent panels side by side had measured slower) and prompts (12 rows);
 // one row on the gemv kernel, four panels a quarter of a thread's share apart
 // side by side (four long streams: 5-7 % faster a step, docs/BENCHMARK.md).
 const F16wGemmConfig kF16wAvx512{Isa::Avx512, F16W_TILE(f32_f16w_gemm_ukernel_12x16__avx512, kF16wWideMR),
-                                 f32_f16w_gemv_ukernel_1x16s4__avx512, "f32_f16w_gemv_ukernel_1x16s4__avx512"};
+                                 f32_f16w_gemv_ukernel_1x16s4__avx512, 4, "f32_f16w_gemv_ukernel_1x16s4__avx512"};
 #undef F16W_TILE
 
 const F16wGemmConfig* f16w_gemm_config_for(Isa isa) {

@@ -68,8 +68,9 @@ struct Q4GemmConfig {
   const char* gemv_name[kQ4ActCount];
   Q4PackUkernel pack;  // whole groups of the [K,N] layout at load
   const char* pack_name;
-  // Decode over several panels read side by side (null: decode on gemv).
+  // Decode over `streams` panels read side by side (null: decode on gemv).
   Q4GemvStreamsUkernel gemv_streams[kQ4ActCount];
+  size_t streams;
   const char* gemv_streams_name[kQ4ActCount];
 };
 
@@ -85,8 +86,9 @@ struct F16wGemmConfig {
   F32F16wGemmUkernel wide;
   size_t wide_mr;
   const char* wide_name;
-  // One row against several panels read side by side (null: decode on gemm).
+  // One row against gemv_streams panels read side by side (null: decode on gemm).
   F32F16wGemvUkernel gemv;
+  size_t gemv_streams;
   const char* gemv_name;
 };
 

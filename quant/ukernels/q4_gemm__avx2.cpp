@@ -189,6 +189,78 @@ void half_f32(const Q4Weights& w, size_t panel, size_t h, const Q4Acts& a, float
   for (int r = 0; r < R; ++r) store8(c + r * ldc, _mm256_add_ps(y[r], bias), nc);
 }
 
+// Decode: one row × S panels that lie apart in memory, read side by side,
+// both halves of each at once. Per half the same exact integer block sums
+// and float steps as half_int8<A, Z, 1>; a panel's zero points are read when
+// its weights have them.
+template <Q4Act A, int S>
+void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& a, float* const* c,
+                  const size_t* nc) {
+  const uint8_t* x = static_cast<const uint8_t*>(a.data);
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  __m256 y[S][2];
+  Q4Panel pan[S];
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s) {
+    pan[s] = q4_panel(*w[s], panel[s]);
+    y[s][0] = y[s][1] = _mm256_setzero_ps();
+  }
+  const size_t kp = w[0]->kp, kblock = w[0]->kblock, step = w[0]->scale_step;
+  size_t b = 0;
+  for (size_t k0 = 0; k0 < kp; k0 += kblock, ++b) {
+    const size_t kend = k0 + kblock < kp ? k0 + kblock : kp;
+    __m256i acc[S][2];
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s)
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* zh = pan[s].zero ? pan[s].zero + 8 * h : nullptr;
+        acc[s][h] = A == Q4Act::kInt8Row ? _mm256_setzero_si256() : block_start(zh, b, *w[s], a, 0);
+      }
+    for (size_t k = k0; k < kend; k += 8) {
+      const __m256i xl = bcast4(x + k), xh = bcast4(x + k + 4);
+#pragma GCC unroll 2
+      for (int s = 0; s < S; ++s) {
+        _mm_prefetch(reinterpret_cast<const char*>(pan[s].codes + k * 8) + 2048, _MM_HINT_T1);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(pan[s].codes + k * 8 + 32 * h));
+          const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+          if constexpr (A == Q4Act::kInt8Row) {
+            const __m256i zv = pan[s].zero ? expand_zero(pan[s].zero + 8 * h + b * step) : _mm256_set1_epi8(8);
+            acc[s][h] = _mm256_add_epi32(acc[s][h], quad(xl, _mm256_sub_epi8(lo, zv), xh, _mm256_sub_epi8(hi, zv)));
+          } else {
+            acc[s][h] = _mm256_add_epi32(acc[s][h], quad(lo, xl, hi, xh));
+          }
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s)
+      for (int h = 0; h < 2; ++h) {
+        const __m256 sv = _mm256_loadu_ps(pan[s].scale + 8 * h + b * step);
+        if (A == Q4Act::kInt8Row) {
+          y[s][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[s][h]), sv, y[s][h]);
+        } else {
+          const __m256 sb = _mm256_mul_ps(sv, _mm256_set1_ps(a.scale[b]));
+          y[s][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[s][h]), sb, y[s][h]);
+        }
+      }
+  }
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s)
+    for (size_t h = 0; h < 2 && 8 * h < nc[s]; ++h) {
+      const size_t col = panel[s] * 16 + 8 * h;
+      const __m256 bias = _mm256_loadu_ps(w[s]->bias + col);
+      __m256 out;
+      if (A == Q4Act::kInt8Row) {
+        const __m256 t = _mm256_fnmadd_ps(_mm256_set1_ps(float(a.zero[0])), _mm256_loadu_ps(w[s]->g + col), y[s][h]);
+        out = _mm256_fmadd_ps(t, _mm256_set1_ps(a.scale[0]), bias);
+      } else {
+        out = _mm256_add_ps(y[s][h], bias);
+      }
+      store8(c[s] + 8 * h, out, nc[s] - 8 * h);
+    }
+}
+
 template <Q4Act A, bool Z, int R>
 void panel_rows(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c, size_t ldc) {
   for (size_t h = 0; h < 2 && 8 * h < nc; ++h) {
@@ -212,6 +284,18 @@ void q4_gemv_ukernel_1x32c8__avx2(size_t /*mr*/, size_t nc, const Q4Weights& w, 
   panel_rows<A, Z, 1>(nc < 16 ? nc : 16, w, panel, a, c, 0);
   if (nc > 16) panel_rows<A, Z, 1>(nc - 16, w, panel + 1, a, c + 16, 0);
 }
+
+template <Q4Act A>
+void q4_gemv_streams_ukernel_1x16s2__avx2(size_t streams, const Q4Weights* const* w, const size_t* panel,
+                                          const Q4Acts& a, float* const* c, const size_t* nc) {
+  if (streams >= 2) gemv_streams<A, 2>(w, panel, a, c, nc);
+  else if (streams == 1) gemv_streams<A, 1>(w, panel, a, c, nc);
+}
+template void q4_gemv_streams_ukernel_1x16s2__avx2<Q4Act::kInt8Row>(size_t, const Q4Weights* const*, const size_t*,
+                                                                     const Q4Acts&, float* const*, const size_t*);
+template void q4_gemv_streams_ukernel_1x16s2__avx2<Q4Act::kInt8Block>(size_t, const Q4Weights* const*,
+                                                                       const size_t*, const Q4Acts&, float* const*,
+                                                                       const size_t*);
 
 #define INSTANTIATE(A, Z)                                                                                      \
   template void q4_gemm_ukernel_2x16c8__avx2<A, Z>(size_t, size_t, const Q4Weights&, size_t, const Q4Acts&,    \

@@ -190,16 +190,11 @@ template <Q4Act A, int S>
 void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& a, float* const* c,
                   const size_t* nc) {
   const uint8_t* x = static_cast<const uint8_t*>(a.data);
-  const uint8_t* codes[S];
-  const float* scale[S];
-  const uint8_t* zero[S];
   __m512 y[S];
+  Q4Panel pan[S];
 #pragma GCC unroll 4
   for (int s = 0; s < S; ++s) {
-    const Q4Panel q = q4_panel(*w[s], panel[s]);
-    codes[s] = q.codes;
-    scale[s] = q.scale;
-    zero[s] = q.zero;
+    pan[s] = q4_panel(*w[s], panel[s]);
     y[s] = _mm512_setzero_ps();
   }
   const size_t kp = w[0]->kp, kblock = w[0]->kblock, step = w[0]->scale_step;
@@ -209,18 +204,18 @@ void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& 
     __m512i zv[S], lo[S], hi[S];
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) {
-      zv[s] = A == Q4Act::kInt8Row ? (zero[s] ? expand_zero(zero[s] + b * step) : _mm512_set1_epi8(8))
-                                   : _mm512_setzero_si512();
-      lo[s] = A == Q4Act::kInt8Row ? _mm512_setzero_si512() : block_start(zero[s] ? zero[s] + b * step : nullptr, a.qbias[b]);
+      const uint8_t* z = pan[s].zero ? pan[s].zero + b * step : nullptr;
+      zv[s] = A == Q4Act::kInt8Row ? (z ? expand_zero(z) : _mm512_set1_epi8(8)) : _mm512_setzero_si512();
+      lo[s] = A == Q4Act::kInt8Row ? _mm512_setzero_si512() : block_start(z, a.qbias[b]);
       hi[s] = _mm512_setzero_si512();
     }
     for (size_t k = k0; k < kend; k += 8)
 #pragma GCC unroll 4
-      for (int s = 0; s < S; ++s) gemv_group<A>(codes[s] + k * 8, x + k, zv[s], lo[s], hi[s]);
+      for (int s = 0; s < S; ++s) gemv_group<A>(pan[s].codes + k * 8, x + k, zv[s], lo[s], hi[s]);
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) {
       const __m512i acc = _mm512_add_epi32(lo[s], hi[s]);  // exact
-      const __m512 sv = _mm512_loadu_ps(scale[s] + b * step);
+      const __m512 sv = _mm512_loadu_ps(pan[s].scale + b * step);
       if constexpr (A == Q4Act::kInt8Row) y[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sv, y[s]);
       else y[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, _mm512_set1_ps(a.scale[b])), y[s]);
     }

@@ -99,7 +99,8 @@ static inline Q4Panel q4_panel(const Q4Weights& w, size_t p) {
 using Q4GemmUkernel = void (*)(size_t mr, size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c,
                                size_t ldc);
 
-// Decode over `streams` <= kQ4Streams panels that lie apart in memory, read
+// Decode over `streams` panels (at most the family's stream count, at most
+// kQ4Streams) that lie apart in memory, read
 // side by side: panel[s] of weights *w[s] into c[s] (nc[s] <= 16 columns),
 // each output equal bit for bit to the family's gemv on that one panel. The
 // weights may differ per stream (sibling GEMMs in one call) but share kp,
@@ -108,6 +109,9 @@ using Q4GemmUkernel = void (*)(size_t mr, size_t nc, const Q4Weights& w, size_t 
 inline constexpr size_t kQ4Streams = 4;
 using Q4GemvStreamsUkernel = void (*)(size_t streams, const Q4Weights* const* w, const size_t* panel,
                                       const Q4Acts& a, float* const* c, const size_t* nc);
+template <Q4Act A>
+void q4_gemv_streams_ukernel_1x16s2__avx2(size_t streams, const Q4Weights* const* w, const size_t* panel,
+                                          const Q4Acts& a, float* const* c, const size_t* nc);
 template <Q4Act A>
 void q4_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, const Q4Weights* const* w, const size_t* panel,
                                                 const Q4Acts& a, float* const* c, const size_t* nc);
