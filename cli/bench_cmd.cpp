@@ -52,7 +52,7 @@ void add_bench_command(CLI::App& app, Action& action) {
       const CausalLmBinding& binding = model->binding();
       const SessionOptions& opts = session.options();
       const double load_s = model->load_seconds();
-      const uint64_t weights = weight_bytes_per_pass(session.graph());
+      const uint64_t weights = weight_bytes_per_pass(session);
       const ReadLimit limit = a->no_bandwidth ? ReadLimit{} : measure_read_limit_isolated(session.pool().size());
       const double bandwidth = limit.limit_gbs();
       const int64_t vocab = model->vocab() > 0 ? model->vocab() : 32000;

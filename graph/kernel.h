@@ -176,6 +176,10 @@ class Kernel {
     (void)input;
     return false;
   }
+  // Bytes a run reads from the packed copies of the constants it packs
+  // (packs_constant): what a decode step streams in their place, e.g. the
+  // int8 panels of a float32 weight quantized at load. 0: packs none.
+  virtual uint64_t packed_bytes() const { return 0; }
   // A kernel whose output is its inputs laid end to end along one axis
   // (Concat) returns that axis as the node states it (negative counts from
   // the end): the planner may then have the inputs' producers write straight

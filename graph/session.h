@@ -44,6 +44,8 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   const Graph& graph() const { return graph_; }
+  // Node n's kernel (null for a node without one: none after construction).
+  const Kernel* kernel(size_t n) const { return n < kernels_.size() ? kernels_[n].get() : nullptr; }
   const PassReport& pass_report() const { return report_; }
   const SessionOptions& options() const { return options_; }
   // Whether the session keeps the KV cache itself (the kv-state pass rewrote

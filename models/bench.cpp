@@ -12,19 +12,28 @@
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "graph/kernel.h"
 
 namespace onebit {
 
-uint64_t weight_bytes_per_pass(const Graph& g) {
+uint64_t weight_bytes_per_pass(const Session& session) {
   static const std::set<std::string> kNotCompute = {"Gather", "Shape", "Reshape", "Slice", "Unsqueeze", "Squeeze",
                                                     "Expand", "Range", "Concat", "ConstantOfShape", "Tile"};
+  const Graph& g = session.graph();
   std::set<int> seen;
   uint64_t bytes = 0;
-  for (const Node& n : g.nodes) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
     if (n.domain.empty() && kNotCompute.count(n.op_type)) continue;
-    for (int v : n.inputs) {
-      if (v < 0 || !g.value(v).constant || !seen.insert(v).second) continue;
-      bytes += g.value(v).constant->bytes();
+    // A kernel that packed constants reads its packed copies instead of them.
+    const Kernel* kernel = session.kernel(i);
+    const uint64_t packed = kernel ? kernel->packed_bytes() : 0;
+    bytes += packed;
+    for (size_t in = 0; in < n.inputs.size(); ++in) {
+      const int v = n.inputs[in];
+      if (v < 0 || !g.value(v).constant) continue;
+      if (packed > 0 && kernel->packs_constant(static_cast<int>(in))) continue;
+      if (seen.insert(v).second) bytes += g.value(v).constant->bytes();
     }
   }
   return bytes;

@@ -17,10 +17,12 @@ namespace onebit {
 
 class ThreadPool;
 
-// Bytes of constant tensors read by the graph's compute nodes in one pass:
-// every constant input except the embedding table a Gather reads one row of
-// and the small tensors shape ops read.
-uint64_t weight_bytes_per_pass(const Graph& g);
+// Bytes of weights the session's compute nodes read in one pass: every
+// constant input except the embedding table a Gather reads one row of and
+// the small tensors shape ops read; for a kernel that packed its constants
+// at load (Kernel::packed_bytes), its packed copies instead of them (a
+// float32 weight quantized to int8 by --int8 counts its int8 panels).
+uint64_t weight_bytes_per_pass(const Session& session);
 
 // The read limit a decode step is measured against (GB/s), taken with the
 // run's thread count over a buffer far larger than the caches, best of

@@ -75,6 +75,7 @@ class F16wMatMulKernel : public Kernel {
     }
   }
   bool packs_constant(int input) const override { return input >= 1; }
+  uint64_t packed_bytes() const override { return bytes_; }
 
   void reshape(ReshapeContext& ctx) override {
     const DType t = ctx.dtype(0);

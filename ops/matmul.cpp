@@ -85,6 +85,7 @@ class MatMulKernel : public Kernel {
   }
 
   bool packs_constant(int input) const override { return input == 1 && packed_ != nullptr; }
+  uint64_t packed_bytes() const override { return packed_ ? packed_->bytes() : 0; }
 
   void reshape(ReshapeContext& ctx) override {
     const DType t = ctx.dtype(0);

@@ -109,6 +109,12 @@ class Q4KernelBase : public Kernel {
                       ctx.workspace(), &ctx.pool());
   }
 
+  uint64_t packed_bytes() const override {
+    uint64_t bytes = 0;
+    for (const auto& g : gemms_) bytes += g->weight_bytes();
+    return bytes;
+  }
+
   std::string describe() const override {
     const Q4GemmConfig& c = first().config();
     const int a = static_cast<int>(first().default_act());

@@ -2,9 +2,16 @@
 // and the KV bytes a decode step reads.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "graph/kernel.h"
+#include "graph/onnx/onnx_loader.h"
+#include "model_builder.h"
 #include "models/bench.h"
+#include "ops/register_ops.h"
+#include "tests/random_util.h"
 
 using namespace onebit;
 
@@ -38,4 +45,38 @@ TEST_CASE("bench: KV bytes per decode step follow the cache geometry", "[bench]"
   b.head_dim = 8;
   b.cache = CausalLmBinding::Cache::None;
   CHECK(kv_bytes_per_step(b, 10) == 0);
+}
+
+TEST_CASE("bench: weight bytes count what the kernels read, packed copies included", "[bench]") {
+  // An embedding Gather (one row a step: not counted), then x · W with W a
+  // float32 [K, N] constant: as float32 in place, or quantized to int8
+  // panels at load (--int8), whose bytes are what a step reads.
+  const int64_t k = 96, n = 40, vocab = 50;
+  test::ModelBuilder b;
+  b.input("ids", 7, {1}).output("y", 1, {1, n});
+  b.initializer<float>("table", 1, {vocab, k}, test::randn(static_cast<size_t>(vocab * k), 1));
+  b.initializer<float>("w", 1, {k, n}, test::randn(static_cast<size_t>(k * n), 2));
+  b.node("Gather", {"table", "ids"}, {"x"});
+  b.node("MatMul", {"x", "w"}, {"y"});
+  const std::string path = test::scratch_dir("bench_bytes_" + std::to_string(::getpid())) + "/model.onnx";
+  b.save(path);
+
+  Session plain(load_onnx(path), default_op_registry(), SessionOptions{});
+  CHECK(weight_bytes_per_pass(plain) == uint64_t(k * n * 4));
+
+  SessionOptions o;
+  o.qd8 = true;
+  Session int8(load_onnx(path), default_op_registry(), o);
+  uint64_t packed = 0;
+  int qd8_nodes = 0;
+  for (size_t i = 0; i < int8.graph().nodes.size(); ++i)
+    if (int8.graph().nodes[i].op_type == "Qd8MatMul") {
+      ++qd8_nodes;
+      packed = int8.kernel(i)->packed_bytes();
+    }
+  REQUIRE(qd8_nodes == 1);
+  // int8 codes (padded to the panel shape) and a float scale per column.
+  CHECK(packed >= uint64_t(k * n + n * 4));
+  CHECK(packed < uint64_t(k * n * 2));
+  CHECK(weight_bytes_per_pass(int8) == packed);
 }
