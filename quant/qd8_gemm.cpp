@@ -3,6 +3,8 @@
 // so the exact accumulator is 0 and the output 0 whatever the scale.
 #include "quant/qd8_gemm.h"
 
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 
 #include "quant/act_quant.h"
@@ -20,15 +22,30 @@ size_t quantized_bytes(size_t m, size_t k) { return round_up(m * k, 64) + round_
 
 std::vector<int8_t> Qd8Gemm::quantize_weight(size_t k, size_t n, const float* w, size_t ldw,
                                              std::vector<float>& scales) {
+  // Each column as quantize_symmetric quantizes it, read a row at a time:
+  // gathering a column reads a cache line per element (a float32 0.6B
+  // model took seconds to load under --int8). The max ignores NaN as
+  // quantize_symmetric's does; the codes are its codes.
   if (ldw == 0) ldw = n;
   std::vector<int8_t> q(k * n);
-  std::vector<float> column(k);
-  std::vector<int8_t> qcol(k);
+  std::vector<float> amax(n, 0.0f), inv_scale(n, 0.0f);
   scales.assign(n, 0.0f);
+  for (size_t kk = 0; kk < k; ++kk) {
+    const float* row = w + kk * ldw;
+    for (size_t j = 0; j < n; ++j) amax[j] = std::fabs(row[j]) > amax[j] ? std::fabs(row[j]) : amax[j];
+  }
   for (size_t j = 0; j < n; ++j) {
-    for (size_t kk = 0; kk < k; ++kk) column[kk] = w[kk * ldw + j];
-    scales[j] = quantize_symmetric(column.data(), k, qcol.data());
-    for (size_t kk = 0; kk < k; ++kk) q[kk * n + j] = qcol[kk];
+    const float scale = amax[j] / 127.0f;
+    scales[j] = scale >= FLT_MIN ? scale : 0.0f;
+  }
+  for (size_t kk = 0; kk < k; ++kk) {
+    const float* row = w + kk * ldw;
+    int8_t* out = q.data() + kk * n;
+    for (size_t j = 0; j < n; ++j) {
+      if (scales[j] == 0.0f) continue;  // q is zeroed
+      const float v = std::nearbyint(row[j] / scales[j]);
+      out[j] = static_cast<int8_t>(v >= -127.0f ? (v > 127.0f ? 127.0f : v) : -127.0f);
+    }
   }
   return q;
 }

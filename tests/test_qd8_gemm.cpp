@@ -141,3 +141,38 @@ QD8_ISA_CASES("qd8: tile edges", "[qd8]", isa_case_1)
 QD8_ISA_CASES("qd8: zero rows and columns give exact zeros, no NaN", "[qd8]", isa_case_2)
 
 QD8_ISA_CASES("qd8: strided inputs, one and two threads", "[qd8]", isa_case_3)
+
+TEST_CASE("qd8: quantize_weight gives each column quantize_symmetric's codes and scale", "[qd8]") {
+  // Rows read in order now: the same codes and scales as quantizing each
+  // gathered column, with NaN, ±inf, a zero column, a denormal-only column
+  // and a row stride past N.
+  const size_t k = 37, n = 11, ldw = 13;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  std::vector<float> w(k * ldw);
+  for (float& v : w) v = d(rng);
+  for (size_t i = 0; i < k; ++i) {
+    w[i * ldw + 2] = 0.0f;      // zero column
+    w[i * ldw + 3] = 1e-39f;    // scale below FLT_MIN: zero codes
+  }
+  w[5 * ldw + 4] = NAN;                                       // ignored by the max, code -127
+  w[0 * ldw + 4] = NAN;                                       // first in its column
+  w[7 * ldw + 6] = INFINITY;                                  // scale inf: finite values 0, inf -127
+  w[9 * ldw + 7] = -INFINITY;
+  w[3 * ldw + 8] = 1e30f;                                     // large finite
+  std::vector<float> scales;
+  const std::vector<int8_t> q = Qd8Gemm::quantize_weight(k, n, w.data(), ldw, scales);
+  REQUIRE(q.size() == k * n);
+  REQUIRE(scales.size() == n);
+  for (size_t j = 0; j < n; ++j) {
+    std::vector<float> col(k);
+    std::vector<int8_t> want(k);
+    for (size_t i = 0; i < k; ++i) col[i] = w[i * ldw + j];
+    const float s = quantize_symmetric(col.data(), k, want.data());
+    INFO("column " << j);
+    CHECK(std::memcmp(&s, &scales[j], sizeof(float)) == 0);
+    for (size_t i = 0; i < k; ++i) CHECK(int(q[i * n + j]) == int(want[i]));
+  }
+  CHECK(scales[2] == 0.0f);
+  CHECK(scales[3] == 0.0f);
+}
