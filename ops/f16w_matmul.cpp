@@ -148,11 +148,9 @@ class F16wMatMulKernel : public Kernel {
       // One row: each thread takes a contiguous share of the panels (two
       // shares a thread, taken dynamically) and walks it as the family's
       // stream count of sub-ranges side by side, each a long stream.
-      const size_t threads = worth ? static_cast<size_t>(pool->size()) : 1;
-      const size_t shares = std::min(panels_, threads == 1 ? size_t{1} : threads * kShares);
-      pool->run(static_cast<int64_t>(shares), [&](int64_t t) {
-        const size_t p0 = panels_ * static_cast<size_t>(t) / shares, p1 = panels_ * static_cast<size_t>(t + 1) / shares;
-        gemv_streams(x, w, y, p0, p1);
+      static_assert(kF16wStreams <= kMaxDecodeStreams, "a step's panels fit the kernel");
+      run_streams(pool, panels_, std::min(config_->gemv_streams, kF16wStreams), worth, [&](const size_t* panel, size_t live) {
+        gemv_streams(x, w, y, panel, live);
       });
     } else if (!wide) {
       // Decode: runs of consecutive panels (one stream each) taken
@@ -175,28 +173,22 @@ class F16wMatMulKernel : public Kernel {
                                  ctx.output(static_cast<int>(i)).data<uint16_t>());
   }
 
-  // Panels [p0, p1) for one row: the family's streams, sub-ranges read side by side.
-  void gemv_streams(const float* x, const uint16_t* w, float* const* y, size_t p0, size_t p1) const {
-    const size_t streams = std::min(config_->gemv_streams, kF16wStreams);
-    const size_t k = static_cast<size_t>(k_), per = qgemm_detail::div_up(p1 - p0, streams);
-    const uint16_t* b[kF16wStreams];
-    float* c[kF16wStreams];
-    size_t nc[kF16wStreams];
-    for (size_t j = 0; j < per; ++j) {
-      size_t live = 0;
-      for (size_t s = 0; s < streams; ++s) {
-        const size_t pn = p0 + s * per + j;
-        if (pn >= p1) break;  // only the last sub-ranges run short
-        size_t g = 0;
-        while (g + 1 < segments_.size() && segments_[g + 1].panel0 <= pn) ++g;
-        const size_t n = static_cast<size_t>(segments_[g].n), col = (pn - segments_[g].panel0) * kF16wNR;
-        b[live] = w + pn * k * kF16wNR;
-        c[live] = y[g] + col;
-        nc[live] = std::min(kF16wNR, n - col);
-        ++live;
-      }
-      config_->gemv(live, k, x, b, c, nc);
+  // One row against `live` panels read side by side, each into its own output.
+  void gemv_streams(const float* x, const uint16_t* w, float* const* y, const size_t* panel, size_t live) const {
+    const size_t k = static_cast<size_t>(k_);
+    const uint16_t* b[qgemm_detail::kMaxDecodeStreams];
+    float* c[qgemm_detail::kMaxDecodeStreams];
+    size_t nc[qgemm_detail::kMaxDecodeStreams];
+    for (size_t s = 0; s < live; ++s) {
+      const size_t pn = panel[s];
+      size_t g = 0;
+      while (g + 1 < segments_.size() && segments_[g + 1].panel0 <= pn) ++g;
+      const size_t n = static_cast<size_t>(segments_[g].n), col = (pn - segments_[g].panel0) * kF16wNR;
+      b[s] = w + pn * k * kF16wNR;
+      c[s] = y[g] + col;
+      nc[s] = std::min(kF16wNR, n - col);
     }
+    config_->gemv(live, k, x, b, c, nc);
   }
 
   std::string describe() const override {
@@ -216,9 +208,6 @@ class F16wMatMulKernel : public Kernel {
   // Siblings grouped on one input (graph/passes/sibling_matmul.cpp) are
   // few: q, k, v, or gate and up.
   static constexpr size_t kMaxOutputs = 16;
-  // A one-row product's panels: shares a thread takes (the threads finish
-  // together on a busy machine too).
-  static constexpr size_t kShares = 2;
 
   int64_t n_total() const {
     int64_t n = 0;

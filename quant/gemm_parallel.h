@@ -1,7 +1,9 @@
-// Work splitting shared by the integer GEMM drivers (quant/qgemm_a8w8.cpp,
-// quant/q4_gemm.cpp). Decode (M = 1) hands out runs of consecutive panels,
-// each a contiguous stream of the packed weight. Larger M is tiled into
-// (row block × run of panels) tasks, several per thread. Both are taken
+// Work splitting shared by the GEMM drivers (quant/q8_gemm.cpp,
+// quant/q4_gemm.cpp, ops/f16w_matmul.cpp). Decode (M = 1) on a family with a
+// streams kernel: contiguous shares of the panels, each read as several
+// sub-ranges side by side (run_streams); otherwise runs of consecutive
+// panels, each a contiguous stream of the packed weight. Larger M is tiled
+// into (row block × run of panels) tasks, several per thread. All are taken
 // dynamically, which evens out cores that other processes slow.
 #pragma once
 
@@ -42,6 +44,35 @@ inline constexpr size_t kDecodeRunBytes = size_t{1} << 16;
 // A one-row product read as several streams a thread: contiguous shares a
 // thread takes (dynamically, so the threads finish together on a busy machine).
 inline constexpr size_t kDecodeShares = 2;
+inline constexpr size_t kMaxDecodeStreams = 4;
+
+// Decode over `panels` panels as long streams: kDecodeShares contiguous
+// shares a thread when `worth`, each walked as `streams` (at most
+// kMaxDecodeStreams) sub-ranges side by side. fn(panel, live) gets, step by
+// step, one panel of each sub-range still running (live of them, in order;
+// only the last sub-ranges of a share run short), for a streams kernel to
+// read together. Every panel is handed out exactly once.
+template <class F>
+void run_streams(ThreadPool* pool, size_t panels, size_t streams, bool worth, F&& fn) {
+  if (panels == 0) return;
+  if (streams > kMaxDecodeStreams) streams = kMaxDecodeStreams;
+  if (streams < 1) streams = 1;
+  const size_t threads = worth && pool ? static_cast<size_t>(pool->size()) : 1;
+  size_t shares = threads == 1 ? 1 : threads * kDecodeShares;
+  if (shares > panels) shares = panels;
+  auto share = [&](int64_t t) {
+    const size_t p0 = panels * static_cast<size_t>(t) / shares, p1 = panels * static_cast<size_t>(t + 1) / shares;
+    const size_t per = div_up(p1 - p0, streams);
+    size_t panel[kMaxDecodeStreams];
+    for (size_t i = 0; i < per; ++i) {
+      size_t live = 0;
+      for (size_t s = 0; s < streams && p0 + s * per + i < p1; ++s) panel[live++] = p0 + s * per + i;
+      fn(static_cast<const size_t*>(panel), live);
+    }
+  };
+  if (shares == 1) share(0);
+  else pool->run(static_cast<int64_t>(shares), share);
+}
 
 template <class F>
 void split_runs(ThreadPool* pool, size_t n, size_t grain, bool worth, F&& fn) {

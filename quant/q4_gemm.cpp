@@ -182,34 +182,22 @@ void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act
     first[0] = 0;
     for (size_t j = 0; j < count; ++j) first[j + 1] = first[j] + gemms[j]->panels_;
     const Q4Acts a = acts_at(0);
-    const size_t threads = worth && pool ? static_cast<size_t>(pool->size()) : 1;
-    const size_t shares = std::min(panels, threads == 1 ? size_t{1} : threads * kDecodeShares);
     const Q4GemvStreamsUkernel streams = cfg.gemv_streams[ai];
-    const size_t streams_per_share = std::min(cfg.streams, kQ4Streams);
-    auto share = [&](int64_t t) {
-      const size_t p0 = panels * static_cast<size_t>(t) / shares, p1 = panels * static_cast<size_t>(t + 1) / shares;
-      const size_t per = div_up(p1 - p0, streams_per_share);
-      const Q4Weights* ws[kQ4Streams];
-      size_t pn[kQ4Streams], nc[kQ4Streams];
-      float* c[kQ4Streams];
-      for (size_t i = 0; i < per; ++i) {
-        size_t live = 0;
-        for (size_t s = 0; s < streams_per_share; ++s) {
-          const size_t u = p0 + s * per + i;
-          if (u >= p1) break;  // only the last sub-ranges run short
-          const size_t j = member_of(u, 0), n = gemms[j]->n_;
-          pn[live] = u - first[j];
-          const size_t n0 = pn[live] * kQ4NR;
-          ws[live] = &w[j];
-          nc[live] = n - n0 < kQ4NR ? n - n0 : kQ4NR;
-          c[live] = y[j] + n0;
-          ++live;
-        }
-        streams(live, ws, pn, a, c, nc);
+    static_assert(kQ4Streams <= kMaxDecodeStreams, "a step's panels fit the kernel");
+    run_streams(pool, panels, std::min(cfg.streams, kQ4Streams), worth, [&](const size_t* panel, size_t live) {
+      const Q4Weights* ws[kMaxDecodeStreams];
+      size_t pn[kMaxDecodeStreams], nc[kMaxDecodeStreams];
+      float* c[kMaxDecodeStreams];
+      for (size_t s = 0; s < live; ++s) {
+        const size_t j = member_of(panel[s], 0), n = gemms[j]->n_;
+        pn[s] = panel[s] - first[j];
+        const size_t n0 = pn[s] * kQ4NR;
+        ws[s] = &w[j];
+        nc[s] = n - n0 < kQ4NR ? n - n0 : kQ4NR;
+        c[s] = y[j] + n0;
       }
-    };
-    if (shares == 1) share(0);
-    else pool->run(static_cast<int64_t>(shares), share);
+      streams(live, ws, pn, a, c, nc);
+    });
     return;
   }
   if (m == 1) {

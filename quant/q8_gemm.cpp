@@ -3,6 +3,7 @@
 // arithmetic is stated in quant/qgemm_a8w8.h and quant/q8_ukernels.h.
 #include "quant/q8_gemm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -260,6 +261,26 @@ void Q8Gemm::run_impl(size_t m, const void* x, size_t lda, const Q8Activation& x
   const size_t a_ld = wide ? k2 : lda, a_es = wide ? sizeof(int16_t) : 1;
   const bool worth = double(m) * double(k_) * double(n_) >= kMinParallelMacs;
 
+  if (m == 1 && cfg.gemv_streams[xs]) {
+    // One row: two contiguous shares of the panels a thread (taken
+    // dynamically), each read as the family's stream count of sub-ranges
+    // side by side, so each thread keeps several long streams in flight.
+    const Q8GemvStreamsUkernel gemv = cfg.gemv_streams[xs];
+    static_assert(kQ8Streams <= kMaxDecodeStreams, "a step's panels fit the kernel");
+    run_streams(pool, panels_, std::min(cfg.streams, kQ8Streams), worth, [&](const size_t* panel, size_t live) {
+      const uint8_t* w[kMaxDecodeStreams];
+      size_t n0[kMaxDecodeStreams], nc[kMaxDecodeStreams];
+      void* out[kMaxDecodeStreams];
+      for (size_t s = 0; s < live; ++s) {
+        w[s] = packed + panel[s] * panel_bytes;
+        n0[s] = panel[s] * nr;
+        nc[s] = n_ - n0[s] < nr ? n_ - n0[s] : nr;
+        out[s] = c + n0[s] * es;
+      }
+      gemv(live, k_, a, w, n0, nc, ep, out);
+    });
+    return;
+  }
   if (m == 1) {
     const size_t per_call = cfg.gemv_nc / nr, calls = div_up(panels_, per_call);
     const Q8GemvUkernel gemv = cfg.gemv[xs];

@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "quant/act_quant.h"
+#include "quant/gemm_parallel.h"
 #include "quant/q4_gemm.h"
 #include "quant_test_util.h"
 #include "tests/isa_test_util.h"
@@ -582,4 +584,31 @@ TEST_CASE("q4: a decode row on several streams a thread equals the one-stream ge
       }
   }
   if (cpu_supports(Isa::Avx512Vnni)) CHECK(checked > 0);
+}
+
+TEST_CASE("decode streams: every panel once, each sub-range in order, at most the stream count a step",
+          "[q4][streams]") {
+  // quant/gemm_parallel.h run_streams, which the Q4, Q8 and float16 decode
+  // paths share: with and without a pool, panel counts below, at and far
+  // past the shares, one to the most streams.
+  ThreadPool two(2);
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two})
+    for (bool worth : {false, true})
+      for (size_t panels : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{17}, size_t{1000}})
+        for (size_t streams : {size_t{1}, size_t{2}, size_t{3}, qgemm_detail::kMaxDecodeStreams}) {
+          INFO("threads " << (pool ? 2 : 1) << " worth " << worth << " panels " << panels << " streams " << streams);
+          std::vector<std::atomic<int>> seen(panels);
+          std::atomic<bool> too_many{false}, out_of_order{false};
+          qgemm_detail::run_streams(pool, panels, streams, worth, [&](const size_t* panel, size_t live) {
+            if (live == 0 || live > streams) too_many = true;
+            for (size_t s = 0; s < live; ++s) {
+              if (panel[s] >= panels) { too_many = true; continue; }
+              seen[panel[s]].fetch_add(1);
+              if (s > 0 && panel[s] <= panel[s - 1]) out_of_order = true;
+            }
+          });
+          CHECK_FALSE(too_many.load());
+          CHECK_FALSE(out_of_order.load());
+          for (size_t p = 0; p < panels; ++p) CHECK(seen[p].load() == 1);
+        }
 }

@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "quant/q8_gemm.h"
@@ -392,4 +393,30 @@ TEST_CASE("q8 gemm: bad parameters are errors that name the value", "[q8]") {
   aw.scale = scales;
   aw.zero_point = &zp_out_of_range;
   CHECK_THROWS_WITH(Q8Gemm(aw), Catch::Contains("in [-128, 127]"));
+}
+
+TEST_CASE("q8 gemm: a decode row on several streams a thread, every output exact", "[q8][streams]") {
+  // The streams path (shares of the panels, sub-ranges read side by side)
+  // and the family's one-stream gemv (the config without gemv_streams) each
+  // against the exact reference: shares and sub-ranges of uneven length,
+  // a last panel cut short, outputs float and requantized, one and two threads.
+  int checked = 0;
+  ThreadPool two(2);
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni}) {
+    const Q8GemmConfig* cfg = q8_gemm_config_for(isa);
+    if (!cfg || !cfg->gemv_streams[0]) continue;  // this CPU lacks it, or the family decodes on its gemv
+    REQUIRE(cfg->streams >= 1);
+    REQUIRE(cfg->streams <= kQ8Streams);
+    Q8GemmConfig plain = *cfg;
+    plain.gemv_streams[0] = plain.gemv_streams[1] = nullptr;
+    for (const Q8GemmConfig* c : {cfg, static_cast<const Q8GemmConfig*>(&plain)})
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two})
+        for (size_t n : {size_t{5}, size_t{16 * 7 + 3}, size_t{1000}, size_t{4099}}) {
+          INFO("streams " << (c == cfg) << " n " << n << " threads " << (pool ? 2 : 1));
+          Q8GemmTester().m(1).n(n).k(257).zx(-40).zw(-25).out(Out::kS8).zp_y(-7).config(*c).pool(pool).test();
+          Q8GemmTester().m(1).n(n).k(64).x_type(Q8Type::kU8).zx(128).w_per_col(true).config(*c).pool(pool).test();
+          ++checked;
+        }
+  }
+  if (cpu_supports(Isa::Avx512Vnni)) CHECK(checked > 0);
 }

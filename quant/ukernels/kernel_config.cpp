@@ -45,13 +45,17 @@ const VecMathConfig kVecAvx2{Isa::Avx2, f32_vexp_ukernel__avx2, f32_vsigmoid_uke
 
 const Q8GemmConfig kQ8Scalar{
     Isa::Scalar, kQ8ScalarMR, kQ8ScalarNR, kQ8ScalarKR, kQ8ScalarNR, kQ8ScalarNR, false,
-    Q8_FAMILY(q8_gemm_ukernel_2x8c4__scalar, q8_gemv_ukernel_1x8c4__scalar, q8_pack_ukernel_c4__scalar)};
+    Q8_FAMILY(q8_gemm_ukernel_2x8c4__scalar, q8_gemv_ukernel_1x8c4__scalar, q8_pack_ukernel_c4__scalar),
+    {nullptr, nullptr}, 0, ""};
 const Q8GemmConfig kQ8Avx2{
     Isa::Avx2, kQ8Avx2MR, kQ8Avx2NR, kQ8Avx2KR, kQ8Avx2NR, kQ8Avx2GemvNC, true,
-    Q8_FAMILY(q8_gemm_ukernel_4x16c2__avx2, q8_gemv_ukernel_1x32c2__avx2, q8_pack_ukernel_c2__avx2)};
+    Q8_FAMILY(q8_gemm_ukernel_4x16c2__avx2, q8_gemv_ukernel_1x32c2__avx2, q8_pack_ukernel_c2__avx2),
+    {nullptr, nullptr}, 0, ""};
 const Q8GemmConfig kQ8Vnni{
     Isa::Avx512Vnni, kQ8VnniMR, kQ8VnniNR, kQ8VnniKR, kQ8VnniGemmNC, kQ8VnniGemvNC, false,
-    Q8_FAMILY(q8_gemm_ukernel_8x32c4__avx512vnni, q8_gemv_ukernel_1x64c4__avx512vnni, q8_pack_ukernel_c4__avx2)};
+    Q8_FAMILY(q8_gemm_ukernel_8x32c4__avx512vnni, q8_gemv_ukernel_1x64c4__avx512vnni, q8_pack_ukernel_c4__avx2),
+    {q8_gemv_streams_ukernel_1x16s4__avx512vnni<false>, q8_gemv_streams_ukernel_1x16s4__avx512vnni<true>}, 4,
+    "q8_gemv_streams_ukernel_1x16s4__avx512vnni"};
 #undef Q8_FAMILY
 
 // Rows of a Q4 family: {int8-row, int8-block, float} kernels, each {no zp, zp}.

@@ -52,6 +52,10 @@ struct Q8GemmConfig {
   const char* gemv_name;
   Q8PackUkernel pack;  // whole KR-row groups of full panels at load
   const char* pack_name;
+  // Decode over `streams` panels read side by side (null: decode on gemv).
+  Q8GemvStreamsUkernel gemv_streams[2];
+  size_t streams;
+  const char* gemv_streams_name;
 };
 
 const Q8GemmConfig& q8_gemm_config();

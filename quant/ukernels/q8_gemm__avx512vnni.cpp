@@ -5,7 +5,8 @@
 // accumulators fed by eight 4-byte activation broadcasts; each row count
 // below 8 has its own instantiation. The decode kernel walks four panels
 // (64 columns) at once: independent vpdpbusd chains over four sequential
-// streams.
+// streams; the streams kernel the same over four panels that lie apart
+// (a quarter of a thread's share), so each of its streams runs long.
 //
 // The epilogue evaluates quant/requantize.h's operations lane for lane in
 // double precision, so its results are those of q8_store_scalar bit for
@@ -148,9 +149,13 @@ void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, s
   }
 }
 
+// One row × P panels, each wherever it lies: w[p] its groups, n0[p] its
+// first column, nc[p] the columns stored, c[p] where they go. Adjacent
+// panels (gemv_tile) or panels apart in memory (the streams kernel), the
+// same sums and epilogue.
 template <bool XS, int P>
-void gemv_tile(size_t nc, size_t k, const uint8_t* x, const uint8_t* w, size_t ps, size_t m0, size_t n0,
-               const Q8Epilogue& ep, void* c) {
+void gemv_panels(size_t k, const uint8_t* x, const uint8_t* const* w, const size_t* n0, const size_t* nc,
+                 size_t m0, const Q8Epilogue& ep, void* const* c) {
   __m512i acc[P], acc2[P];
 #pragma GCC unroll 16
   for (int p = 0; p < P; ++p) acc[p] = acc2[p] = _mm512_setzero_si512();
@@ -159,32 +164,44 @@ void gemv_tile(size_t nc, size_t k, const uint8_t* x, const uint8_t* w, size_t p
   if (k % 4) {
     const __m512i xt = bcast_tail(x + 4 * groups, k % 4);
 #pragma GCC unroll 16
-    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], xt, _mm512_load_si512(w + p * ps + groups * kGroup));
+    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], xt, _mm512_load_si512(w[p] + groups * kGroup));
   }
   if (groups % 2) {
     const size_t g = groups - 1;
     const __m512i x0 = bcast4(x + 4 * g);
 #pragma GCC unroll 16
-    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], x0, _mm512_load_si512(w + p * ps + g * kGroup));
+    for (int p = 0; p < P; ++p) acc[p] = dot<XS>(acc[p], x0, _mm512_load_si512(w[p] + g * kGroup));
   }
   for (size_t g = 0; g < 2 * pairs; g += 2) {
     const __m512i x0 = bcast4(x + 4 * g), x1 = bcast4(x + 4 * g + 4);
 #pragma GCC unroll 16
     for (int p = 0; p < P; ++p) {
-      const uint8_t* wp = w + p * ps + g * kGroup;
+      const uint8_t* wp = w[p] + g * kGroup;
       _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes + 64), _MM_HINT_T0);
       acc[p] = dot<XS>(acc[p], x0, _mm512_load_si512(wp));
       acc2[p] = dot<XS>(acc2[p], x1, _mm512_load_si512(wp + kGroup));
     }
   }
-  const size_t es = elem_bytes(ep);
 #pragma GCC unroll 16
+  for (int p = 0; p < P; ++p) store_row(_mm512_add_epi32(acc[p], acc2[p]), load_cols(ep, n0[p]), m0, nc[p], ep, c[p]);
+}
+
+template <bool XS, int P>
+void gemv_tile(size_t nc, size_t k, const uint8_t* x, const uint8_t* w, size_t ps, size_t m0, size_t n0,
+               const Q8Epilogue& ep, void* c) {
+  const uint8_t* wp[P];
+  size_t np[P], ncp[P];
+  void* cp[P];
+  const size_t es = elem_bytes(ep);
+#pragma GCC unroll 4
   for (int p = 0; p < P; ++p) {
-    const size_t col = 16 * p;
-    store_row(_mm512_add_epi32(acc[p], acc2[p]), load_cols(ep, n0 + col), m0, nc - col, ep,
-              static_cast<char*>(c) + col * es);
+    wp[p] = w + p * ps;
+    np[p] = n0 + 16 * p;
+    ncp[p] = nc - 16 * p;
+    cp[p] = static_cast<char*>(c) + 16 * p * es;
   }
+  gemv_panels<XS, P>(k, x, wp, np, ncp, m0, ep, cp);
 }
 
 }  // namespace
@@ -224,6 +241,26 @@ void q8_gemv_ukernel_1x64c4__avx512vnni(size_t nc, size_t k, const void* a, cons
     default: return gemv_tile<XS, 4>(nc, k, x, w, panel_stride, m0, n0, ep, c);
   }
 }
+
+template <bool XS>
+void q8_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, size_t k, const void* a, const uint8_t* const* w,
+                                                const size_t* n0, const size_t* nc, const Q8Epilogue& ep,
+                                                void* const* c) {
+  const uint8_t* x = static_cast<const uint8_t*>(a);
+  switch (streams) {
+    case 0: return;
+    case 1: return gemv_panels<XS, 1>(k, x, w, n0, nc, 0, ep, c);
+    case 2: return gemv_panels<XS, 2>(k, x, w, n0, nc, 0, ep, c);
+    case 3: return gemv_panels<XS, 3>(k, x, w, n0, nc, 0, ep, c);
+    default: return gemv_panels<XS, 4>(k, x, w, n0, nc, 0, ep, c);
+  }
+}
+template void q8_gemv_streams_ukernel_1x16s4__avx512vnni<false>(size_t, size_t, const void*, const uint8_t* const*,
+                                                                const size_t*, const size_t*, const Q8Epilogue&,
+                                                                void* const*);
+template void q8_gemv_streams_ukernel_1x16s4__avx512vnni<true>(size_t, size_t, const void*, const uint8_t* const*,
+                                                               const size_t*, const size_t*, const Q8Epilogue&,
+                                                               void* const*);
 
 template void q8_gemm_ukernel_8x32c4__avx512vnni<false>(size_t, size_t, size_t, const void*, size_t,
                                                         const uint8_t*, size_t, size_t, size_t, const Q8Epilogue&,

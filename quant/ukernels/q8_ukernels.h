@@ -59,6 +59,13 @@ using Q8GemmUkernel = void (*)(size_t mr, size_t nc, size_t k, const void* a, si
 // `panel_stride` bytes apart; the decode path.
 using Q8GemvUkernel = void (*)(size_t nc, size_t k, const void* a, const uint8_t* w, size_t panel_stride,
                                size_t m0, size_t n0, const Q8Epilogue& ep, void* c);
+// Row 0 × `streams` panels (at most the family's stream count, at most
+// kQ8Streams) that lie apart in memory, read side by side: panel s's groups
+// at w[s], its first column n0[s], nc[s] <= NR columns stored at c[s]. The
+// decode path's streams; each output as the gemv computes it, bit for bit.
+inline constexpr size_t kQ8Streams = 4;
+using Q8GemvStreamsUkernel = void (*)(size_t streams, size_t k, const void* a, const uint8_t* const* w,
+                                      const size_t* n0, const size_t* nc, const Q8Epilogue& ep, void* const* c);
 
 inline constexpr size_t kQ8ScalarMR = 2, kQ8ScalarNR = 8, kQ8ScalarKR = 4;
 inline constexpr size_t kQ8Avx2MR = 4, kQ8Avx2NR = 16, kQ8Avx2KR = 2, kQ8Avx2GemvNC = 32;
@@ -84,6 +91,10 @@ template <bool XS>
 void q8_gemm_ukernel_8x32c4__avx512vnni(size_t mr, size_t nc, size_t k, const void* a, size_t lda,
                                         const uint8_t* w, size_t panel_stride, size_t m0, size_t n0,
                                         const Q8Epilogue& ep, void* c, size_t ldc);
+template <bool XS>
+void q8_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, size_t k, const void* a, const uint8_t* const* w,
+                                                const size_t* n0, const size_t* nc, const Q8Epilogue& ep,
+                                                void* const* c);
 template <bool XS>
 void q8_gemv_ukernel_1x64c4__avx512vnni(size_t nc, size_t k, const void* a, const uint8_t* w, size_t panel_stride,
                                         size_t m0, size_t n0, const Q8Epilogue& ep, void* c);
