@@ -11,8 +11,8 @@
 // (quant/ukernels/f16w_ukernels.h): a decode step reads 2 bytes a weight
 // instead of the 4 a folded float32 copy would. A one-row product (a decode
 // step) splits the panels into a few contiguous shares a thread and reads
-// each share as sub-ranges side by side (the gemv kernel: four on AVX-512,
-// two on AVX2), so each thread keeps several long streams in flight. The result is the float
+// each share as sub-ranges side by side (the gemv_streams kernel: four on
+// AVX-512, two on AVX2), so each thread keeps several long streams in flight. The result is the float
 // product of the float16 values, as the unfused Cast → MatMul computes it
 // (up to the order of the sums).
 //
@@ -122,9 +122,10 @@ class F16wMatMulKernel : public Kernel {
       }
     }
     const uint16_t* w = packed_->as<uint16_t>();
-    // Decode (a few rows) on the decode tile; a prompt on the wide tile,
-    // which sums every output the same way (bit for bit), so how the rows
-    // and panels are split over the threads never changes a result.
+    // One row on the streams kernel, a few rows on the decode tile, a
+    // prompt on the wide tile: all three sum every output the same way (bit
+    // for bit), so how the rows and panels are split over the threads never
+    // changes a result.
     using namespace qgemm_detail;
     const bool wide = rows > kF16wMR;
     const F32F16wGemmUkernel gemm = wide ? config_->wide : config_->gemm;
@@ -144,17 +145,18 @@ class F16wMatMulKernel : public Kernel {
       }
     };
     ThreadPool* pool = &ctx.pool();
-    if (rows == 1 && config_->gemv) {
+    if (rows == 1 && config_->gemv_streams) {
       // One row: each thread takes a contiguous share of the panels (two
       // shares a thread, taken dynamically) and walks it as the family's
       // stream count of sub-ranges side by side, each a long stream.
       static_assert(kF16wStreams <= kMaxDecodeStreams, "a step's panels fit the kernel");
-      run_streams(pool, panels_, std::min(config_->gemv_streams, kF16wStreams), worth, [&](const size_t* panel, size_t live) {
-        gemv_streams(x, w, y, panel, live);
-      });
+      const size_t streams = std::min(config_->streams, kF16wStreams);
+      run_streams(pool, panels_, streams, worth,
+                  [&](const size_t* panel, size_t live) { gemv_streams(x, w, y, panel, live); });
     } else if (!wide) {
-      // Decode: runs of consecutive panels (one stream each) taken
-      // dynamically, so a small projection splits over the threads too.
+      // A few rows (or one, on a family without a streams kernel): runs of
+      // consecutive panels (one stream each) taken dynamically, so a small
+      // projection splits over the threads too.
       split_runs(pool, panels_, div_up(kDecodeRunBytes, panel_bytes), worth, [&](size_t p0, size_t p1) {
         // The kernel prefetches 8 KiB ahead of its loads: ask for the run's
         // first 8 KiB now, or a short run starts on demand misses.
@@ -188,15 +190,15 @@ class F16wMatMulKernel : public Kernel {
       c[s] = y[g] + col;
       nc[s] = std::min(kF16wNR, n - col);
     }
-    config_->gemv(live, k, x, b, c, nc);
+    config_->gemv_streams(live, k, x, b, c, nc);
   }
 
   std::string describe() const override {
     std::string n = fmt::format("{}", segments_[0].n);
     for (size_t i = 1; i < segments_.size(); ++i) n += fmt::format("+{}", segments_[i].n);
     return fmt::format("float16 weight {}x{} ({} MB packed), {} / {}{}{}", k_, n, bytes_ >> 20,
-                       config_->gemv ? config_->gemv_name : config_->gemm_name, config_->wide_name,
-                       config_->gemv ? " / " : "", config_->gemv ? config_->gemm_name : "");
+                       config_->gemv_streams ? config_->gemv_streams_name : config_->gemm_name, config_->wide_name,
+                       config_->gemv_streams ? " / " : "", config_->gemv_streams ? config_->gemm_name : "");
   }
 
  private:

@@ -111,7 +111,7 @@ class Q4KernelBase : public Kernel {
 
   uint64_t packed_bytes() const override {
     uint64_t bytes = 0;
-    for (const auto& g : gemms_) bytes += g->weight_bytes();
+    for (const auto& g : gemms_) bytes += g->decode_bytes();
     return bytes;
   }
 

@@ -36,7 +36,7 @@ class Qd8MatMulKernel : public Kernel {
     device_.bind(info, npu::Route::kQd8, k, n, q.data());
   }
   bool packs_constant(int input) const override { return input == 1; }
-  uint64_t packed_bytes() const override { return gemm_->gemm().packed_bytes() + gemm_->n() * sizeof(float); }
+  uint64_t packed_bytes() const override { return gemm_->gemm().decode_bytes(); }
 
   // W_q, its scale and zero point as the graph gives them.
   void prequantized(const KernelInfo& info, const Tensor& w) {

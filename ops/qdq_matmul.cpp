@@ -104,7 +104,7 @@ class QdqMatMulKernel : public Kernel {
   }
 
   bool packs_constant(int input) const override { return input == 3; }
-  uint64_t packed_bytes() const override { return gemm_->packed_bytes(); }
+  uint64_t packed_bytes() const override { return gemm_->decode_bytes(); }
 
   void reshape(ReshapeContext& ctx) override {
     const Shape& x = ctx.shape(0);

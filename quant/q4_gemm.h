@@ -92,6 +92,9 @@ class Q4Gemm {
   Q4Act default_act() const { return act_; }
   // Bytes a decode step streams: codes + scales (+ zero points) as packed.
   size_t weight_bytes() const;
+  // What a decode call reads: weight_bytes() and the per-column bias and
+  // int8-row correction.
+  size_t decode_bytes() const { return weight_bytes() + g_.bytes() + bias_.bytes(); }
   // The packed arrays a call streams (tests compare the two packers with
   // them; benchmarks flush them from the caches for cold runs).
   const AlignedBuffer& packed_codes() const { return codes_; }

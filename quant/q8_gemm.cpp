@@ -1,6 +1,6 @@
 // A8W8 driver: validation, packing, the lazy column sums, the per-call row
 // sums, and threading around the microkernels of one Q8GemmConfig. The
-// arithmetic is stated in quant/qgemm_a8w8.h and quant/q8_ukernels.h.
+// arithmetic is stated in quant/q8_gemm.h and quant/ukernels/q8_ukernels.h.
 #include "quant/q8_gemm.h"
 
 #include <algorithm>

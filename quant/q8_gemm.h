@@ -82,6 +82,8 @@ class Q8Gemm {
   const Q8GemmConfig& config() const { return *config_; }
   // Bytes of packed weight a call reads once per row block (decode: per call).
   size_t packed_bytes() const { return packed_bytes_; }
+  // What a decode call reads: the panels and the per-column constants of the epilogue.
+  size_t decode_bytes() const { return packed_bytes_ + c1_.bytes() + sw_.bytes(); }
   const AlignedBuffer& packed() const { return packed_; }
 
   size_t workspace_bytes(size_t m) const { return workspace_bytes_for(*config_, m, k_); }

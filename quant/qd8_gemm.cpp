@@ -28,7 +28,7 @@ std::vector<int8_t> Qd8Gemm::quantize_weight(size_t k, size_t n, const float* w,
   // quantize_symmetric's does; the codes are its codes.
   if (ldw == 0) ldw = n;
   std::vector<int8_t> q(k * n);
-  std::vector<float> amax(n, 0.0f), inv_scale(n, 0.0f);
+  std::vector<float> amax(n, 0.0f);
   scales.assign(n, 0.0f);
   for (size_t kk = 0; kk < k; ++kk) {
     const float* row = w + kk * ldw;

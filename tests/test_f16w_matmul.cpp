@@ -157,11 +157,11 @@ TEST_CASE("f16w one-row streams kernel computes every output bit for bit as the 
   int checked = 0;
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     const F16wGemmConfig* c = f16w_gemm_config_for(isa);
-    if (!c || !c->gemv) continue;  // this CPU lacks it, or the family decodes on its gemm tile
-    INFO(c->gemv_name << " against " << c->gemm_name);
-    REQUIRE(c->gemv_streams >= 1);
-    REQUIRE(c->gemv_streams <= kF16wStreams);
-    for (size_t streams = 1; streams <= c->gemv_streams; ++streams)
+    if (!c || !c->gemv_streams) continue;  // this CPU lacks it, or the family decodes on its gemm tile
+    INFO(c->gemv_streams_name << " against " << c->gemm_name);
+    REQUIRE(c->streams >= 1);
+    REQUIRE(c->streams <= kF16wStreams);
+    for (size_t streams = 1; streams <= c->streams; ++streams)
       for (size_t k : {size_t{1}, size_t{2}, size_t{15}, size_t{129}, size_t{576}}) {
         const std::vector<float> a = randn(k, static_cast<unsigned>(streams * 13 + k));
         // Each stream's panel in a buffer of its own; columns 16, 5, 1, 16.
@@ -181,7 +181,7 @@ TEST_CASE("f16w one-row streams kernel computes every output bit for bit as the 
           out[s] = got[s].data();
           c->gemm(1, k, a.data(), k, b[s], want[s].data(), 16, nc[s]);
         }
-        c->gemv(streams, k, a.data(), b, out, nc);
+        c->gemv_streams(streams, k, a.data(), b, out, nc);
         for (size_t s = 0; s < streams; ++s) {
           INFO("streams " << streams << " k " << k << " stream " << s);
           CHECK(std::memcmp(want[s].data(), got[s].data(), want[s].size() * sizeof(float)) == 0);

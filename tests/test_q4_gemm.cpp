@@ -17,7 +17,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -586,29 +588,38 @@ TEST_CASE("q4: a decode row on several streams a thread equals the one-stream ge
   if (cpu_supports(Isa::Avx512Vnni)) CHECK(checked > 0);
 }
 
-TEST_CASE("decode streams: every panel once, each sub-range in order, at most the stream count a step",
-          "[q4][streams]") {
+TEST_CASE("decode streams: every panel once, sub-ranges side by side and in order", "[streams]") {
   // quant/gemm_parallel.h run_streams, which the Q4, Q8 and float16 decode
   // paths share: with and without a pool, panel counts below, at and far
-  // past the shares, one to the most streams.
+  // past the shares, one to the most streams. A step's panels are one of
+  // each live sub-range, equally far apart; a thread's steps move forward.
   ThreadPool two(2);
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two})
     for (bool worth : {false, true})
       for (size_t panels : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{17}, size_t{1000}})
         for (size_t streams : {size_t{1}, size_t{2}, size_t{3}, qgemm_detail::kMaxDecodeStreams}) {
           INFO("threads " << (pool ? 2 : 1) << " worth " << worth << " panels " << panels << " streams " << streams);
-          std::vector<std::atomic<int>> seen(panels);
-          std::atomic<bool> too_many{false}, out_of_order{false};
+          std::mutex mu;
+          std::map<std::thread::id, std::vector<std::vector<size_t>>> steps;  // per thread, in call order
           qgemm_detail::run_streams(pool, panels, streams, worth, [&](const size_t* panel, size_t live) {
-            if (live == 0 || live > streams) too_many = true;
-            for (size_t s = 0; s < live; ++s) {
-              if (panel[s] >= panels) { too_many = true; continue; }
-              seen[panel[s]].fetch_add(1);
-              if (s > 0 && panel[s] <= panel[s - 1]) out_of_order = true;
-            }
+            std::lock_guard<std::mutex> lock(mu);
+            steps[std::this_thread::get_id()].emplace_back(panel, panel + live);
           });
-          CHECK_FALSE(too_many.load());
-          CHECK_FALSE(out_of_order.load());
-          for (size_t p = 0; p < panels; ++p) CHECK(seen[p].load() == 1);
+          std::vector<int> seen(panels, 0);
+          bool bad = false;
+          for (const auto& [thread, list] : steps)
+            for (size_t i = 0; i < list.size(); ++i) {
+              const std::vector<size_t>& st = list[i];
+              if (st.empty() || st.size() > streams) bad = true;
+              for (size_t x = 0; x < st.size(); ++x) {
+                if (st[x] >= panels) { bad = true; continue; }
+                ++seen[st[x]];
+                if (x >= 2 && st[x] - st[x - 1] != st[1] - st[0]) bad = true;  // sub-ranges equally long
+                if (x >= 1 && st[x] <= st[x - 1]) bad = true;
+              }
+              if (i > 0 && !st.empty() && !list[i - 1].empty() && st[0] <= list[i - 1][0]) bad = true;
+            }
+          CHECK_FALSE(bad);
+          for (size_t p = 0; p < panels; ++p) CHECK(seen[p] == 1);
         }
 }

@@ -38,9 +38,9 @@ inline constexpr size_t kF16wStreams = 4;
 using F32F16wGemvUkernel = void (*)(size_t streams, size_t k, const float* a, const uint16_t* const* b,
                                     float* const* c, const size_t* nc);
 
-void f32_f16w_gemv_ukernel_1x16s2__avx2(size_t streams, size_t k, const float* a, const uint16_t* const* b,
+void f32_f16w_gemv_streams_ukernel_1x16s2__avx2(size_t streams, size_t k, const float* a, const uint16_t* const* b,
                                         float* const* c, const size_t* nc);
-void f32_f16w_gemv_ukernel_1x16s4__avx512(size_t streams, size_t k, const float* a, const uint16_t* const* b,
+void f32_f16w_gemv_streams_ukernel_1x16s4__avx512(size_t streams, size_t k, const float* a, const uint16_t* const* b,
                                           float* const* c, const size_t* nc);
 
 }  // namespace onebit

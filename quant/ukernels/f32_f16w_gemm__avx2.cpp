@@ -104,10 +104,11 @@ void gemv_streams(size_t k, const float* a, const uint16_t* const* b, float* con
 
 }  // namespace
 
-void f32_f16w_gemv_ukernel_1x16s2__avx2(size_t streams, size_t k, const float* a, const uint16_t* const* b,
+void f32_f16w_gemv_streams_ukernel_1x16s2__avx2(size_t streams, size_t k, const float* a, const uint16_t* const* b,
                                         float* const* c, const size_t* nc) {
-  if (streams >= 2) gemv_streams<2>(k, a, b, c, nc);
-  else if (streams == 1) gemv_streams<1>(k, a, b, c, nc);
+  size_t s = 0;
+  for (; s + 2 <= streams; s += 2) gemv_streams<2>(k, a, b + s, c + s, nc + s);
+  if (s < streams) gemv_streams<1>(k, a, b + s, c + s, nc + s);
 }
 
 void f32_f16w_gemm_ukernel_4x16__avx2(size_t m, size_t k, const float* a, size_t lda, const uint16_t* b, float* c,

@@ -91,9 +91,14 @@ void f32_f16w_gemm_ukernel_12x16__avx512(size_t m, size_t k, const float* a, siz
   if (m > 0) kTiles[m](k, a, lda, b, c, ldc, nc);
 }
 
-void f32_f16w_gemv_ukernel_1x16s4__avx512(size_t streams, size_t k, const float* a, const uint16_t* const* b,
+void f32_f16w_gemv_streams_ukernel_1x16s4__avx512(size_t streams, size_t k, const float* a, const uint16_t* const* b,
                                           float* const* c, const size_t* nc) {
-  if (streams > 0) kStreams[streams](k, a, b, c, nc);
+  // More streams than the kernel reads at once (callers send at most
+  // kF16wStreams): the rest in further passes, every output still written.
+  for (size_t s = 0; s < streams; s += kF16wStreams) {
+    const size_t now = streams - s < kF16wStreams ? streams - s : kF16wStreams;
+    kStreams[now](k, a, b + s, c + s, nc + s);
+  }
 }
 
 }  // namespace onebit

@@ -175,18 +175,22 @@ const SgemmConfig& sgemm_config() {
 }
 
 #define F16W_TILE(name, mr) name, #name, name, mr, #name
+#define F16W_STREAMS(name, streams) name, streams, #name
 const F16wGemmConfig kF16wScalar{Isa::Scalar, F16W_TILE(f32_f16w_gemm_ukernel_4x16__scalar, kF16wMR), nullptr, 0,
                                  ""};
-// AVX2: two streams (a stream's four chains take 8 of the 16 registers).
+// AVX2: two streams (each stream's four chains take 4 of the 16 registers,
+// its loads and widenings more).
 const F16wGemmConfig kF16wAvx2{Isa::Avx2, F16W_TILE(f32_f16w_gemm_ukernel_4x16__avx2, kF16wMR),
-                               f32_f16w_gemv_ukernel_1x16s2__avx2, 2, "f32_f16w_gemv_ukernel_1x16s2__avx2"};
+                               F16W_STREAMS(f32_f16w_gemv_streams_ukernel_1x16s2__avx2, 2)};
 // One AVX-512 tile for decode (up to kF16wMR rows, its panel prefetched into
-// L2 4 KiB ahead: 7-9 % faster a step than the AVX2 tile on a Xeon; four
+// L2 8 KiB ahead: 7-9 % faster a step than the AVX2 tile on a Xeon; four
 // adjacent panels side by side had measured slower) and prompts (12 rows);
-// one row on the gemv kernel, four panels a quarter of a thread's share apart
-// side by side (four long streams: 5-7 % faster a step, docs/BENCHMARK.md).
+// one row on the streams kernel, four panels a quarter of a thread's share
+// apart side by side (four long streams: 5-9 % faster a step,
+// docs/BENCHMARK.md).
 const F16wGemmConfig kF16wAvx512{Isa::Avx512, F16W_TILE(f32_f16w_gemm_ukernel_12x16__avx512, kF16wWideMR),
-                                 f32_f16w_gemv_ukernel_1x16s4__avx512, 4, "f32_f16w_gemv_ukernel_1x16s4__avx512"};
+                                 F16W_STREAMS(f32_f16w_gemv_streams_ukernel_1x16s4__avx512, 4)};
+#undef F16W_STREAMS
 #undef F16W_TILE
 
 const F16wGemmConfig* f16w_gemm_config_for(Isa isa) {

@@ -84,16 +84,16 @@ const Q4GemmConfig* q4_gemm_config_for(Isa isa);
 // float32 activations × float16 weights (ops/f16w_matmul.cpp).
 struct F16wGemmConfig {
   Isa isa;
-  F32F16wGemmUkernel gemm;  // up to kF16wMR rows: decode
+  F32F16wGemmUkernel gemm;  // up to kF16wMR rows (one row: gemv_streams where the family has it)
   const char* gemm_name;
   // The prompt tile, up to wide_mr rows; the same sums as gemm, bit for bit.
   F32F16wGemmUkernel wide;
   size_t wide_mr;
   const char* wide_name;
-  // One row against gemv_streams panels read side by side (null: decode on gemm).
-  F32F16wGemvUkernel gemv;
-  size_t gemv_streams;
-  const char* gemv_name;
+  // One row against `streams` panels read side by side (null: one row on gemm).
+  F32F16wGemvUkernel gemv_streams;
+  size_t streams;
+  const char* gemv_streams_name;
 };
 
 const F16wGemmConfig& f16w_gemm_config();

@@ -288,8 +288,9 @@ void q4_gemv_ukernel_1x32c8__avx2(size_t /*mr*/, size_t nc, const Q4Weights& w, 
 template <Q4Act A>
 void q4_gemv_streams_ukernel_1x16s2__avx2(size_t streams, const Q4Weights* const* w, const size_t* panel,
                                           const Q4Acts& a, float* const* c, const size_t* nc) {
-  if (streams >= 2) gemv_streams<A, 2>(w, panel, a, c, nc);
-  else if (streams == 1) gemv_streams<A, 1>(w, panel, a, c, nc);
+  size_t s = 0;
+  for (; s + 2 <= streams; s += 2) gemv_streams<A, 2>(w + s, panel + s, a, c + s, nc + s);
+  if (s < streams) gemv_streams<A, 1>(w + s, panel + s, a, c + s, nc + s);
 }
 template void q4_gemv_streams_ukernel_1x16s2__avx2<Q4Act::kInt8Row>(size_t, const Q4Weights* const*, const size_t*,
                                                                      const Q4Acts&, float* const*, const size_t*);

@@ -229,12 +229,13 @@ void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& 
 template <Q4Act A>
 void q4_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, const Q4Weights* const* w, const size_t* panel,
                                                 const Q4Acts& a, float* const* c, const size_t* nc) {
-  switch (streams) {
-    case 0: return;
-    case 1: return gemv_streams<A, 1>(w, panel, a, c, nc);
-    case 2: return gemv_streams<A, 2>(w, panel, a, c, nc);
-    case 3: return gemv_streams<A, 3>(w, panel, a, c, nc);
-    default: return gemv_streams<A, 4>(w, panel, a, c, nc);
+  size_t s = 0;
+  for (; s + 4 <= streams; s += 4) gemv_streams<A, 4>(w + s, panel + s, a, c + s, nc + s);
+  switch (streams - s) {
+    case 1: return gemv_streams<A, 1>(w + s, panel + s, a, c + s, nc + s);
+    case 2: return gemv_streams<A, 2>(w + s, panel + s, a, c + s, nc + s);
+    case 3: return gemv_streams<A, 3>(w + s, panel + s, a, c + s, nc + s);
+    default: return;
   }
 }
 template void q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Row>(size_t, const Q4Weights* const*,

@@ -247,12 +247,13 @@ void q8_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, size_t k, const 
                                                 const size_t* n0, const size_t* nc, const Q8Epilogue& ep,
                                                 void* const* c) {
   const uint8_t* x = static_cast<const uint8_t*>(a);
-  switch (streams) {
-    case 0: return;
-    case 1: return gemv_panels<XS, 1>(k, x, w, n0, nc, 0, ep, c);
-    case 2: return gemv_panels<XS, 2>(k, x, w, n0, nc, 0, ep, c);
-    case 3: return gemv_panels<XS, 3>(k, x, w, n0, nc, 0, ep, c);
-    default: return gemv_panels<XS, 4>(k, x, w, n0, nc, 0, ep, c);
+  size_t s = 0;
+  for (; s + 4 <= streams; s += 4) gemv_panels<XS, 4>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
+  switch (streams - s) {
+    case 1: return gemv_panels<XS, 1>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
+    case 2: return gemv_panels<XS, 2>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
+    case 3: return gemv_panels<XS, 3>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
+    default: return;
   }
 }
 template void q8_gemv_streams_ukernel_1x16s4__avx512vnni<false>(size_t, size_t, const void*, const uint8_t* const*,

@@ -56,7 +56,8 @@ using Q8GemmUkernel = void (*)(size_t mr, size_t nc, size_t k, const void* a, si
                                size_t panel_stride, size_t m0, size_t n0, const Q8Epilogue& ep, void* c,
                                size_t ldc);
 // One row (m0) × up to `gemv_nc` columns spanning consecutive panels
-// `panel_stride` bytes apart; the decode path.
+// `panel_stride` bytes apart; the decode path of a family without a streams
+// kernel.
 using Q8GemvUkernel = void (*)(size_t nc, size_t k, const void* a, const uint8_t* w, size_t panel_stride,
                                size_t m0, size_t n0, const Q8Epilogue& ep, void* c);
 // Row 0 × `streams` panels (at most the family's stream count, at most
