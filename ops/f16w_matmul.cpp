@@ -12,9 +12,9 @@
 // instead of the 4 a folded float32 copy would. A one-row product (a decode
 // step) splits the panels into a few contiguous shares a thread and reads
 // each share as sub-ranges side by side (the gemv_streams kernel: four on
-// AVX-512, two on AVX2), so each thread keeps several long streams in flight. The result is the float
-// product of the float16 values, as the unfused Cast → MatMul computes it
-// (up to the order of the sums).
+// AVX-512, two on AVX2), so each thread keeps several long streams in
+// flight. The result is the float product of the float16 values, as the
+// unfused Cast → MatMul computes it (up to the order of the sums).
 //
 // Siblings: F16wMatMul(x, W1, ..., Wg) -> (y1, ..., yg), written by
 // graph/passes/sibling_matmul.cpp for MatMuls reading the same x (q, k and v;
@@ -149,9 +149,7 @@ class F16wMatMulKernel : public Kernel {
       // One row: each thread takes a contiguous share of the panels (two
       // shares a thread, taken dynamically) and walks it as the family's
       // stream count of sub-ranges side by side, each a long stream.
-      static_assert(kF16wStreams <= kMaxDecodeStreams, "a step's panels fit the kernel");
-      const size_t streams = std::min(config_->streams, kF16wStreams);
-      run_streams(pool, panels_, streams, worth,
+      run_streams(pool, panels_, config_->streams, worth,
                   [&](const size_t* panel, size_t live) { gemv_streams(x, w, y, panel, live); });
     } else if (!wide) {
       // A few rows (or one, on a family without a streams kernel): runs of
@@ -196,9 +194,11 @@ class F16wMatMulKernel : public Kernel {
   std::string describe() const override {
     std::string n = fmt::format("{}", segments_[0].n);
     for (size_t i = 1; i < segments_.size(); ++i) n += fmt::format("+{}", segments_[i].n);
-    return fmt::format("float16 weight {}x{} ({} MB packed), {} / {}{}{}", k_, n, bytes_ >> 20,
-                       config_->gemv_streams ? config_->gemv_streams_name : config_->gemm_name, config_->wide_name,
-                       config_->gemv_streams ? " / " : "", config_->gemv_streams ? config_->gemm_name : "");
+    // One row, a few rows, a prompt.
+    const std::string rows = config_->gemv_streams
+                                 ? fmt::format("{} / {}", config_->gemv_streams_name, config_->gemm_name)
+                                 : std::string(config_->gemm_name);
+    return fmt::format("float16 weight {}x{} ({} MB packed), {} / {}", k_, n, bytes_ >> 20, rows, config_->wide_name);
   }
 
  private:

@@ -49,9 +49,10 @@ inline constexpr size_t kMaxDecodeStreams = 4;
 // Decode over `panels` panels as long streams: kDecodeShares contiguous
 // shares a thread when `worth`, each walked as `streams` (at most
 // kMaxDecodeStreams) sub-ranges side by side. fn(panel, live) gets, step by
-// step, one panel of each sub-range still running (live of them, in order;
-// only the last sub-ranges of a share run short), for a streams kernel to
-// read together. Every panel is handed out exactly once.
+// step, one panel of each sub-range still running (live of them, at most
+// kMaxDecodeStreams, in order; only the last sub-ranges of a share run
+// short), for a streams kernel (which takes any count) to read together.
+// Every panel is handed out exactly once.
 template <class F>
 void run_streams(ThreadPool* pool, size_t panels, size_t streams, bool worth, F&& fn) {
   if (panels == 0) return;

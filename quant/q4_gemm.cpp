@@ -183,8 +183,7 @@ void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act
     for (size_t j = 0; j < count; ++j) first[j + 1] = first[j] + gemms[j]->panels_;
     const Q4Acts a = acts_at(0);
     const Q4GemvStreamsUkernel streams = cfg.gemv_streams[ai];
-    static_assert(kQ4Streams <= kMaxDecodeStreams, "a step's panels fit the kernel");
-    run_streams(pool, panels, std::min(cfg.streams, kQ4Streams), worth, [&](const size_t* panel, size_t live) {
+    run_streams(pool, panels, cfg.streams, worth, [&](const size_t* panel, size_t live) {
       const Q4Weights* ws[kMaxDecodeStreams];
       size_t pn[kMaxDecodeStreams], nc[kMaxDecodeStreams];
       float* c[kMaxDecodeStreams];

@@ -3,7 +3,6 @@
 // arithmetic is stated in quant/q8_gemm.h and quant/ukernels/q8_ukernels.h.
 #include "quant/q8_gemm.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -266,8 +265,7 @@ void Q8Gemm::run_impl(size_t m, const void* x, size_t lda, const Q8Activation& x
     // dynamically), each read as the family's stream count of sub-ranges
     // side by side, so each thread keeps several long streams in flight.
     const Q8GemvStreamsUkernel gemv = cfg.gemv_streams[xs];
-    static_assert(kQ8Streams <= kMaxDecodeStreams, "a step's panels fit the kernel");
-    run_streams(pool, panels_, std::min(cfg.streams, kQ8Streams), worth, [&](const size_t* panel, size_t live) {
+    run_streams(pool, panels_, cfg.streams, worth, [&](const size_t* panel, size_t live) {
       const uint8_t* w[kMaxDecodeStreams];
       size_t n0[kMaxDecodeStreams], nc[kMaxDecodeStreams];
       void* out[kMaxDecodeStreams];

@@ -12,17 +12,17 @@
 // The float steps per block follow quant/q4_ukernels.h exactly, so results
 // equal the scalar twin's.
 //
-// gemm: 8 rows × 16 columns. gemv: 1 row × up to 4 panels, one panel after
-// the other, so that the codes are read as one sequential stream
-// (consecutive panels are contiguous) prefetched kPrefetchBytes ahead into
-// L2, and the scales as a second; alternate groups feed two pairs of
-// low/high accumulators, four vpdpbusd chains in flight. Four *adjacent*
-// panels side by side read slower from DRAM (docs/BENCHMARK.md, "The 4-bit
-// decode: one stream and the codes as the unsigned operand"): each of their
-// streams ends after one panel. The streams kernel (decode) reads four
-// panels a quarter of a thread's share apart side by side, each sub-range in
-// order, so its four streams run long: 9-16 % faster a step (docs/BENCHMARK.md,
-// "4-bit decode: four streams a thread").
+// gemm: 8 rows × 16 columns. gemv (the one-row call where the driver does
+// not use the streams kernel): 1 row × up to 4 panels, one panel after the
+// other, so that the codes are read as one sequential stream (consecutive
+// panels are contiguous) prefetched kPrefetchBytes ahead into L2, and the
+// scales as a second. Four *adjacent* panels side by side read slower from
+// DRAM (docs/BENCHMARK.md, "The 4-bit decode: one stream and the codes as
+// the unsigned operand"): each of their streams ends after one panel. The
+// streams kernel (decode) reads four panels a quarter of a thread's share
+// apart side by side, each sub-range in order, so its four streams run
+// long: 9-16 % faster a step (docs/BENCHMARK.md, "4-bit decode: four
+// streams a thread"). Both run gemv_streams.
 //
 // Compiled with AVX-512 flags: no header templates (see f32_gemm__avx512.cpp).
 
@@ -145,47 +145,12 @@ __attribute__((always_inline)) inline void gemv_group(const uint8_t* group, cons
   }
 }
 
-// Decode: one row × one panel (nc ≤ 16 columns).
-template <Q4Act A, bool Z>
-void gemv_panel(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c) {
-  const auto [codes, scale, zero] = q4_panel(w, panel);
-  const uint8_t* x = static_cast<const uint8_t*>(a.data);
-  __m512 y = _mm512_setzero_ps();
-  size_t b = 0;
-  for (size_t k0 = 0; k0 < w.kp; k0 += w.kblock, ++b) {
-    const size_t kend = k0 + w.kblock < w.kp ? k0 + w.kblock : w.kp;
-    const __m512i zv = A == Q4Act::kInt8Row ? (Z ? expand_zero(zero + b * w.scale_step) : _mm512_set1_epi8(8))
-                                            : _mm512_setzero_si512();
-    const __m512i zero_acc = _mm512_setzero_si512();
-    __m512i lo0 = A == Q4Act::kInt8Row ? zero_acc : block_start(Z ? zero + b * w.scale_step : nullptr, a.qbias[b]);
-    __m512i hi0 = zero_acc, lo1 = zero_acc, hi1 = zero_acc;
-    const uint8_t* g = codes + k0 * 8;
-    if (kend - k0 == 32) {  // a 32-wide block, the common case, unrolled
-      gemv_group<A>(g, x + k0, zv, lo0, hi0);
-      gemv_group<A>(g + 64, x + k0 + 8, zv, lo1, hi1);
-      gemv_group<A>(g + 128, x + k0 + 16, zv, lo0, hi0);
-      gemv_group<A>(g + 192, x + k0 + 24, zv, lo1, hi1);
-    } else {
-      size_t k = k0;
-      for (; k + 16 <= kend; k += 16, g += 128) {
-        gemv_group<A>(g, x + k, zv, lo0, hi0);
-        gemv_group<A>(g + 64, x + k + 8, zv, lo1, hi1);
-      }
-      if (k < kend) gemv_group<A>(g, x + k, zv, lo0, hi0);
-    }
-    const __m512i acc = _mm512_add_epi32(_mm512_add_epi32(lo0, hi0), _mm512_add_epi32(lo1, hi1));  // exact
-    const __m512 sv = _mm512_loadu_ps(scale + b * w.scale_step);
-    if constexpr (A == Q4Act::kInt8Row) y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sv, y);
-    else y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, _mm512_set1_ps(a.scale[b])), y);
-  }
-  finish<A>(y, w, panel * 16, a, 0, nc, c);
-}
-
-// Decode: one row × S panels that lie apart in memory, read side by side so
-// a thread keeps S long code streams (and S scale streams) in flight. Per
-// panel the same exact integer block sums (integer adds: any order) and the
-// same float steps as gemv_panel; a panel's zero points are read when it has
-// them (the member's weights decide, as Z does for gemv_panel).
+// Decode: one row × S panels, each wherever it lies (apart in memory for
+// the streams kernel, so a thread keeps S long code streams and S scale
+// streams in flight; one at a time for the gemv). Per panel the exact
+// integer block sums (integer adds: any order) and the float steps of
+// quant/q4_ukernels.h; a panel's zero points are read when its weights have
+// them.
 template <Q4Act A, int S>
 void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& a, float* const* c,
                   const size_t* nc) {
@@ -263,8 +228,14 @@ void q4_gemm_ukernel_8x16c8__avx512vnni(size_t mr, size_t nc, const Q4Weights& w
 template <Q4Act A, bool Z>
 void q4_gemv_ukernel_1x64c8__avx512vnni(size_t /*mr*/, size_t nc, const Q4Weights& w, size_t panel,
                                         const Q4Acts& a, float* c, size_t /*ldc*/) {
-  for (size_t p = 0; 16 * p < nc; ++p)
-    gemv_panel<A, Z>(nc - 16 * p < 16 ? nc - 16 * p : 16, w, panel + p, a, c + 16 * p);
+  // Z needs no instantiation of its own: gemv_streams reads w.zero when
+  // the weights have zero points (null exactly when Z is false).
+  const Q4Weights* ws = &w;
+  for (size_t p = 0; 16 * p < nc; ++p) {
+    const size_t pn = panel + p, cols = nc - 16 * p < 16 ? nc - 16 * p : 16;
+    float* out = c + 16 * p;
+    gemv_streams<A, 1>(&ws, &pn, a, &out, &cols);
+  }
 }
 
 #define INSTANTIATE(A, Z)                                                                                      \
