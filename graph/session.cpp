@@ -267,7 +267,7 @@ void Session::ensure_arena(size_t bytes) {
 
 // Where a static node's outputs live this run: kernel-held, a view, placed
 // inside a graph output, an arena slot, or a graph-output buffer.
-void Session::bind_outputs(const Plan& p, const Node& node, const std::vector<Tensor>& rt, uint8_t* arena,
+void Session::bind_outputs(const Plan& p, const Node& node, const std::vector<const Tensor*>& at, uint8_t* arena,
                            std::vector<Tensor>& outs) {
   for (size_t o = 0; o < node.outputs.size(); ++o) {
     const int v = node.outputs[o];
@@ -276,10 +276,10 @@ void Session::bind_outputs(const Plan& p, const Node& node, const std::vector<Te
     if (vp.held) {
       outs[o] = Tensor(vp.dtype, vp.shape, nullptr);
     } else if (vp.alias_of >= 0) {
-      const Tensor& src = rt[static_cast<size_t>(vp.alias_of)];
+      const Tensor& src = *at[static_cast<size_t>(vp.alias_of)];
       outs[o] = Tensor(vp.dtype, vp.shape, static_cast<uint8_t*>(src.raw()) + vp.alias_offset, src.owner());
     } else if (vp.placed_in >= 0) {
-      const Tensor& dst = rt[static_cast<size_t>(vp.placed_in)];
+      const Tensor& dst = *at[static_cast<size_t>(vp.placed_in)];
       outs[o] = Tensor(vp.dtype, vp.shape, static_cast<uint8_t*>(dst.raw()) + vp.placed_offset, dst.owner());
     } else if (vp.offset >= 0) {
       outs[o] = Tensor(vp.dtype, vp.shape, arena + vp.offset);
@@ -299,16 +299,27 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
   uint8_t* arena = static_cast<uint8_t*>(arena_.get());
 
   const size_t nv = graph_.values.size();
-  std::vector<Tensor> rt(nv);
+  made_.resize(nv);
+  at_.resize(nv);
   for (size_t v = 0; v < nv; ++v) {
-    if (p.values[v].known) rt[v] = *p.values[v].known;
-    else if (graph_.values[v].constant) rt[v] = *graph_.values[v].constant;  // released: shape only
+    at_[v] = &made_[v];  // empty until its node runs (or never: a value nothing needs this run)
+    if (p.values[v].known) at_[v] = p.values[v].known;
+    else if (graph_.values[v].constant) at_[v] = &*graph_.values[v].constant;  // released: shape only
   }
-  for (size_t i = 0; i < graph_.inputs.size(); ++i) rt[static_cast<size_t>(graph_.inputs[i])] = *inputs[i];
+  for (size_t i = 0; i < graph_.inputs.size(); ++i) at_[static_cast<size_t>(graph_.inputs[i])] = inputs[i];
   for (int o : p.early_outputs) {
     const ValuePlan& vp = p.value(o);
-    rt[static_cast<size_t>(o)] = outputs_->buffer(output_slot_[static_cast<size_t>(o)], vp.dtype, vp.shape);
+    made_[static_cast<size_t>(o)] = outputs_->buffer(output_slot_[static_cast<size_t>(o)], vp.dtype, vp.shape);
+    at_[static_cast<size_t>(o)] = &made_[static_cast<size_t>(o)];
   }
+  // Whatever happens, no tensor a node made outlives the run.
+  struct Forget {
+    std::vector<Tensor>& made;
+    ~Forget() {
+      for (Tensor& t : made)
+        if (t.raw() || t.owner() || !t.shape().empty()) t = Tensor();
+    }
+  } forget{made_};
 
   std::vector<const Tensor*> ins;
   std::vector<Tensor> outs;
@@ -321,11 +332,11 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
     Kernel& kernel = *kernels_[n];
     ins.assign(node.inputs.size(), nullptr);
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      if (node.inputs[i] >= 0) ins[i] = &rt[static_cast<size_t>(node.inputs[i])];
+      if (node.inputs[i] >= 0) ins[i] = at_[static_cast<size_t>(node.inputs[i])];
     outs.assign(node.outputs.size(), Tensor());
 
     if (mode == NodePlan::Mode::Static) {
-      with_context([&] { return graph_.node_label(node); }, [&] { bind_outputs(p, node, rt, arena, outs); });
+      with_context([&] { return graph_.node_label(node); }, [&] { bind_outputs(p, node, at_, arena, outs); });
       void* workspace = p.nodes[n].workspace_at >= 0 ? arena + p.nodes[n].workspace_at : nullptr;
       RunContext ctx(ins.data(), static_cast<int>(ins.size()), outs.data(), static_cast<int>(outs.size()), workspace,
                      *pool_);
@@ -347,8 +358,12 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
       outs = with_context([&] { return graph_.node_label(node); },
                           [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });
     }
-    for (size_t o = 0; o < node.outputs.size(); ++o)
-      if (node.outputs[o] >= 0) rt[static_cast<size_t>(node.outputs[o])] = std::move(outs[o]);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const int v = node.outputs[o];
+      if (v < 0) continue;
+      made_[static_cast<size_t>(v)] = std::move(outs[o]);
+      at_[static_cast<size_t>(v)] = &made_[static_cast<size_t>(v)];
+    }
   }
   stats_.output_allocations = outputs_->allocations();
 
@@ -364,12 +379,12 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
       result.push_back(Tensor::clone(result[first]));
       continue;
     }
-    Tensor& t = rt[static_cast<size_t>(v)];
+    const Tensor& t = *at_[static_cast<size_t>(v)];
     const ValuePlan& vp = p.value(v);
     // Views into the arena, the inputs or constants are copied so the caller owns what it gets.
-    const bool owned = t.owner() && vp.offset < 0 && vp.alias_of < 0 && !vp.known &&
-                       !graph_.value(v).is_input;
-    result.push_back(owned ? std::move(t) : Tensor::clone(t));
+    const bool owned = &t == &made_[static_cast<size_t>(v)] && t.owner() && vp.offset < 0 && vp.alias_of < 0 &&
+                       !vp.known && !graph_.value(v).is_input;
+    result.push_back(owned ? std::move(made_[static_cast<size_t>(v)]) : Tensor::clone(t));
   }
   return result;
 }

@@ -102,7 +102,7 @@ class Session {
   // pages to the kernel), keeping its dtype and shape for planning.
   void release_constant(Value& val);
   void create_kernels(const OpRegistry& registry);
-  void bind_outputs(const Plan& p, const Node& node, const std::vector<Tensor>& rt, uint8_t* arena,
+  void bind_outputs(const Plan& p, const Node& node, const std::vector<const Tensor*>& at, uint8_t* arena,
                     std::vector<Tensor>& outs);
 
   Graph graph_;
@@ -125,6 +125,12 @@ class Session {
   std::unique_ptr<OutputPool> outputs_;
   std::vector<size_t> output_slot_;  // value id -> graph output index
   Profiler profiler_;
+  // A run's values, kept between runs so a decode step allocates neither:
+  // made_[v] what a node produced (emptied when the run ends, so no buffer
+  // stays held), at_[v] where value v is (made_, an input, a constant or a
+  // value the plan knows; constants and known values are not copied).
+  std::vector<Tensor> made_;
+  std::vector<const Tensor*> at_;
 };
 
 }  // namespace onebit

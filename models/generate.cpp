@@ -10,6 +10,7 @@
 #include "models/lookup.h"
 #include "models/stop_strings.h"
 #include "models/tokenizer/tokenizer.h"
+#include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
 
@@ -69,10 +70,8 @@ const char* stop_reason_name(StopReason r) {
 }
 
 int32_t argmax(const float* v, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (v[i] > v[best]) best = i;
-  return static_cast<int32_t>(best);
+  if (n <= 0) return 0;
+  return static_cast<int32_t>(vec_math_config().argmax(static_cast<size_t>(n), v));
 }
 
 Generator::Generator(Session& session, CausalLmBinding binding) : session_(session), binding_(std::move(binding)) {

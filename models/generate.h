@@ -140,7 +140,8 @@ class Generator {
   int64_t fed_ = 0;            // leading tokens of sequence_ the cache holds
 };
 
-// Index of the largest value; the first one on ties (as torch.argmax).
+// Index of the largest value; the first one on ties (as torch.argmax); a NaN
+// is never chosen unless v[0] is one (quant/ukernels/f32_vargmax_ukernels.h).
 int32_t argmax(const float* v, int64_t n);
 
 }  // namespace onebit

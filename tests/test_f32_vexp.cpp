@@ -111,3 +111,55 @@ void matches_scalar(Isa isa) {
 ONEBIT_ISA_CASE("vexp and vsigmoid against double precision", "[vec_math]", Scalar, against_double)
 ONEBIT_ISA_CASE("vexp and vsigmoid against double precision", "[vec_math]", Avx2, against_double)
 ONEBIT_ISA_CASE("vexp and vsigmoid equal the scalar reference bit for bit", "[vec_math]", Avx2, matches_scalar)
+
+// argmax: every family returns the scalar reference's index (the first of
+// the largest, NaN never chosen unless first, -0 == +0) on rows built to
+// put the answer in the vector body, its 32-wide block boundaries and the
+// tail, with ties, NaNs, infinities and signed zeros.
+namespace {
+
+void argmax_matches_scalar(Isa isa) {
+  const VecMathConfig* cfg = vec_math_config_for(isa);
+  REQUIRE(cfg);
+  uint64_t state = 12345;
+  const auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  size_t cases = 0;
+  for (size_t n : {1, 2, 7, 8, 9, 31, 32, 33, 40, 63, 64, 65, 100, 1000, 49152, 151936})
+    for (int kind = 0; kind < 9; ++kind)
+      for (int rep = 0; rep < (n > 1000 ? 3 : 12); ++rep) {
+        std::vector<float> x(n);
+        for (float& v : x) v = static_cast<float>(static_cast<int>(next() % 2001) - 1000) / 64.0f;
+        const size_t at = next() % n, at2 = next() % n;
+        switch (kind) {
+          case 0: break;                                        // random (ties among the values are likely)
+          case 1: x[at] = 100.0f; x[at2] = 100.0f; break;      // a tie for the top
+          case 2: x[at] = NAN; break;                           // a NaN somewhere
+          case 3: x[0] = NAN; break;                            // a NaN first: the answer is 0
+          case 4: for (float& v : x) v = NAN; x[at] = -1.0f; break;  // one number among NaNs
+          case 5: x[at] = INFINITY; x[at2] = NAN; break;
+          case 6: for (float& v : x) v = -INFINITY; break;      // all -inf: 0
+          case 7: for (float& v : x) v = (next() & 1) ? 0.0f : -0.0f; break;  // zeros of both signs
+          case 8: for (float& v : x) v = -static_cast<float>(next() % 7) - 1.0f; x[at] = -0.0f; x[at2] = 0.0f; break;
+        }
+        const size_t want = f32_vargmax_ukernel__scalar(n, x.data());
+        const size_t got = cfg->argmax(n, x.data());
+        INFO("n " << n << " kind " << kind << " rep " << rep);
+        REQUIRE(got == want);
+        ++cases;
+      }
+  CHECK(cases > 1000);
+  // The reference itself on hand-made rows.
+  const std::vector<float> a{1.0f, 3.0f, 3.0f, 2.0f}, b{NAN, 5.0f, 6.0f}, c{1.0f, NAN, 0.5f}, d{-0.0f, 0.0f};
+  CHECK(f32_vargmax_ukernel__scalar(a.size(), a.data()) == 1);
+  CHECK(f32_vargmax_ukernel__scalar(b.size(), b.data()) == 0);
+  CHECK(f32_vargmax_ukernel__scalar(c.size(), c.data()) == 0);
+  CHECK(f32_vargmax_ukernel__scalar(d.size(), d.data()) == 0);
+}
+
+}  // namespace
+
+ONEBIT_ISA_CASE("argmax equals the scalar reference", "[vec_math][argmax]", Scalar, argmax_matches_scalar)
+ONEBIT_ISA_CASE("argmax equals the scalar reference", "[vec_math][argmax]", Avx2, argmax_matches_scalar)

@@ -9,6 +9,7 @@
 #include "base/cpu_features.h"
 #include "quant/ukernels/f16w_ukernels.h"
 #include "quant/ukernels/f32_ukernels.h"
+#include "quant/ukernels/f32_vargmax_ukernels.h"
 #include "quant/ukernels/f32_vexp_ukernels.h"
 #include "quant/ukernels/kv_ukernels.h"
 #include "quant/ukernels/q4_ukernels.h"
@@ -117,9 +118,10 @@ struct KvConfig {
 const KvConfig& kv_config();
 const KvConfig* kv_config_for(Isa isa);
 
-// Elementwise float math (the vectorised exp and sigmoid), and the float16
+// Elementwise float math (the vectorised exp and sigmoid), the float16
 // conversions a float16 model's elementwise ops and MatMuls run through
-// (bit for bit base/dtype.h's half_to_float / float_to_half).
+// (bit for bit base/dtype.h's half_to_float / float_to_half), and greedy
+// decoding's argmax over a row of logits.
 struct VecMathConfig {
   Isa isa;
   F32VUnaryUkernel exp, sigmoid;
@@ -127,6 +129,8 @@ struct VecMathConfig {
   const char* sigmoid_name;
   F16ToF32Ukernel widen;
   F32ToF16Ukernel narrow;
+  F32VArgmaxUkernel argmax;
+  const char* argmax_name;
 };
 
 const VecMathConfig& vec_math_config();
