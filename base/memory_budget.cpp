@@ -101,6 +101,26 @@ void* budgeted_pages(size_t bytes, size_t align, std::string_view what) {
   return reinterpret_cast<void*>(start);
 }
 
+void* budgeted_huge_pages(size_t bytes, std::string_view what) {
+  const size_t r = rounded(bytes, kHugePageBytes);
+  memory_reserve(r, what);
+  void* m = mmap(nullptr, r + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    memory_release(r);
+    fail("{}{}out of memory mapping {}", what, what.empty() ? "" : ": ", format_bytes(r));
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t start = (base + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if (start > base) munmap(m, start - base);
+  if (const size_t tail = base + kHugePageBytes - start) munmap(reinterpret_cast<void*>(start + r), tail);
+  // Advice only: without it (or without huge pages to give) the pages are 4 KiB.
+  (void)madvise(reinterpret_cast<void*>(start), r, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+  (void)madvise(reinterpret_cast<void*>(start), r, MADV_POPULATE_WRITE);
+#endif
+  return reinterpret_cast<void*>(start);
+}
+
 void budgeted_pages_free(void* p, size_t bytes) {
   if (!p) return;
   const size_t r = rounded(bytes, kPage);

@@ -10,18 +10,24 @@
 // cache bytes read per second (keys for scores, values for mix); BM_sgemm/T/MIX the float32 cache on the float
 // GEMM (its dot kernel for Q·Kᵀ, its tile kernel in place for P·V), the
 // path before the KV kernels; BM_read a plain read of as many bytes, the
-// limit all three are measured against in the same run.
+// limit all three are measured against in the same run. BM_kv_layers/T/TYPE/
+// MIX/HUGE the same products with every layer's streams starting cold, on
+// 4 KiB or huge pages.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "base/dtype.h"
+#include "base/memory_budget.h"
 #include "ops/kv_gemm.h"
 #include "ops/sgemm.h"
 
@@ -73,6 +79,55 @@ void BM_kv(benchmark::State& state) {
   state.SetLabel(fmt::format("{} {}", mix ? "P.V" : "Q.K^T", dtype_name(dtype)));
 }
 
+// BM_kv as a decode step meets it: each layer's eight heads (one GqaMatMul
+// node) after the layer's weights went by (a 16 MB read between layers, not
+// timed), so every head's stream starts cold, as in the model. state.range
+// as BM_kv, then the pages (below).
+void BM_kv_layers(benchmark::State& state) {
+  const size_t t = static_cast<size_t>(state.range(0));
+  const int type = static_cast<int>(state.range(1));
+  const bool mix = state.range(2) != 0;
+  const DType dtype = type == 0 ? DType::F32 : type == 1 ? DType::F16 : DType::I8;
+  const size_t head_bytes = type == 2 ? t * (kDim + 4) : t * kDim * (type == 1 ? 2 : 4);
+  // state.range(3): the cache on 4 KiB pages (0) or as the KV store keeps
+  // it, on huge pages (1: budgeted_huge_pages).
+  const size_t cache_bytes = (kHeads * head_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const bool huge = state.range(3) != 0;
+  void* mem = huge ? budgeted_huge_pages(cache_bytes, "bench") : budgeted_alloc(cache_bytes, 4096, "bench");
+  std::memset(mem, 1, cache_bytes);
+  std::span<unsigned char> cache(static_cast<unsigned char*>(mem), cache_bytes);
+  for (size_t h = 0; h < kHeads && type == 2; ++h)
+    for (size_t j = 0; j < t; ++j) reinterpret_cast<float*>(cache.data() + h * head_bytes + t * kDim)[j] = 0.01f;
+  std::vector<float> weights(size_t{4} << 20, 1.0f);
+  std::vector<float> a(kRows * std::max(t, kDim), 0.5f), y(kRows * std::max(t, kDim));
+  const KvGemmConfig cfg = kv_gemm_config();
+  std::vector<unsigned char> ws(kv_mix_workspace(cfg, kRows, t, kDim, dtype) + 64);
+  void* work = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
+  for (auto _ : state) {
+    double seconds = 0;
+    for (size_t h0 = 0; h0 < kHeads; h0 += 8) {
+      __m256 sum = _mm256_setzero_ps();
+      for (size_t i = 0; i < weights.size(); i += 16) sum = _mm256_add_ps(sum, _mm256_loadu_ps(&weights[i]));
+      benchmark::DoNotOptimize(sum);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (size_t h = h0; h < h0 + 8; ++h) {
+        const unsigned char* head = cache.data() + h * head_bytes;
+        const KvRows rows{head, dtype, type == 2 ? reinterpret_cast<const float*>(head + t * kDim) : nullptr};
+        if (mix) kv_mix(cfg, kRows, t, kDim, a.data(), t, rows, y.data(), kDim, work, nullptr);
+        else kv_scores(cfg, kRows, t, kDim, a.data(), kDim, rows, y.data(), t, nullptr);
+      }
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    benchmark::DoNotOptimize(y.data());
+    state.SetIterationTime(seconds);
+  }
+  if (huge) budgeted_pages_free(mem, cache_bytes);
+  else budgeted_free(mem, cache_bytes, 4096);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kHeads * head_bytes));
+  state.SetLabel(fmt::format("{} {}, cold streams, {} pages", mix ? "P.V" : "Q.K^T", dtype_name(dtype),
+                             huge ? "huge" : "4 KiB"));
+}
+
 // The same bytes read by a plain sum (one stream, as a head's kernel reads
 // it): what the kernels above are measured against, in the same run.
 void BM_read(benchmark::State& state) {
@@ -114,6 +169,7 @@ void BM_sgemm(benchmark::State& state) {
 BENCHMARK(BM_read)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sgemm)->ArgsProduct({{256, 1024, 4096}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_kv)->ArgsProduct({{256, 1024, 4096}, {0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_kv_layers)->ArgsProduct({{256, 1024}, {0, 1, 2}, {0, 1}, {0, 1}})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

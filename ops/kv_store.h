@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "base/dtype.h"
 #include "base/error.h"
@@ -85,13 +86,23 @@ class KvStore {
     const size_t elem = elem_bytes();
     const size_t want = checked_mul_u64(static_cast<uint64_t>(kvh) * static_cast<uint64_t>(row_elems()),
                                         static_cast<uint64_t>(capacity) * elem, "the KV state");
-    const size_t bytes = (want + 63) / 64 * 64;
-    void* p = budgeted_alloc(bytes, 64, fmt::format("growing the KV state to {} positions", capacity));
-    std::shared_ptr<void> fresh(p, [bytes](void* q) { budgeted_free(q, bytes, 64); });
+    const std::string what = fmt::format("growing the KV state to {} positions", capacity);
+    std::shared_ptr<void> fresh;
+    int64_t room = capacity;
+    if (want >= kHugePageBytes / 2) {
+      // On huge pages (base/memory_budget.h); the rounding up becomes room.
+      const size_t bytes = (want + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+      fresh = std::shared_ptr<void>(budgeted_huge_pages(bytes, what),
+                                    [bytes](void* q) { budgeted_pages_free(q, bytes); });
+      room = static_cast<int64_t>(bytes / (static_cast<size_t>(kvh * row_elems()) * elem));
+    } else {
+      const size_t bytes = (want + 63) / 64 * 64;
+      fresh = std::shared_ptr<void>(budgeted_alloc(bytes, 64, what), [bytes](void* q) { budgeted_free(q, bytes, 64); });
+    }
     const std::shared_ptr<void> old = std::move(data_);
     const int64_t old_capacity = capacity_;
     data_ = std::move(fresh);
-    capacity_ = capacity;
+    capacity_ = room;
     const auto* from = static_cast<const unsigned char*>(old.get());
     for (int64_t h = 0; h < kvh && length > 0; ++h) {
       const unsigned char* head = from + static_cast<size_t>(h * old_capacity * row_elems()) * elem;

@@ -26,6 +26,7 @@
 
 #include "tests/random_util.h"
 #include "base/dtype.h"
+#include "base/memory_budget.h"
 #include "base/thread_pool.h"
 #include "ops/kv_gemm.h"
 #include "ops/kv_store.h"
@@ -346,4 +347,51 @@ TEST_CASE("kv f16: the store narrows on put and keeps what it holds when it grow
     }
   CHECK(f16.head(0).dtype == DType::F16);
   CHECK_THROWS_WITH(KvStore(DType::BF16), Catch::Contains("bfloat16"));
+}
+
+// A store of 1 MiB or more lives on huge pages (base/memory_budget.h): 2 MiB
+// aligned, the rounding up used as room, counted against the budget and
+// given back; growing from the small path onto it and along it keeps every
+// row and scale of each dtype.
+TEST_CASE("kv: a large store is on 2 MiB-aligned pages, keeps its rows as it grows, and returns its budget",
+          "[kv_f16][kv_q8]") {
+  const int64_t kvh = 8, d = 128, n = 1500;  // 1500 positions x 8 heads: int8 1.6 MB, float32 6.1 MB
+  const uint64_t before = memory_in_use();
+  const std::vector<float> rows = randn(static_cast<size_t>(kvh * n * d), 9);
+  for (DType dt : {DType::F32, DType::F16, DType::I8}) {
+    INFO(dtype_name(dt));
+    {
+      KvStore store(dt), small(dt);
+      int64_t grew = 0, last_capacity = 0;
+      for (int64_t pos = 0; pos < n; ++pos) {
+        store.reserve(kvh, d, pos + 1);
+        small.reserve(kvh, d, std::min<int64_t>(pos + 1, 8));
+        if (store.capacity() != last_capacity) ++grew;
+        last_capacity = store.capacity();
+        for (int64_t h = 0; h < kvh; ++h) store.put(h, pos, rows.data() + (h * n + pos) * d, 1);
+        store.length = pos + 1;
+      }
+      CHECK(grew >= 3);
+      REQUIRE(store.capacity() >= n);
+      const size_t elem = dtype_bytes(dt, 1), row = static_cast<size_t>(dt == DType::I8 ? d + 4 : d) * elem;
+      const size_t held = static_cast<size_t>(store.capacity() * kvh) * row;
+      CHECK(reinterpret_cast<uintptr_t>(store.data()) % kHugePageBytes == 0);
+      const size_t pages = (held + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+      CHECK(pages - held < static_cast<size_t>(kvh) * row);  // the rounding up used as room, less than a row a head left
+      CHECK(memory_in_use() - before >= held);
+      // Against a store that held each row the small way (the same put, so the same codes and scales).
+      KvStore ref(dt);
+      ref.reserve(kvh, d, 1);
+      for (int64_t pos = 0; pos < n; pos += 97) {
+        for (int64_t h = 0; h < kvh; ++h) {
+          ref.put(h, 0, rows.data() + (h * n + pos) * d, 1);
+          const KvRows got = store.head(h), want = ref.head(h);
+          REQUIRE(std::memcmp(static_cast<const unsigned char*>(got.data) + static_cast<size_t>(pos * d) * elem,
+                              want.data, static_cast<size_t>(d) * elem) == 0);
+          if (dt == DType::I8) REQUIRE(got.scales[pos] == want.scales[0]);
+        }
+      }
+    }
+    CHECK(memory_in_use() == before);
+  }
 }

@@ -1,5 +1,10 @@
-// AVX-512 KV kernels. Q·Kᵀ: kv_qk.h in row blocks of 4, a decode's stream
-// prefetched kQkAhead bytes ahead. P·V: 2 rows × 128 columns of accumulators
+// AVX-512 KV kernels. Q·Kᵀ: kv_qk.h in row blocks of 4 for a prompt; a
+// decode's one or two rows (qk_pairs below) take two keys per 512-bit
+// register, each key in its own 256-bit half, so every lane keeps the chain
+// kv_qk.h's 256-bit code gives it (half the widening and FMA instructions
+// per key: an int8 or float16 cache's scores were bound by them, not by the
+// read), the stream prefetched kQkAhead bytes ahead. P·V: 2 rows × 128
+// columns of accumulators
 // (16 zmm), so a value row of up to 128 elements is read once, in order, for
 // both rows (prefetched kPvAhead bytes ahead), and sixteen independent FMA
 // chains hide the FMA latency. Wider heads go 128 columns at a time, the
@@ -9,6 +14,7 @@
 #include "quant/ukernels/simd_avx512.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "quant/ukernels/kv_qk.h"
 #include "quant/ukernels/kv_ukernels.h"
@@ -20,7 +26,7 @@ namespace {
 // Software prefetch distance of a decode's cache stream, in bytes: the
 // hardware prefetcher alone left an int8 cache read from DRAM at a quarter
 // of a plain read (docs/BENCHMARK.md, "Prefetching the KV stream").
-constexpr size_t kQkAhead = 1024;
+constexpr size_t kQkAhead = 4096;
 constexpr size_t kPvAhead = 2048;
 
 __m512 load16(const float* p, __mmask16 m, __m512) { return _mm512_maskz_loadu_ps(m, p); }
@@ -31,6 +37,98 @@ __m512 load16(const uint16_t* p, __mmask16 m, __m512) {
 __m512 load16(const int8_t* p, __mmask16 m, __m512 scale) {
   const __m128i c = _mm_maskz_loadu_epi8(m, reinterpret_cast<const __m128i*>(p));
   return _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)));
+}
+
+// Keys a and b side by side, elements i … i+7 of each: a in lanes 0-7, b in
+// lanes 8-15, widened as kv_qk.h's load8 widens them (int8: scale · code,
+// the two keys' scales in their halves).
+__m512 load_pair(const float* a, const float* b, __m512) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+}
+__m512 load_pair(const uint16_t* a, const uint16_t* b, __m512) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+__m512 load_pair(const int8_t* a, const int8_t* b, __m512 scales) {
+  const __m128i c = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                       _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+  return _mm512_mul_ps(scales, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)));
+}
+
+// A decode's scores: R (1 or 2) rows against keys [0, t), four at a time
+// as two pairs; every score the same float operations as kv_qk.h's
+// qk_rows: eight lane chains over d in i order from zero (each half of a
+// register is one key's eight lanes), then sum4. A last group of fewer
+// than four repeats its first key and stores what it has. d a multiple of 8.
+template <int R, class K>
+void qk_pairs(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s, size_t lds,
+              const float* sc) {
+  for (size_t j = 0; j < t; j += 4) {
+    const size_t nk = std::min<size_t>(4, t - j);
+    const size_t at[4] = {j, j + (nk > 1), j + 2 * (nk > 2), j + 3 * (nk > 3)};
+    const K* keys[4] = {k + at[0] * ldk, k + at[1] * ldk, k + at[2] * ldk, k + at[3] * ldk};
+    {
+      const char* ahead = reinterpret_cast<const char*>(k + j * ldk) + kQkAhead;
+      for (size_t off = 0; off < 4 * ldk * sizeof(K); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+      if (sc) _mm_prefetch(reinterpret_cast<const char*>(sc + j) + 256, _MM_HINT_T0);
+    }
+    __m512 ks[2];
+    for (int x = 0; x < 2; ++x)
+      ks[x] = sc ? _mm512_insertf32x8(_mm512_set1_ps(sc[at[2 * x]]), _mm256_set1_ps(sc[at[2 * x + 1]]), 1)
+                 : _mm512_setzero_ps();
+    __m512 acc[R][2];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    size_t i = 0;
+    if constexpr (std::is_same_v<K, int8_t>) {
+      // Sixteen codes of each key a load, split into two steps' pairs.
+      for (; i + 16 <= d; i += 16) {
+        const __m128i c0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(keys[0] + i));
+        const __m128i c1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(keys[1] + i));
+        const __m128i c2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(keys[2] + i));
+        const __m128i c3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(keys[3] + i));
+        const __m512 b0 = _mm512_mul_ps(ks[0], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(c0, c1))));
+        const __m512 b1 = _mm512_mul_ps(ks[1], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(c2, c3))));
+        const __m512 b2 = _mm512_mul_ps(ks[0], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpackhi_epi64(c0, c1))));
+        const __m512 b3 = _mm512_mul_ps(ks[1], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpackhi_epi64(c2, c3))));
+#pragma GCC unroll 2
+        for (int r = 0; r < R; ++r) {
+          const __m512 a0 = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + r * ldq + i));
+          const __m512 a1 = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + r * ldq + i + 8));
+          acc[r][0] = _mm512_fmadd_ps(a0, b0, acc[r][0]);
+          acc[r][1] = _mm512_fmadd_ps(a0, b1, acc[r][1]);
+          acc[r][0] = _mm512_fmadd_ps(a1, b2, acc[r][0]);
+          acc[r][1] = _mm512_fmadd_ps(a1, b3, acc[r][1]);
+        }
+      }
+    }
+    for (; i < d; i += 8) {
+      const __m512 b0 = load_pair(keys[0] + i, keys[1] + i, ks[0]);
+      const __m512 b1 = load_pair(keys[2] + i, keys[3] + i, ks[1]);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        const __m512 a = _mm512_broadcast_f32x8(_mm256_loadu_ps(q + r * ldq + i));
+        acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      store_scores(s + r * lds + j, nk,
+                   sum4(_mm512_castps512_ps256(acc[r][0]), _mm512_extractf32x8_ps(acc[r][0], 1),
+                        _mm512_castps512_ps256(acc[r][1]), _mm512_extractf32x8_ps(acc[r][1], 1)));
+    }
+  }
+}
+
+// Q·Kᵀ: a decode's rows on qk_pairs, a prompt's on kv_qk.h in row blocks of 4.
+template <class K>
+void qk(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s, size_t lds,
+        const float* sc = nullptr) {
+  if (m == 1) return qk_pairs<1>(t, d, q, ldq, k, ldk, s, lds, sc);
+  if (m == 2) return qk_pairs<2>(t, d, q, ldq, k, ldk, s, lds, sc);
+  kv_qk<4, kQkAhead>(m, t, d, q, ldq, k, ldk, s, lds, sc);
 }
 
 // R rows × B blocks of 16 columns (the last one `tail` lanes wide); sc: int8
@@ -90,12 +188,12 @@ void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, si
 void f32_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const float* k, size_t ldk,
                                 float* s, size_t lds) {
   if (d % 8 != 0) return f32_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, s, lds);
-  kv_qk<4, kQkAhead>(m, t, d, q, ldq, k, ldk, s, lds);
+  qk(m, t, d, q, ldq, k, ldk, s, lds);
 }
 void f32_f16_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const uint16_t* k,
                                     size_t ldk, float* s, size_t lds) {
   if (d % 8 != 0) return f32_f16_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, s, lds);
-  kv_qk<4, kQkAhead>(m, t, d, q, ldq, k, ldk, s, lds);
+  qk(m, t, d, q, ldq, k, ldk, s, lds);
 }
 
 void f32_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v,
@@ -110,7 +208,7 @@ void f32_f16_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float*
 void f32_q8_qk_ukernel_4x4__avx512(size_t m, size_t t, size_t d, const float* q, size_t ldq, const int8_t* k,
                                    size_t ldk, const float* scales, float* s, size_t lds) {
   if (d % 8 != 0) return f32_q8_qk_ukernel_2x4__scalar(m, t, d, q, ldq, k, ldk, scales, s, lds);
-  kv_qk<4, kQkAhead>(m, t, d, q, ldq, k, ldk, s, lds, scales);
+  qk(m, t, d, q, ldq, k, ldk, s, lds, scales);
 }
 void f32_q8_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v,
                                      size_t ldv, const float* scales, float* y, size_t ldy) {

@@ -42,6 +42,17 @@ inline __m128 sum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
+// The first nk (1 to 4) of four scores to s.
+inline void store_scores(float* s, size_t nk, __m128 v) {
+  if (nk == 4) {
+    _mm_storeu_ps(s, v);
+    return;
+  }
+  alignas(16) float out[4];
+  _mm_store_ps(out, v);
+  for (size_t x = 0; x < nk; ++x) s[x] = out[x];
+}
+
 // R rows against keys [0, t), four at a time; a last group of fewer repeats
 // its first key and stores only what it has. Streamed: key by key. sc: the
 // keys' scales for int8 keys (null otherwise). Ahead: see above.
@@ -86,16 +97,7 @@ void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t 
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __m128 v = sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
-      if (nk == 4) {
-        _mm_storeu_ps(s + r * lds + j, v);
-      } else {
-        alignas(16) float out[4];
-        _mm_store_ps(out, v);
-        for (size_t x = 0; x < nk; ++x) s[r * lds + j + x] = out[x];
-      }
-    }
+    for (int r = 0; r < R; ++r) store_scores(s + r * lds + j, nk, sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
   }
 }
 
