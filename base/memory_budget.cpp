@@ -102,7 +102,7 @@ void* budgeted_pages(size_t bytes, size_t align, std::string_view what) {
 }
 
 void* budgeted_huge_pages(size_t bytes, std::string_view what) {
-  const size_t r = rounded(bytes, kHugePageBytes);
+  const size_t r = rounded(bytes, kPage);
   memory_reserve(r, what);
   void* m = mmap(nullptr, r + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) {

@@ -51,11 +51,12 @@ void* budgeted_pages(size_t bytes, size_t align, std::string_view what);
 void budgeted_pages_free(void* p, size_t bytes);
 // Pages for a buffer streamed again and again in short runs (the KV cache:
 // every decode step reads each head's rows, a layer at a time, between the
-// layers' weights): `bytes` rounded up to kHugePageBytes, the start aligned
-// to it, advised for transparent huge pages before the first touch and
-// populated then (the kernel's choice: 4 KiB pages where it has no huge
-// ones). Each head's stream then starts on a page the TLB can keep: an int8
-// cache's Q·Kᵀ read 8.9 instead of 6.7 GB/s cold (bench_attention,
+// layers' weights): `bytes` rounded up to the 4 KiB page, the start aligned
+// to kHugePageBytes, advised for transparent huge pages before the first
+// touch and populated then, so every whole 2 MiB of it can be a huge page
+// (the kernel's choice; the tail past the last whole one is 4 KiB pages).
+// Each head's stream then starts on a page the TLB can keep: an int8
+// cache's Q·Kᵀ read 9.1 instead of 5.5 GB/s cold (bench_attention,
 // BM_kv_layers). Freed with budgeted_pages_free(p, bytes).
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 void* budgeted_huge_pages(size_t bytes, std::string_view what);

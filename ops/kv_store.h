@@ -1,7 +1,8 @@
 // One layer's KV cache kept across runs (KvAppend, GroupQueryAttention with
 // the cache kept in the session): [kvh][capacity][d] elements, float32 or
 // float16 (KernelOptions::kv_dtype), grown by half again when full, counted
-// against the memory budget. Rows are written as float32 and narrowed here.
+// against the memory budget (an empty one sized as asked). Rows are written
+// as float32 and narrowed here.
 // int8 (--kv-dtype q8): each head [capacity][d] codes, then [capacity]
 // float32 scales, one per position: scale = max|x| / 127 over the row, code
 // = x · (127 / max|x|) rounded to nearest even and clamped to ±127 (a NaN
@@ -82,7 +83,10 @@ class KvStore {
       data_.reset();
     }
     if (positions <= capacity_) return;
-    const int64_t capacity = std::max(positions, capacity_ + capacity_ / 2);
+    // A store that holds a sequence grows by half again (a decode loop
+    // creeping a position a step settles); an empty one is sized as asked
+    // (planning reserves the prompt, then the last step, before any run).
+    const int64_t capacity = length > 0 ? std::max(positions, capacity_ + capacity_ / 2) : positions;
     const size_t elem = elem_bytes();
     const size_t want = checked_mul_u64(static_cast<uint64_t>(kvh) * static_cast<uint64_t>(row_elems()),
                                         static_cast<uint64_t>(capacity) * elem, "the KV state");
@@ -90,8 +94,11 @@ class KvStore {
     std::shared_ptr<void> fresh;
     int64_t room = capacity;
     if (want >= kHugePageBytes / 2) {
-      // On huge pages (base/memory_budget.h); the rounding up becomes room.
-      const size_t bytes = (want + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+      // On huge pages (base/memory_budget.h): from 1 to 2 MiB one whole huge
+      // page, else the 4 KiB pages that hold it (the whole 2 MiB inside
+      // them huge); the rounding up becomes room.
+      const size_t page = want < kHugePageBytes ? kHugePageBytes : 4096;
+      const size_t bytes = (want + page - 1) / page * page;
       fresh = std::shared_ptr<void>(budgeted_huge_pages(bytes, what),
                                     [bytes](void* q) { budgeted_pages_free(q, bytes); });
       room = static_cast<int64_t>(bytes / (static_cast<size_t>(kvh * row_elems()) * elem));

@@ -352,7 +352,7 @@ TEST_CASE("kv f16: the store narrows on put and keeps what it holds when it grow
 // A store of 1 MiB or more lives on huge pages (base/memory_budget.h): 2 MiB
 // aligned, the rounding up used as room, counted against the budget and
 // given back; growing from the small path onto it and along it keeps every
-// row and scale of each dtype.
+// row and scale of each dtype; an empty store is sized as asked.
 TEST_CASE("kv: a large store is on 2 MiB-aligned pages, keeps its rows as it grows, and returns its budget",
           "[kv_f16][kv_q8]") {
   const int64_t kvh = 8, d = 128, n = 1500;  // 1500 positions x 8 heads: int8 1.6 MB, float32 6.1 MB
@@ -372,12 +372,20 @@ TEST_CASE("kv: a large store is on 2 MiB-aligned pages, keeps its rows as it gro
         store.length = pos + 1;
       }
       CHECK(grew >= 3);
+      KvStore empty(dt);
+      empty.reserve(kvh, d, 1024);
+      empty.reserve(kvh, d, 1032);  // planning: the prompt, then the last step
+      const size_t elem_row = static_cast<size_t>(dt == DType::I8 ? d + 4 : d) * dtype_bytes(dt, 1);
+      CHECK(static_cast<size_t>(empty.capacity() * kvh) * elem_row <=
+            std::max(kHugePageBytes, static_cast<size_t>(1032 * kvh) * elem_row + 4096));  // not 1.5x
       REQUIRE(store.capacity() >= n);
       const size_t elem = dtype_bytes(dt, 1), row = static_cast<size_t>(dt == DType::I8 ? d + 4 : d) * elem;
       const size_t held = static_cast<size_t>(store.capacity() * kvh) * row;
       CHECK(reinterpret_cast<uintptr_t>(store.data()) % kHugePageBytes == 0);
-      const size_t pages = (held + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-      CHECK(pages - held < static_cast<size_t>(kvh) * row);  // the rounding up used as room, less than a row a head left
+      // Rounded up to one huge page under 2 MiB, else to 4 KiB; the rounding up used as room.
+      const size_t unit = held < kHugePageBytes ? kHugePageBytes : 4096;
+      const size_t pages = (held + unit - 1) / unit * unit;
+      CHECK(pages - held < static_cast<size_t>(kvh) * row);
       CHECK(memory_in_use() - before >= held);
       // Against a store that held each row the small way (the same put, so the same codes and scales).
       KvStore ref(dt);
