@@ -1,4 +1,7 @@
-// Transpose: a strided view of the input copied out contiguously.
+// Transpose: a strided view of the input copied out contiguously; a
+// permutation that only moves axes of size 1 (a decode step's [1,1,H,D] to
+// [1,H,1,D] and back) keeps every element where it is, so the output is a
+// view of the input (copied only when the plan cannot make it one).
 #include "ops/axis.h"
 #include "graph/op_registry.h"
 #include "ops/strided_copy.h"
@@ -15,10 +18,12 @@ class TransposeKernel : public Kernel {
     const std::vector<int64_t> perm = resolve(static_cast<int64_t>(in.size()));
     Shape out(in.size());
     for (size_t i = 0; i < in.size(); ++i) out[i] = in[static_cast<size_t>(perm[i])];
-    ctx.set_output(0, ctx.dtype(0), out);
+    if (keeps_order(in, perm) && dtype_bits(ctx.dtype(0)) >= 8) ctx.alias_output(0, 0, out);
+    else ctx.set_output(0, ctx.dtype(0), out);
   }
   void run(RunContext& ctx) override {
     const Tensor& x = ctx.input(0);
+    if (ctx.output(0).raw() == x.raw() && x.size() > 0) return;  // the view reshape planned
     const std::vector<int64_t> perm = resolve(x.rank());
     const std::vector<int64_t> in_strides = contiguous_strides(x.shape());
     StridedView view{static_cast<const uint8_t*>(x.raw()), ctx.output(0).shape(), {}};
@@ -28,6 +33,16 @@ class TransposeKernel : public Kernel {
   }
 
  private:
+  // Whether the axes longer than 1 keep their order under perm.
+  static bool keeps_order(const Shape& in, const std::vector<int64_t>& perm) {
+    int64_t last = -1;
+    for (int64_t p : perm) {
+      if (in[static_cast<size_t>(p)] == 1) continue;
+      if (p < last) return false;
+      last = p;
+    }
+    return true;
+  }
   std::vector<int64_t> resolve(int64_t rank) const {
     if (perm_.empty()) {
       std::vector<int64_t> p(static_cast<size_t>(rank));

@@ -87,3 +87,33 @@ TEST_CASE("plans alternate: normalizations over several axes size their rows fro
   b.save(rms);
   check_alternating(rms, {"x"});
 }
+
+// Transpose moving only axes of size 1 keeps every element in place: the
+// plan makes its output a view of the input (no arena slot, no copy); one
+// that moves a longer axis copies. Alternating the two, each result equals
+// the transposition computed here.
+TEST_CASE("plans alternate: a Transpose of size-1 axes is a view, a real one a copy", "[session]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {1, -1, 2, kHidden}).output("y", kFloat, {1, 2, -1, kHidden});
+  auto& t = b.node("Transpose", {"x"}, {"t"});
+  ModelBuilder::attr_ints(t, "perm", {0, 2, 1, 3});
+  b.node("Add", {"t", "t"}, {"y"});
+  const std::string path = scratch_dir("plan_state_transpose") + "/model.onnx";
+  b.save(path);
+  Session s(load_onnx(path), default_op_registry());
+  for (int64_t rows : {3, 1, 3, 1}) {
+    INFO("rows " << rows);
+    const Tensor x = random_tensor({1, rows, 2, kHidden}, static_cast<uint32_t>(rows));
+    const auto y = s.run({{"x", x}});
+    REQUIRE(y[0].shape() == Shape{1, 2, rows, kHidden});
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t i = 0; i < kHidden; ++i) {
+          const float v = x.data<float>()[(r * 2 + h) * kHidden + i];
+          REQUIRE(y[0].data<float>()[(h * rows + r) * kHidden + i] == v + v);
+        }
+    const size_t t_bytes = static_cast<size_t>(rows * 2 * kHidden) * sizeof(float);
+    if (rows == 1) CHECK(s.stats().planned_bytes < t_bytes);  // the view: t has no slot of its own
+    else CHECK(s.stats().planned_bytes >= t_bytes);
+  }
+}
