@@ -10,7 +10,9 @@
 //   decode (one or two rows): key by key, so the cache is read as one
 //     stream — the four keys side by side read the head as four streams,
 //     measured ~2x slower for a float32 cache — prefetched Ahead bytes on
-//     (0: the hardware prefetcher alone);
+//     (0: the hardware prefetcher alone). The AVX-512 file runs a decode
+//     on its own qk_pairs instead (two keys a 512-bit register, the same
+//     lane chains);
 //   more rows: keys in blocks of 64 kept in L1 while every row block runs
 //     over them, the four keys side by side (more FMAs per load).
 #pragma once
