@@ -80,17 +80,15 @@ void budgeted_free(void* p, size_t bytes, size_t align) {
 
 namespace {
 constexpr size_t kPage = 4096;
-}  // namespace
 
-void* budgeted_pages(size_t bytes, size_t align, std::string_view what) {
-  const size_t r = rounded(bytes, kPage);
-  if (align < kPage || (align & (align - 1))) fail("budgeted_pages: alignment {} is not a power-of-two page multiple", align);
+// `r` bytes (a page multiple) of fresh anonymous pages starting at a
+// multiple of `align` (a power-of-two page multiple), counted against the
+// budget: over-mapped by the alignment, the aligned part kept, the rest
+// given back. `flags` are added to mmap's.
+void* map_aligned(size_t r, size_t align, int flags, std::string_view what) {
   memory_reserve(r, what);
-  // Over-map by the alignment, keep the aligned part, give the rest back.
   const size_t extra = align - kPage;
-  // MAP_POPULATE: the kernel allocates and zeroes every page in this one
-  // call rather than in a fault per 4 KiB as the packer first writes them.
-  void* m = mmap(nullptr, r + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  void* m = mmap(nullptr, r + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
   if (m == MAP_FAILED) {
     memory_release(r);
     fail("{}{}out of memory mapping {}", what, what.empty() ? "" : ": ", format_bytes(r));
@@ -100,25 +98,24 @@ void* budgeted_pages(size_t bytes, size_t align, std::string_view what) {
   if (const size_t tail = base + r + extra - (start + r)) munmap(reinterpret_cast<void*>(start + r), tail);
   return reinterpret_cast<void*>(start);
 }
+}  // namespace
+
+void* budgeted_pages(size_t bytes, size_t align, std::string_view what) {
+  if (align < kPage || (align & (align - 1))) fail("budgeted_pages: alignment {} is not a power-of-two page multiple", align);
+  // MAP_POPULATE: the kernel allocates and zeroes every page in this one
+  // call rather than in a fault per 4 KiB as the packer first writes them.
+  return map_aligned(rounded(bytes, kPage), align, MAP_POPULATE, what);
+}
 
 void* budgeted_huge_pages(size_t bytes, std::string_view what) {
   const size_t r = rounded(bytes, kPage);
-  memory_reserve(r, what);
-  void* m = mmap(nullptr, r + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) {
-    memory_release(r);
-    fail("{}{}out of memory mapping {}", what, what.empty() ? "" : ": ", format_bytes(r));
-  }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(m);
-  const uintptr_t start = (base + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  if (start > base) munmap(m, start - base);
-  if (const size_t tail = base + kHugePageBytes - start) munmap(reinterpret_cast<void*>(start + r), tail);
+  void* p = map_aligned(r, kHugePageBytes, 0, what);
   // Advice only: without it (or without huge pages to give) the pages are 4 KiB.
-  (void)madvise(reinterpret_cast<void*>(start), r, MADV_HUGEPAGE);
+  (void)madvise(p, r, MADV_HUGEPAGE);
 #ifdef MADV_POPULATE_WRITE
-  (void)madvise(reinterpret_cast<void*>(start), r, MADV_POPULATE_WRITE);
+  (void)madvise(p, r, MADV_POPULATE_WRITE);
 #endif
-  return reinterpret_cast<void*>(start);
+  return p;
 }
 
 void budgeted_pages_free(void* p, size_t bytes) {

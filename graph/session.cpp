@@ -316,8 +316,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
   struct Forget {
     std::vector<Tensor>& made;
     ~Forget() {
-      for (Tensor& t : made)
-        if (t.raw() || t.owner() || !t.shape().empty()) t = Tensor();
+      for (Tensor& t : made) t = Tensor();
     }
   } forget{made_};
 

@@ -93,14 +93,14 @@ class KvStore {
     const std::string what = fmt::format("growing the KV state to {} positions", capacity);
     // Pages of its own, populated now: a decode step's append would
     // otherwise fault a page in every few steps per head (KvAppend 0.24 ->
-    // 0.13 ms a step, Qwen3 shape, 2 threads, 32 of past). From 1 MiB on huge pages
-    // (base/memory_budget.h): one whole huge page under 2 MiB, else the
-    // 4 KiB pages that hold it (the whole 2 MiB inside them huge). The
-    // rounding up becomes room.
-    const size_t page = want >= kHugePageBytes / 2 && want < kHugePageBytes ? kHugePageBytes : 4096;
+    // 0.13 ms a step, Qwen3 shape, 2 threads, 32 of past). From 1 MiB on
+    // huge pages (base/memory_budget.h): one whole huge page under 2 MiB,
+    // else the 4 KiB pages that hold it (the whole 2 MiB inside them huge).
+    // The rounding up becomes room.
+    const bool huge = want >= kHugePageBytes / 2;
+    const size_t page = huge && want < kHugePageBytes ? kHugePageBytes : 4096;
     const size_t bytes = (std::max<size_t>(want, 1) + page - 1) / page * page;
-    std::shared_ptr<void> fresh(want >= kHugePageBytes / 2 ? budgeted_huge_pages(bytes, what)
-                                                           : budgeted_pages(bytes, 4096, what),
+    std::shared_ptr<void> fresh(huge ? budgeted_huge_pages(bytes, what) : budgeted_pages(bytes, 4096, what),
                                 [bytes](void* q) { budgeted_pages_free(q, bytes); });
     const int64_t room = static_cast<int64_t>(bytes / (static_cast<size_t>(kvh * row_elems()) * elem));
     const std::shared_ptr<void> old = std::move(data_);
