@@ -8,11 +8,13 @@
 //   Attributes: block_size (0: per column).
 //   Output: float [..., N] = x · ((W_q − zp) · scale) + bias.
 //
-// com.microsoft::MatMulNBits, bits = 4 — onnxruntime's contrib op, as its
-// quantization tools and onnxruntime-genai's builder write it.
-//   Inputs: 0 A float [..., K], 1 B uint8 [N, ceil(K/bs), bs/2], 2 scales
-//           [N·ceil(K/bs)], 3 zero_points (optional: uint8 packed
-//           [N·ceil(ceil(K/bs)/2)], or the scales' type [N·ceil(K/bs)]),
+// com.microsoft::MatMulNBits, bits = 4 or 8 — onnxruntime's contrib op, as
+// its quantization tools and onnxruntime-genai's builder write it (8 bits:
+// `-p int8`, and the promoted layers of its mixed-precision int4 builds; run
+// on the same GEMM as two 4-bit halves, quant/nbits8.h).
+//   Inputs: 0 A float [..., K], 1 B uint8 [N, ceil(K/bs), bs·bits/8], 2 scales
+//           [N·ceil(K/bs)], 3 zero_points (optional: uint8 packed like B,
+//           [N·ceil(ceil(K/bs)·bits/8)], or the scales' type [N·ceil(K/bs)]),
 //           4 g_idx (optional; only the trivial k / bs), 5 bias [N] (optional).
 //   Attributes: K, N, bits, block_size; accuracy_level is not read: the
 //   activation precision is 1bit's (--act-precision), the same for both ops.
@@ -27,6 +29,7 @@
 #include "base/thread_pool.h"
 #include "base/sizes.h"
 #include "ops/device_leg.h"
+#include "quant/nbits8.h"
 #include "quant/q4_gemm.h"
 #include "quant/qd8_gemm.h"
 
@@ -79,24 +82,23 @@ class Q4KernelBase : public Kernel {
   void reshape(ReshapeContext& ctx) override {
     const Shape& x = ctx.shape(0);
     if (ctx.dtype(0) != DType::F32) fail("input A is {}, expected float32", dtype_name(ctx.dtype(0)));
-    if (x.empty() || x.back() != static_cast<int64_t>(first().k()))
-      fail("input A has shape {}, expected [..., K={}]", shape_str(x), first().k());
+    if (x.empty() || x.back() != static_cast<int64_t>(input_k()))
+      fail("input A has shape {}, expected [..., K={}]", shape_str(x), input_k());
     for (size_t i = 0; i < gemms_.size(); ++i) {
       Shape y = x;
       y.back() = static_cast<int64_t>(gemms_[i]->n());
       ctx.set_output(static_cast<int>(i), DType::F32, y);
     }
-    const size_t m = static_cast<size_t>(numel(x)) / first().k();
+    const size_t m = static_cast<size_t>(numel(x)) / input_k();
     size_t bytes = Q4Gemm::group_workspace_bytes(members_.data(), members_.size(), m, first().default_act());
     if (device_.bound())
       bytes = std::max(bytes, device_host_bytes(m)) + device_.workspace_bytes(m);
-    ctx.set_workspace(bytes);
+    ctx.set_workspace(expanded_bytes(m) + bytes);
   }
 
   void run(RunContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const size_t k = first().k();
-    const size_t m = static_cast<size_t>(x.size()) / k;
+    const size_t m = static_cast<size_t>(x.size()) / input_k();
     if (m == 0) return;
     if (device_.routes(m)) return run_qd8(m, x.data<float>(), ctx.output(0).data<float>(), ctx);
     float* y[Q4Gemm::kMaxGroup];
@@ -105,8 +107,16 @@ class Q4KernelBase : public Kernel {
       y[i] = ctx.output(static_cast<int>(i)).data<float>();
       ldy[i] = gemms_[i]->n();
     }
-    Q4Gemm::run_group(members_.data(), members_.size(), m, first().default_act(), x.data<float>(), k, y, ldy,
-                      ctx.workspace(), &ctx.pool());
+    const float* a = x.data<float>();
+    char* workspace = static_cast<char*>(ctx.workspace());
+    if (split_block_) {
+      // 8-bit codes split in nibbles: each block of the row read twice.
+      NBits8Split::expand_rows(m, input_k(), split_block_, a, input_k(), reinterpret_cast<float*>(workspace));
+      a = reinterpret_cast<const float*>(workspace);
+      workspace += expanded_bytes(m);
+    }
+    Q4Gemm::run_group(members_.data(), members_.size(), m, first().default_act(), a, first().k(), y, ldy, workspace,
+                      &ctx.pool());
   }
 
   uint64_t packed_bytes() const override {
@@ -128,7 +138,7 @@ class Q4KernelBase : public Kernel {
   // The q4 route: `w` is the dequantized weight [K][N]; bias [N] or null.
   void bind_device(const KernelInfo& info, const std::vector<float>& w, const float* bias) {
     if (!info.options().npu) return;
-    const size_t k = first().k(), n = first().n();
+    const size_t k = input_k(), n = first().n();
     const std::vector<int8_t> q = Qd8Gemm::quantize_weight(k, n, w.data(), n, w_scale_);
     device_.bind(info, npu::Route::kQ4, k, n, q.data());
     if (!device_.bound()) return;
@@ -148,6 +158,11 @@ class Q4KernelBase : public Kernel {
   }
 
   std::string layout_;
+  // Nonzero for an 8-bit MatMulNBits (quant/nbits8.h): the GEMMs' K is the
+  // split K, the input's is input_k_, and each row is expanded before the call.
+  size_t split_block_ = 0, input_k_ = 0;
+  size_t input_k() const { return split_block_ ? input_k_ : first().k(); }
+  size_t expanded_bytes(size_t m) const { return split_block_ ? (m * first().k() * sizeof(float) + 63) / 64 * 64 : 0; }
   // The first weight: K, the activation precision and the config every
   // member shares, and the one weight of a kernel that is not a group.
   const Q4Gemm& first() const { return *gemms_.front(); }
@@ -157,13 +172,13 @@ class Q4KernelBase : public Kernel {
 
  private:
   size_t device_host_bytes(size_t m) const {
-    return (Qd8Gemm::workspace_bytes_for(q8_gemm_config(), m, first().k()) + 63) / 64 * 64;
+    return (Qd8Gemm::workspace_bytes_for(q8_gemm_config(), m, input_k()) + 63) / 64 * 64;
   }
 
   // Rows quantized per row, the int8 product on the device (or, once its
   // design is dead, on the host twin), the qd8 epilogue, then the bias.
   void run_qd8(size_t m, const float* x, float* y, RunContext& ctx) {
-    const size_t k = first().k(), n = first().n();
+    const size_t k = input_k(), n = first().n();
     const Qd8Gemm::Rows rows = Qd8Gemm::quantize_rows(m, k, x, k, ctx.workspace(), &ctx.pool());
     auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(ctx.workspace()) + device_host_bytes(m));
     if (device_.run(m, rows.q, k, 0, acc)) {
@@ -274,39 +289,36 @@ class MatMulNBitsKernel : public Q4KernelBase {
 
     const int64_t k = a.get_int("K"), n = a.get_int("N"), bs = a.get_int("block_size");
     const int64_t bits = a.get_int("bits", 4);
-    if (bits != 4) fail("attribute bits is {}, only 4 is supported", bits);
+    if (bits != 4 && bits != 8) fail("attribute bits is {}, only 4 and 8 are supported", bits);
     if (k <= 0 || n <= 0 || bs <= 0) fail("attributes K={}, N={}, block_size={}, expected all positive", k, n, bs);
     const int64_t blocks = ceil_div(k, bs);
+    const int64_t blob = bs * bits / 8;
     const Tensor& b = require_constant(info, 1, "input B");
-    if (b.dtype() != DType::U8 || b.size() != checked_mul(checked_mul(n, blocks, "N·blocks"), bs / 2, "packed B bytes"))
+    if (b.dtype() != DType::U8 || b.size() != checked_mul(checked_mul(n, blocks, "N·blocks"), blob, "packed B bytes"))
       fail("input B is {} {}, expected uint8 [N={}, {}, {}]", dtype_name(b.dtype()), shape_str(b.shape()), n, blocks,
-           bs / 2);
+           blob);
     const Tensor& scales = require_constant(info, 2, "input scales");
     if (scales.size() != n * blocks)
       fail("input scales has {} values {}, expected N·ceil(K/block_size) = {}", scales.size(), shape_str(scales.shape()),
            n * blocks);
-    Q4MatMulNBitsWeight q;
-    q.k = static_cast<size_t>(k);
-    q.n = static_cast<size_t>(n);
-    q.block_size = static_cast<size_t>(bs);
-    q.b = static_cast<const uint8_t*>(b.raw());
-    q.scale_type = float_type(scales, "input scales");
-    q.scales = scales.raw();
     using Z = Q4MatMulNBitsWeight::ZeroPoints;
+    Z zero_type = Z::kNone;
+    const void* zero_points = nullptr;
     if (info.has_input(3)) {
       const Tensor& zp = require_constant(info, 3, "input zero_points");
+      // uint8: ceil(blocks·bits/8) bytes a column, the codes' packing.
+      const int64_t packed = bits == 4 ? (blocks + 1) / 2 : blocks;
       if (zp.dtype() == DType::U8) {
-        if (zp.size() != n * ((blocks + 1) / 2))
-          fail("input zero_points is uint8 with {} values, expected N·ceil(blocks/2) = {}", zp.size(),
-               n * ((blocks + 1) / 2));
-        q.zero_point_type = Z::kPacked;
+        if (zp.size() != n * packed)
+          fail("input zero_points is uint8 with {} values, expected N·ceil(blocks·bits/8) = {}", zp.size(), n * packed);
+        zero_type = Z::kPacked;
       } else {
         if (zp.dtype() != scales.dtype() || zp.size() != n * blocks)
           fail("input zero_points is {} with {} values, expected uint8 packed or {} with {} values",
                dtype_name(zp.dtype()), zp.size(), dtype_name(scales.dtype()), n * blocks);
-        q.zero_point_type = zp.dtype() == DType::F32 ? Z::kF32 : Z::kF16;
+        zero_type = zp.dtype() == DType::F32 ? Z::kF32 : Z::kF16;
       }
-      q.zero_points = zp.raw();
+      zero_points = zp.raw();
     }
     if (info.has_input(4)) {
       // g_idx maps each k to its block; only the identity order k / bs is a plain blocked weight.
@@ -324,6 +336,24 @@ class MatMulNBitsKernel : public Q4KernelBase {
       if (bias.dtype() != DType::F32 || bias.size() != n)
         fail("input bias is {} {}, expected float32 [N={}]", dtype_name(bias.dtype()), shape_str(bias.shape()), n);
       opt.bias = bias.data<float>();
+    }
+    Q4MatMulNBitsWeight q;
+    q.k = static_cast<size_t>(k);
+    q.n = static_cast<size_t>(n);
+    q.block_size = static_cast<size_t>(bs);
+    q.b = static_cast<const uint8_t*>(b.raw());
+    q.scale_type = float_type(scales, "input scales");
+    q.scales = scales.raw();
+    q.zero_point_type = zero_type;
+    q.zero_points = zero_points;
+    if (bits == 8) {
+      const NBits8Split split(q);
+      split_block_ = q.block_size;
+      input_k_ = q.k;
+      layout_ = fmt::format("MatMulNBits 8-bit block {} (as 4-bit halves, K {})", bs, split.split_k());
+      add_gemm(std::make_unique<Q4Gemm>(q4_gemm_config(), split.weight(), opt, info.pool()));
+      if (info.options().npu) bind_device(info, nbits8_dequantize(q), opt.bias);
+      return;
     }
     layout_ = fmt::format("MatMulNBits block {}", bs);
     add_gemm(std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool()));

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """onnxruntime-genai builds of a tiny model, for the tests (ctest fixture).
 
-  genai_models.py tiny --out DIR [--precision fp32 int4 fp16]
+  genai_models.py tiny --out DIR [--precision fp32 int4 fp16 int8 int4-mixed]
 
 writes DIR/checkpoint (a seeded random-init Llama of scripts/configs/
 llama-tiny.json saved with transformers' save_pretrained, with the real
@@ -11,7 +11,11 @@ and DIR/genai-PRECISION, what
   python -m onnxruntime_genai.models.builder -i DIR/checkpoint -o DIR/genai-PRECISION -p PRECISION -e cpu
 
 writes: model.onnx (+ .data), genai_config.json and the tokenizer files, as
-a user's build of a downloaded checkpoint would be. Each step is redone only
+a user's build of a downloaded checkpoint would be. int4-mixed is the
+builder's k_quant_mixed recipe (`-p int4 --extra_options
+algo_config=k_quant_mixed`): 4-bit weights with zero points, the LM head and
+the sensitive layers' projections in 8 bits, the embedding an 8-bit
+GatherBlockQuantized. Each step is redone only
 when its output is missing or older than this script or the config, so a
 second ctest run reuses them.
 """
@@ -68,8 +72,11 @@ def build(ckpt: Path, out: Path, precision: str) -> None:
         return
     if target.exists():
         shutil.rmtree(target)
+    base, _, recipe = precision.partition("-")
     cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(ckpt), "-o", str(target), "-p",
-           precision, "-e", "cpu", "-c", str(out / "cache")]
+           base, "-e", "cpu", "-c", str(out / "cache")]
+    if recipe == "mixed":
+        cmd += ["--extra_options", "algo_config=k_quant_mixed"]
     print("+", " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True)  # the builder's progress bars stay out of the log
     if p.returncode != 0:
@@ -81,7 +88,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["tiny"])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--precision", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4", "fp16"])
+    ap.add_argument("--precision", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4", "fp16", "int8", "int4-mixed"])
     args = ap.parse_args()
     out = Path(args.out)
     ckpt = checkpoint(out)

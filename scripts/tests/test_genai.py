@@ -6,7 +6,9 @@ same graph step by step (teacher-forced: onnxruntime follows 1bit's tokens,
 so every step compares logits on one sequence). onnxruntime-genai 0.18's
 generator cannot run its own fp16 CPU build (onnxruntime's buffer reuse
 fails on the second step, onebit_tools/ort.py), so the fp16 tokens are
-checked against onnxruntime's greedy run with that reuse off. One test per
+checked against onnxruntime's greedy run with that reuse off. int8 is `-p
+int8` (8-bit MatMulNBits everywhere), int4-mixed the k_quant_mixed recipe
+(4-bit with zero points, 8-bit LM head, promoted layers and embedding). One test per
 build and check:
 
   test_generator_tokens[fp32-0]   test_logits_vs_onnxruntime[int4]   test_kv_state[fp32]
@@ -28,7 +30,8 @@ PROMPTS = ["Hello, world! The answer is", "The capital of France is", "def fibon
 STEPS = 32
 # Mean KL(onnxruntime || 1bit) per build, nats: float32 agrees to rounding;
 # int4 runs MatMulNBits with int8 activations on both sides, rounded apart.
-MAX_KL = {"fp32": 1e-6, "int4": 1e-3, "fp16": 1e-4}
+# int8 and int4-mixed (8-bit MatMulNBits, run as two 4-bit halves) likewise.
+MAX_KL = {"fp32": 1e-6, "int4": 1e-3, "fp16": 1e-4, "int8": 1e-3, "int4-mixed": 1e-3}
 # Where the two generators may part: at a step whose two candidates lie
 # within this many logits of each other in 1bit's own logits (a near tie
 # that onnxruntime's int8 activation rounding and 1bit's decide apart;
@@ -36,8 +39,8 @@ MAX_KL = {"fp32": 1e-6, "int4": 1e-3, "fp16": 1e-4}
 # int8-block does, but the scales round differently; fp16: every op's
 # output rounds to float16, where the sums' orders differ by an ulp or two).
 # fp32 must not part.
-TIE = {"fp32": 0.0, "int4": 0.1, "fp16": 0.05}
-BUILDS = ["fp32", "int4", "fp16"]
+TIE = {"fp32": 0.0, "int4": 0.1, "fp16": 0.05, "int8": 0.1, "int4-mixed": 0.1}
+BUILDS = ["fp32", "int4", "fp16", "int8", "int4-mixed"]
 
 
 def genai_dir(config, build: str) -> Path:
