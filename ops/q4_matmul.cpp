@@ -12,10 +12,13 @@
 // its quantization tools and onnxruntime-genai's builder write it (8 bits:
 // `-p int8`, and the promoted layers of its mixed-precision int4 builds; run
 // on the same GEMM as two 4-bit halves, quant/nbits8.h).
-//   Inputs: 0 A float [..., K], 1 B uint8 [N, ceil(K/bs), bs·bits/8], 2 scales
+//   Inputs: 0 A float or float16 (T1) [..., K], 1 B uint8 [N, ceil(K/bs), bs·bits/8], 2 scales
 //           [N·ceil(K/bs)], 3 zero_points (optional: uint8 packed like B,
 //           [N·ceil(ceil(K/bs)·bits/8)], or the scales' type [N·ceil(K/bs)]),
-//           4 g_idx (optional; only the trivial k / bs), 5 bias [N] (optional).
+//           4 g_idx (optional; only the trivial k / bs), 5 bias T1 [N] (optional).
+//   Output: T1. float16 A (transformers.js' model_q4f16 files) is widened to
+//   float32, the product computed as for float32 A, each output rounded
+//   once to float16 — onnxruntime's CPU result for the same node.
 //   Attributes: K, N, bits, block_size; accuracy_level is not read: the
 //   activation precision is 1bit's (--act-precision), the same for both ops.
 //
@@ -81,42 +84,60 @@ class Q4KernelBase : public Kernel {
  public:
   void reshape(ReshapeContext& ctx) override {
     const Shape& x = ctx.shape(0);
-    if (ctx.dtype(0) != DType::F32) fail("input A is {}, expected float32", dtype_name(ctx.dtype(0)));
+    const DType t = ctx.dtype(0);
+    if (t != DType::F32 && !(t == DType::F16 && half_ok_))
+      fail("input A is {}, expected float32{}", dtype_name(t), half_ok_ ? " or float16" : "");
     if (x.empty() || x.back() != static_cast<int64_t>(input_k()))
       fail("input A has shape {}, expected [..., K={}]", shape_str(x), input_k());
     for (size_t i = 0; i < gemms_.size(); ++i) {
       Shape y = x;
       y.back() = static_cast<int64_t>(gemms_[i]->n());
-      ctx.set_output(static_cast<int>(i), DType::F32, y);
+      ctx.set_output(static_cast<int>(i), t, y);
     }
     const size_t m = static_cast<size_t>(numel(x)) / input_k();
     size_t bytes = Q4Gemm::group_workspace_bytes(members_.data(), members_.size(), m, first().default_act());
     if (device_.bound())
       bytes = std::max(bytes, device_host_bytes(m)) + device_.workspace_bytes(m);
-    ctx.set_workspace(expanded_bytes(m) + bytes);
+    ctx.set_workspace((t == DType::F16 ? half_bytes(m) : 0) + expanded_bytes(m) + bytes);
   }
 
   void run(RunContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const size_t m = static_cast<size_t>(x.size()) / input_k();
     if (m == 0) return;
-    if (device_.routes(m)) return run_qd8(m, x.data<float>(), ctx.output(0).data<float>(), ctx);
+    char* workspace = static_cast<char*>(ctx.workspace());
+    const bool half = x.dtype() == DType::F16;
+    // float16 A (MatMulNBits' T1): widened to float32, the product computed
+    // as for float32 A, each output rounded once to float16.
+    float* wide = reinterpret_cast<float*>(workspace);
+    const float* a = half ? wide : x.data<float>();
     float* y[Q4Gemm::kMaxGroup];
     size_t ldy[Q4Gemm::kMaxGroup];
+    float* staged = reinterpret_cast<float*>(workspace + align64(m * input_k() * sizeof(float)));
     for (size_t i = 0; i < gemms_.size(); ++i) {
-      y[i] = ctx.output(static_cast<int>(i)).data<float>();
       ldy[i] = gemms_[i]->n();
+      y[i] = half ? staged : ctx.output(static_cast<int>(i)).data<float>();
+      staged += m * ldy[i];
     }
-    const float* a = x.data<float>();
-    char* workspace = static_cast<char*>(ctx.workspace());
-    if (split_block_) {
-      // 8-bit codes split in nibbles: each block of the row read twice.
-      NBits8Split::expand_rows(m, input_k(), split_block_, a, input_k(), reinterpret_cast<float*>(workspace));
-      a = reinterpret_cast<const float*>(workspace);
-      workspace += expanded_bytes(m);
+    if (half) {
+      vec_math_config().widen(m * input_k(), x.data<uint16_t>(), wide);
+      workspace += half_bytes(m);
     }
-    Q4Gemm::run_group(members_.data(), members_.size(), m, first().default_act(), a, first().k(), y, ldy, workspace,
-                      &ctx.pool());
+    if (device_.routes(m)) {
+      run_qd8(m, a, y[0], workspace, &ctx.pool());
+    } else {
+      if (split_block_) {
+        // 8-bit codes split in nibbles: each block of the row read twice.
+        NBits8Split::expand_rows(m, input_k(), split_block_, a, input_k(), reinterpret_cast<float*>(workspace));
+        a = reinterpret_cast<const float*>(workspace);
+        workspace += expanded_bytes(m);
+      }
+      Q4Gemm::run_group(members_.data(), members_.size(), m, first().default_act(), a, first().k(), y, ldy, workspace,
+                        &ctx.pool());
+    }
+    if (half)
+      for (size_t i = 0; i < gemms_.size(); ++i)
+        vec_math_config().narrow(m * ldy[i], y[i], ctx.output(static_cast<int>(i)).data<uint16_t>());
   }
 
   uint64_t packed_bytes() const override {
@@ -162,7 +183,16 @@ class Q4KernelBase : public Kernel {
   // split K, the input's is input_k_, and each row is expanded before the call.
   size_t split_block_ = 0, input_k_ = 0;
   size_t input_k() const { return split_block_ ? input_k_ : first().k(); }
-  size_t expanded_bytes(size_t m) const { return split_block_ ? (m * first().k() * sizeof(float) + 63) / 64 * 64 : 0; }
+  // MatMulNBits takes float16 A (and then writes float16 Y): the widened
+  // rows and the float32 outputs are staged in the workspace.
+  bool half_ok_ = false;
+  static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
+  size_t half_bytes(size_t m) const {
+    size_t n = 0;
+    for (const auto& g : gemms_) n += g->n();
+    return align64(m * input_k() * sizeof(float)) + align64(m * n * sizeof(float));
+  }
+  size_t expanded_bytes(size_t m) const { return split_block_ ? align64(m * first().k() * sizeof(float)) : 0; }
   // The first weight: K, the activation precision and the config every
   // member shares, and the one weight of a kernel that is not a group.
   const Q4Gemm& first() const { return *gemms_.front(); }
@@ -177,17 +207,17 @@ class Q4KernelBase : public Kernel {
 
   // Rows quantized per row, the int8 product on the device (or, once its
   // design is dead, on the host twin), the qd8 epilogue, then the bias.
-  void run_qd8(size_t m, const float* x, float* y, RunContext& ctx) {
+  void run_qd8(size_t m, const float* x, float* y, char* workspace, ThreadPool* pool) {
     const size_t k = input_k(), n = first().n();
-    const Qd8Gemm::Rows rows = Qd8Gemm::quantize_rows(m, k, x, k, ctx.workspace(), &ctx.pool());
-    auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(ctx.workspace()) + device_host_bytes(m));
+    const Qd8Gemm::Rows rows = Qd8Gemm::quantize_rows(m, k, x, k, workspace, pool);
+    auto* acc = reinterpret_cast<int32_t*>(workspace + device_host_bytes(m));
     if (device_.run(m, rows.q, k, 0, acc)) {
       q8_epilogue(m, n, acc, n, rows.scale, 1, kernel_scale_.data(), Q8Out::kF32, Q8Requant{}, y, n);
     } else {
       if (!twin_)
         twin_ = std::make_unique<Qd8Gemm>(q8_gemm_config(), k, n, device_.dispatcher().weight_of(device_.slot()).data(),
                                           w_scale_);
-      twin_->run_rows(m, rows, y, n, ctx.workspace(), &ctx.pool());
+      twin_->run_rows(m, rows, y, n, workspace, pool);
     }
     if (!bias_.empty())
       for (size_t i = 0; i < m; ++i)
@@ -332,11 +362,20 @@ class MatMulNBitsKernel : public Q4KernelBase {
     Q4GemmOptions opt;
     opt.act = act_of(info.options().act_precision);
     if (info.has_input(5)) {
+      // The bias is T1 like A: float32, or float16 widened once here.
       const Tensor& bias = require_constant(info, 5, "input bias");
-      if (bias.dtype() != DType::F32 || bias.size() != n)
-        fail("input bias is {} {}, expected float32 [N={}]", dtype_name(bias.dtype()), shape_str(bias.shape()), n);
-      opt.bias = bias.data<float>();
+      if ((bias.dtype() != DType::F32 && bias.dtype() != DType::F16) || bias.size() != n)
+        fail("input bias is {} {}, expected float32 or float16 [N={}]", dtype_name(bias.dtype()),
+             shape_str(bias.shape()), n);
+      if (bias.dtype() == DType::F16) {
+        wide_bias_.resize(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) wide_bias_[static_cast<size_t>(j)] = half_to_float(bias.data<uint16_t>()[j]);
+        opt.bias = wide_bias_.data();
+      } else {
+        opt.bias = bias.data<float>();
+      }
     }
+    half_ok_ = true;
     Q4MatMulNBitsWeight q;
     q.k = static_cast<size_t>(k);
     q.n = static_cast<size_t>(n);
@@ -360,6 +399,9 @@ class MatMulNBitsKernel : public Q4KernelBase {
     if (info.options().npu) bind_device(info, q4_dequantize(q), opt.bias);
   }
   bool packs_constant(int input) const override { return input >= 1; }
+
+ private:
+  std::vector<float> wide_bias_;  // a float16 bias, alive until packed
 };
 
 }  // namespace

@@ -210,6 +210,17 @@ def eos_ids(model: str) -> set[int]:
     return ids
 
 
+def top1_misses(got: np.ndarray, ref: np.ndarray, steps: int) -> list[tuple[int, float]]:
+    """(step, 1bit's margin between its top-1 and the reference's) for each
+    step where the two top-1 differ: a test allows a miss only at a near tie."""
+    misses = []
+    for step in range(steps):
+        a, b = int(got[step].argmax()), int(ref[step].argmax())
+        if a != b:
+            misses.append((step, float(got[step][a] - got[step][b])))
+    return misses
+
+
 def report(name: str, s: dict) -> str:
     return (f"{name:<28} steps {s['steps']:>3} (ref {s['steps_ref']}, 1bit {s['steps_1bit']})  mean KL {s['mean_kl']:.3e}  "
             f"max KL {s['max_kl']:.3e}  top-1 {s['top1'] * 100:.1f}%  same ids {s['same_ids']}/{s['steps']}  "

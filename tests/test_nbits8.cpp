@@ -4,6 +4,8 @@
 // 8-bit product within what each activation precision allows (against a
 // float64 reference from the 8-bit codes), and the op takes the layouts
 // onnxruntime-genai writes and refuses the ones it cannot run, naming them.
+// Also MatMulNBits' float16 T1 (transformers.js' model_q4f16): the float32
+// product of the widened rows, rounded once to float16.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -273,4 +275,51 @@ TEST_CASE("nbits8: MatMulNBits refuses other bit widths and mis-sized 8-bit inpu
   test::OpTest zp = nbits8_op(d, x, 1, false);
   zp.constant(test::make_tensor<uint8_t>({4, 1}, std::vector<uint8_t>(4, 0x88)));
   CHECK_THROWS_WITH(zp.run1(), Catch::Contains("expected N·ceil(blocks·bits/8) = 8"));
+}
+
+TEST_CASE("MatMulNBits float16 A: the float32 product of the widened rows, rounded once to float16", "[nbits8][op]") {
+  // transformers.js' model_q4f16 layout: A, scales, bias and Y float16.
+  for (int64_t bits : {4, 8})
+    for (bool bias : {false, true}) {
+      INFO("bits " << bits << " bias " << bias);
+      const int64_t m = 3, k = 96, n = 21, bs = 32, blocks = 3;
+      std::mt19937 rng(static_cast<unsigned>(bits * 2 + bias));
+      std::vector<uint8_t> b(static_cast<size_t>(n * blocks * bs * bits / 8));
+      for (auto& v : b) v = static_cast<uint8_t>(rng() & 255);
+      std::vector<float> scales32(static_cast<size_t>(n * blocks)), bias32(static_cast<size_t>(n)),
+          x32(static_cast<size_t>(m * k));
+      std::normal_distribution<float> g(0.f, 1.f);
+      auto fill = [&](std::vector<float>& f, float scale, float floor) {  // float16 values
+        for (auto& v : f) v = half_to_float(float_to_half(scale * g(rng) + floor));
+      };
+      fill(scales32, 0.005f, 0.02f);
+      fill(bias32, 1.f, 0.f);
+      fill(x32, 1.f, 0.f);
+      // float16 tensors of values float16 holds exactly.
+      auto f16 = [](Shape shape, const std::vector<float>& f) {
+        return test::make_tensor_as(DType::F16, std::move(shape), std::vector<double>(f.begin(), f.end()));
+      };
+      auto op = [&](bool half) {
+        test::OpTest t("MatMulNBits", 1, "com.microsoft");
+        t.attr("K", k).attr("N", n).attr("bits", bits).attr("block_size", bs).attr("accuracy_level", int64_t(4));
+        if (half) t.input(f16({m, k}, x32));
+        else t.input(test::make_tensor<float>({m, k}, x32));
+        t.constant(test::make_tensor<uint8_t>({n, blocks, bs * bits / 8}, b));
+        if (half) t.constant(f16({n * blocks}, scales32));
+        else t.constant(test::make_tensor<float>({n * blocks}, scales32));
+        if (bias) {
+          t.omit().omit();  // zero_points, g_idx
+          if (half) t.constant(f16({n}, bias32));
+          else t.constant(test::make_tensor<float>({n}, bias32));
+        }
+        return t.run1();
+      };
+      const Tensor y16 = op(true), y32 = op(false);
+      REQUIRE(y16.dtype() == DType::F16);
+      REQUIRE(y16.shape() == Shape{m, n});
+      for (int64_t i = 0; i < m * n; ++i) {
+        INFO("output " << i);
+        CHECK(y16.data<uint16_t>()[i] == float_to_half(y32.data<float>()[i]));
+      }
+    }
 }

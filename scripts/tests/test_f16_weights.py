@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import parity
 from conftest import tiny
 from onebit_tools import SCRIPTS
@@ -45,17 +47,24 @@ def test_f16_weights_parity(onebit, pytestconfig, tmp_path):
 CONFIG = SCRIPTS / "configs" / "qwen3-tiny.json"
 
 
-def test_float16_export_parity(onebit, tmp_path):
-    """A transformers export in float16 (scripts/export_onnx.py --dtype
-    float16: float16 weights, activations and cache) against onnxruntime on
-    the same graph, teacher-forced: every op rounds to float16 on both sides,
-    in their own orders, so mean KL <= 1e-4 and top-1 on every step; the KV
-    state kept in the session gives the plain graph's logits bit for bit."""
-    import numpy as np
-
-    model = tmp_path / "model-cached.onnx"
+@pytest.fixture(scope="module")
+def float16_export(tmp_path_factory):
+    """The tiny Qwen3 exported in float16 (scripts/export_onnx.py --dtype
+    float16: float16 weights, activations and cache), once per module."""
+    model = tmp_path_factory.mktemp("f16export") / "model-cached.onnx"
     subprocess.run([sys.executable, str(SCRIPTS / "export_onnx.py"), "--config", str(CONFIG), "--random-init",
                     "--cached", "--dtype", "float16", "-o", str(model)], check=True)
+    return model
+
+
+def test_float16_export_parity(onebit, tmp_path, float16_export):
+    """A transformers export in float16 against onnxruntime on the same
+    graph, teacher-forced: every op rounds to float16 on both sides, in their
+    own orders, so mean KL <= 1e-4 and top-1 on every step; the KV state
+    kept in the session gives the plain graph's logits bit for bit."""
+    import numpy as np
+
+    model = float16_export
     prompt = ["--prompt-ids", ",".join(map(str, PROMPT))]
     got, ids, prompt_ids = parity.run_onebit(onebit, str(model), prompt, STEPS, [], str(tmp_path / "onebit.npy"))
     ref, ref_ids = parity.ort_greedy(str(model), prompt_ids, STEPS, parity.eos_ids(str(model)), follow=ids)
@@ -67,3 +76,36 @@ def test_float16_export_parity(onebit, tmp_path):
     subprocess.run([onebit, "ort-run", str(model), *prompt, "-n", str(STEPS), "--dump-logits", str(out), "--quiet"],
                    check=True, env=env, capture_output=True)
     assert np.array_equal(np.load(out), got)
+
+
+def test_q4f16_parity(onebit, tmp_path, float16_export):
+    """transformers.js' model_q4f16.onnx recipe: the float16 export with
+    every MatMul weight quantized by onnxruntime's MatMulNBitsQuantizer
+    (4-bit, block 32, accuracy_level 4), so MatMulNBits takes float16 A and
+    float16 scales. 1bit widens A, runs its 4-bit GEMM and rounds each output
+    once to float16. One MatMulNBits node gives onnxruntime's float16 output
+    to the last bit here (int8-block against its accuracy_level 4); over the
+    model, though, float16 rounding elsewhere moves activations across int8
+    steps on one side and not the other: measured mean KL 1.7e-3 with either
+    1bit precision (int8-block or float) against onnxruntime's int8, so the
+    bound is 5e-3, with a top-1 miss only at a near tie (0.1 logits)."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    model = tmp_path / "model_q4f16.onnx"
+    q = MatMulNBitsQuantizer(onnx.load(str(float16_export)), block_size=32, is_symmetric=True, accuracy_level=4)
+    q.process()
+    q.model.save_model_to_file(str(model), True)
+    nodes = [n for n in onnx.load(str(model), load_external_data=False).graph.node if n.op_type == "MatMulNBits"]
+    assert len(nodes) >= 8, f"the quantizer wrote {len(nodes)} MatMulNBits nodes"
+    kls = []
+    for act in ("auto", "float"):
+        got, ids, prompt_ids = parity.run_onebit(onebit, str(model), ["--prompt-ids", ",".join(map(str, PROMPT)),
+                                                 "--act-precision", act], STEPS, [], str(tmp_path / f"{act}.npy"))
+        ref, ref_ids = parity.ort_greedy(str(model), prompt_ids, STEPS, parity.eos_ids(str(model)), follow=ids)
+        s = parity.compare(ref, ref_ids, got, ids)
+        print(parity.report(f"q4f16_{act}_vs_onnxruntime", s))
+        for step, margin in parity.top1_misses(got, ref, s["steps"]):
+            assert margin <= 0.1, f"{act}: top-1 differs at step {step} with a margin of {margin:.4f}"
+        kls.append(s["mean_kl"])
+    assert max(kls) <= 5e-3, f"mean KL (auto, float) {kls}"
