@@ -35,6 +35,7 @@ void register_all_ops(OpRegistry& r) {
   register_rms_norm_op(r);
   register_rotary_op(r);
   register_q4_matmul_ops(r);
+  register_matmul_bnb4_op(r);
   register_group_query_attention_ops(r);
   register_simplified_layer_norm_ops(r);
   register_gather_block_quantized_op(r);
