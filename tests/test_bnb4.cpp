@@ -153,4 +153,11 @@ TEST_CASE("bnb4: MatMulBnb4 refuses malformed attributes and inputs, naming them
   CHECK_THROWS_WITH(bnb4_op(short_absmax, 1, a, false).run1(), Catch::Contains("ceil(N·K/block_size) = 8 values"));
   const Tensor wrong_k = test::make_tensor<float>({1, 31}, std::vector<float>(31, 1.f));
   CHECK_THROWS_WITH(bnb4_op(d, 1, wrong_k, false).run1(), Catch::Contains("expected [..., K=32]"));
+  // Attributes whose product overflows: an error before any size is used.
+  test::OpTest huge = bnb4_op(d, 1, a, false);
+  huge.attr("K", int64_t{1} << 40).attr("N", int64_t{1} << 40);
+  CHECK_THROWS_WITH(huge.run1(), Catch::Contains("N·K"));
+  test::OpTest zero = bnb4_op(d, 1, a, false);
+  zero.attr("block_size", int64_t{0});
+  CHECK_THROWS_WITH(zero.run1(), Catch::Contains("block_size=0"));
 }

@@ -275,6 +275,10 @@ TEST_CASE("nbits8: MatMulNBits refuses other bit widths and mis-sized 8-bit inpu
   test::OpTest zp = nbits8_op(d, x, 1, false);
   zp.constant(test::make_tensor<uint8_t>({4, 1}, std::vector<uint8_t>(4, 0x88)));
   CHECK_THROWS_WITH(zp.run1(), Catch::Contains("expected N·ceil(blocks·bits/8) = 8"));
+  // Attributes whose sizes overflow: an error before any size is used.
+  test::OpTest huge = nbits8_op(d, x, 1, false);
+  huge.attr("K", int64_t{1} << 62).attr("N", int64_t{1} << 40);
+  CHECK_THROWS_WITH(huge.run1(), Catch::Contains("N·blocks") && Catch::Contains("too large"));
 }
 
 TEST_CASE("MatMulNBits float16 A: the float32 product of the widened rows, rounded once to float16", "[nbits8][op]") {
