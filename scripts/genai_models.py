@@ -2,6 +2,7 @@
 """onnxruntime-genai builds of a tiny model, for the tests (ctest fixture).
 
   genai_models.py tiny --out DIR [--precision fp32 int4 fp16 int8 int4-mixed]
+  genai_models.py archs --out DIR [--precision fp32 int4]
 
 writes DIR/checkpoint (a seeded random-init Llama of scripts/configs/
 llama-tiny.json saved with transformers' save_pretrained, with the real
@@ -11,7 +12,10 @@ and DIR/genai-PRECISION, what
   python -m onnxruntime_genai.models.builder -i DIR/checkpoint -o DIR/genai-PRECISION -p PRECISION -e cpu
 
 writes: model.onnx (+ .data), genai_config.json and the tokenizer files, as
-a user's build of a downloaded checkpoint would be. int4-mixed is the
+a user's build of a downloaded checkpoint would be. `archs` does the same
+for each architecture of configs/genai-archs.json (Qwen3, Qwen2, Mistral,
+Phi-3, Gemma, Gemma 2 with its sliding window and soft caps, Granite) into
+DIR/ARCH/checkpoint and DIR/ARCH/genai-PRECISION. int4-mixed is the
 builder's k_quant_mixed recipe (`-p int4 --extra_options
 algo_config=k_quant_mixed`): 4-bit weights with zero points, the LM head and
 the sensitive layers' projections in 8 bits, the embedding an 8-bit
@@ -20,6 +24,7 @@ when its output is missing or older than this script or the config, so a
 second ctest run reuses them.
 """
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -27,6 +32,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "configs" / "llama-tiny.json"
+ARCHS = HERE / "configs" / "genai-archs.json"
 QWEN3 = HERE.parent.parent / "shared" / "models" / "qwen3"
 SEED = 0
 
@@ -38,24 +44,32 @@ def stale(target: Path, *sources: Path) -> bool:
     return any(s.stat().st_mtime > t for s in sources)
 
 
-def checkpoint(out: Path) -> Path:
+def checkpoint(out: Path, overrides: dict | None = None, sources: tuple[Path, ...] = ()) -> Path:
+    """A seeded random-init checkpoint of llama-tiny.json (merged with
+    `overrides`: another architecture) in out/checkpoint, with the Qwen3
+    tokenizer."""
     ckpt = out / "checkpoint"
-    if not stale(ckpt / "model.safetensors", Path(__file__), CONFIG):
+    if not stale(ckpt / "model.safetensors", Path(__file__), CONFIG, *sources):
         print(f"up to date: {ckpt}")
         return ckpt
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
     ckpt.mkdir(parents=True, exist_ok=True)
-    config = AutoConfig.from_pretrained(str(CONFIG))
+    fields = json.loads(CONFIG.read_text())
+    overrides = dict(overrides or {})
+    norm_base = overrides.pop("_norm_base", 1.0)
+    fields.update(overrides)
+    config = AutoConfig.for_model(**{k: v for k, v in fields.items() if k not in ("torch_dtype",)})
     torch.manual_seed(SEED)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    # RMSNorm weights start at 1; spread them so the norms are exercised.
+    # RMSNorm weights start at 1 (or 0 where the norm scales by 1 + weight);
+    # spread them so the norms are exercised.
     g = torch.Generator().manual_seed(SEED + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.5 * torch.rand(p.shape, generator=g))
+                p.copy_(norm_base + 0.5 * torch.rand(p.shape, generator=g))
     model.save_pretrained(str(ckpt))
     GenerationConfig(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
                      do_sample=False).save_pretrained(str(ckpt))
@@ -67,7 +81,7 @@ def checkpoint(out: Path) -> Path:
 
 def build(ckpt: Path, out: Path, precision: str) -> None:
     target = out / f"genai-{precision}"
-    if not stale(target / "model.onnx", Path(__file__), CONFIG, ckpt / "model.safetensors"):
+    if not stale(target / "model.onnx", Path(__file__), ckpt / "model.safetensors"):
         print(f"up to date: {target}")
         return
     if target.exists():
@@ -86,14 +100,22 @@ def build(ckpt: Path, out: Path, precision: str) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["tiny"])
+    ap.add_argument("which", choices=["tiny", "archs"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--precision", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4", "fp16", "int8", "int4-mixed"])
     args = ap.parse_args()
     out = Path(args.out)
-    ckpt = checkpoint(out)
-    for p in args.precision:
-        build(ckpt, out, p)
+    if args.which == "tiny":
+        ckpt = checkpoint(out)
+        for p in args.precision:
+            build(ckpt, out, p)
+        return
+    for arch, overrides in json.loads(ARCHS.read_text()).items():
+        if arch.startswith("_"):
+            continue
+        ckpt = checkpoint(out / arch, overrides, (ARCHS,))
+        for p in args.precision:
+            build(ckpt, out / arch, p)
 
 
 if __name__ == "__main__":

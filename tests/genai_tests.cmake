@@ -18,6 +18,16 @@ add_test(NAME genai_build_tiny
           --precision fp32 int4 fp16 int8 int4-mixed)
 set_tests_properties(genai_build_tiny PROPERTIES FIXTURES_SETUP genai_tiny TIMEOUT 900)
 
+# The same builder on tiny random checkpoints of Qwen3, Qwen2, Mistral,
+# Phi-3, Gemma, Gemma 2 and Granite (fp32, int4; configs/genai-archs.json).
+set(ONEBIT_GENAI_ARCHS ${PROJECT_BINARY_DIR}/models/genai-archs)
+add_test(NAME genai_build_archs
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/genai_models.py archs --out ${ONEBIT_GENAI_ARCHS}
+          --precision fp32 int4)
+set_tests_properties(genai_build_archs PROPERTIES FIXTURES_SETUP genai_archs TIMEOUT 900)
+onebit_add_pytest(genai_archs_parity TESTS test_genai_archs.py ARGS --genai-archs ${ONEBIT_GENAI_ARCHS})
+set_tests_properties(genai_archs_parity PROPERTIES FIXTURES_REQUIRED genai_archs TIMEOUT 900)
+
 # 1bit ort-run on those builds: the same greedy tokens as onnxruntime-genai's
 # generator (int4: until a near tie), per-step logits against onnxruntime,
 # the KV cache kept in the session (test_genai.py).

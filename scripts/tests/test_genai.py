@@ -54,21 +54,24 @@ def onebit_generate(onebit: str, model: Path, prompt: str, extra: list[str] = ()
     return json.loads(p.stdout[p.stdout.index("{"):])
 
 
-def genai_generate(model_dir: Path, prompt: str) -> tuple[list[int], list[int]]:
-    """onnxruntime-genai's greedy search: the prompt ids and the new tokens."""
+def genai_generate(model_dir: Path, prompt: str, steps: int = STEPS):
+    """onnxruntime-genai's greedy search: the prompt ids, the new tokens and
+    each step's logits ([steps, vocab], its generator's own)."""
     import onnxruntime_genai as og
 
     model = og.Model(str(model_dir))
     ids = [int(t) for t in og.Tokenizer(model).encode(prompt)]
     params = og.GeneratorParams(model)
-    params.set_search_options(do_sample=False, max_length=len(ids) + STEPS)
+    params.set_search_options(do_sample=False, max_length=len(ids) + steps)
     g = og.Generator(model, params)
     g.append_tokens(ids)
-    out = []
+    out, logits = [], []
     while not g.is_done():
         g.generate_next_token()
         out.append(int(g.get_next_tokens()[0]))
-    return ids, out
+        step = np.asarray(g.get_output("logits"), dtype=np.float32)
+        logits.append(step.reshape(-1, step.shape[-1])[-1])
+    return ids, out, np.stack(logits)
 
 
 @pytest.mark.parametrize("build", BUILDS)
@@ -85,7 +88,7 @@ def test_generator_tokens(onebit, pytestconfig, tmp_path, build, prompt):
         theirs = [int(t) for t in parity.ort_greedy(str(d / "model.onnx"), np.array(ids), STEPS,
                                                      parity.eos_ids(str(d / "model.onnx")))[1]]
     else:
-        ids, theirs = genai_generate(d, PROMPTS[prompt])
+        ids, theirs, _ = genai_generate(d, PROMPTS[prompt])
     print(f"prompt ids {ids}\n1bit:              {ours}\nreference ({build}): {theirs}")
     assert [int(t) for t in prompt_ids] == ids, "the tokenizers disagree on the prompt"
     part = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
