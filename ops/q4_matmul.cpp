@@ -109,18 +109,23 @@ class Q4KernelBase : public Kernel {
     const bool half = x.dtype() == DType::F16;
     // float16 A (MatMulNBits' T1): widened to float32, the product computed
     // as for float32 A, each output rounded once to float16.
-    float* wide = reinterpret_cast<float*>(workspace);
-    const float* a = half ? wide : x.data<float>();
+    const float* a = half ? nullptr : x.data<float>();
     float* y[Q4Gemm::kMaxGroup];
     size_t ldy[Q4Gemm::kMaxGroup];
-    float* staged = reinterpret_cast<float*>(workspace + align64(m * input_k() * sizeof(float)));
     for (size_t i = 0; i < gemms_.size(); ++i) {
       ldy[i] = gemms_[i]->n();
-      y[i] = half ? staged : ctx.output(static_cast<int>(i)).data<float>();
-      staged += m * ldy[i];
+      if (!half) y[i] = ctx.output(static_cast<int>(i)).data<float>();
     }
     if (half) {
+      // The workspace starts with the widened rows, then each output staged.
+      auto* wide = reinterpret_cast<float*>(workspace);
       vec_math_config().widen(m * input_k(), x.data<uint16_t>(), wide);
+      a = wide;
+      float* staged = reinterpret_cast<float*>(workspace + align64(m * input_k() * sizeof(float)));
+      for (size_t i = 0; i < gemms_.size(); ++i) {
+        y[i] = staged;
+        staged += m * ldy[i];
+      }
       workspace += half_bytes(m);
     }
     if (device_.routes(m)) {
