@@ -391,7 +391,7 @@ class MatMulNBitsKernel : public Q4KernelBase {
     q.zero_point_type = zero_type;
     q.zero_points = zero_points;
     if (bits == 8) {
-      const NBits8Split split(q);
+      const NBits8Split split(q, info.pool());
       split_block_ = q.block_size;
       input_k_ = q.k;
       layout_ = fmt::format("MatMulNBits 8-bit block {} (as 4-bit halves, K {})", bs, split.split_k());

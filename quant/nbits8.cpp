@@ -1,11 +1,13 @@
 #include "quant/nbits8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/sizes.h"
+#include "base/thread_pool.h"
 
 namespace onebit {
 
@@ -52,7 +54,7 @@ size_t NBits8Split::split_k(size_t k, size_t bs) {
                                          static_cast<int64_t>(bs), "the split K"));
 }
 
-NBits8Split::NBits8Split(const Q4MatMulNBitsWeight& w) {
+NBits8Split::NBits8Split(const Q4MatMulNBitsWeight& w, ThreadPool* pool) {
   check(w);
   const size_t bs = w.block_size, blocks = static_cast<size_t>(ceil_div(w.k, bs));
   const size_t cells = static_cast<size_t>(checked_mul(w.n, blocks, "N·blocks"));
@@ -62,28 +64,47 @@ NBits8Split::NBits8Split(const Q4MatMulNBitsWeight& w) {
   b_.resize(static_cast<size_t>(checked_mul(cells, bs, "the split codes")));
   scale_.resize(2 * cells);
   zero_.resize(cells);
+  std::vector<uint8_t> pad(cells);  // each block's zero point: the code past K
   for (size_t i = 0; i < cells; ++i) {
     const float s = load_float(w.scale_type, w.scales, i);
     if (!std::isfinite(s) || !std::isfinite(16 * s))
       fail("MatMulNBits (8 bits): scales[{}] (column {}, block {}) = {}, expected finite (and 16 times it)", i,
            i / blocks, i % blocks, s);
     const int z = zero_point(w, i);
-    const uint8_t zh = static_cast<uint8_t>(z >> 4), zl = static_cast<uint8_t>(z & 15);
     scale_[2 * i] = 16 * s;
     scale_[2 * i + 1] = s;
-    zero_[i] = static_cast<uint8_t>(zh | zl << 4);
-    // Codes past K (the short last block) are the zero point: weight 0.
-    const size_t len = std::min(bs, w.k - (i % blocks) * bs);
-    const uint8_t* src = w.b + i * bs;
-    uint8_t* hi = b_.data() + i * bs;
-    uint8_t* lo = hi + bs / 2;
-    for (size_t t = 0; t < bs; t += 2) {
-      const uint8_t c0 = t < len ? src[t] : static_cast<uint8_t>(z);
-      const uint8_t c1 = t + 1 < len ? src[t + 1] : static_cast<uint8_t>(z);
-      hi[t / 2] = static_cast<uint8_t>((c0 >> 4) | (c1 & 0xF0));
-      lo[t / 2] = static_cast<uint8_t>((c0 & 15) | (c1 & 15) << 4);
-    }
+    zero_[i] = static_cast<uint8_t>((z >> 4) | (z & 15) << 4);
+    pad[i] = static_cast<uint8_t>(z);
   }
+  // The codes, block by block (a whole block as straight-line byte work the
+  // compiler vectorises; the short last one padded), over the pool.
+  auto split_blocks = [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) {
+      const size_t len = std::min(bs, w.k - (i % blocks) * bs);
+      const uint8_t* src = w.b + i * bs;
+      uint8_t* hi = b_.data() + i * bs;
+      uint8_t* lo = hi + bs / 2;
+      if (len == bs) {
+        for (size_t t = 0; t < bs / 2; ++t) {
+          const uint8_t c0 = src[2 * t], c1 = src[2 * t + 1];
+          hi[t] = static_cast<uint8_t>((c0 >> 4) | (c1 & 0xF0));
+          lo[t] = static_cast<uint8_t>((c0 & 15) | (c1 & 15) << 4);
+        }
+        continue;
+      }
+      for (size_t t = 0; t < bs; t += 2) {
+        const uint8_t c0 = t < len ? src[t] : pad[i];
+        const uint8_t c1 = t + 1 < len ? src[t + 1] : pad[i];
+        hi[t / 2] = static_cast<uint8_t>((c0 >> 4) | (c1 & 0xF0));
+        lo[t / 2] = static_cast<uint8_t>((c0 & 15) | (c1 & 15) << 4);
+      }
+    }
+  };
+  if (pool && pool->size() > 1 && cells >= 4096)
+    pool->parallel_for(static_cast<int64_t>(cells), 1024,
+                       [&](int64_t b, int64_t e) { split_blocks(static_cast<size_t>(b), static_cast<size_t>(e)); });
+  else
+    split_blocks(0, cells);
   split_.k = 2 * blocks * bs;
   split_.n = w.n;
   split_.block_size = bs;

@@ -25,6 +25,8 @@
 
 namespace onebit {
 
+class ThreadPool;
+
 // The 8-bit weight is described by a Q4MatMulNBitsWeight read for bits = 8:
 //   b            uint8 [N][ceil(K/bs)][bs], code k of block b of column n at (n·blocks + b)·bs + k
 //   scales       [N·ceil(K/bs)] float or float16
@@ -33,8 +35,9 @@ namespace onebit {
 class NBits8Split {
  public:
   // Validates (block size a multiple of 8 from 16, finite scales, integral
-  // zero points in [0, 255]) and builds the 4-bit weight.
-  explicit NBits8Split(const Q4MatMulNBitsWeight& w8);
+  // zero points in [0, 255]) and builds the 4-bit weight (the codes split
+  // over `pool` when given).
+  explicit NBits8Split(const Q4MatMulNBitsWeight& w8, ThreadPool* pool = nullptr);
 
   // The split 4-bit weight (float32 scales, packed zero points); valid while this lives.
   const Q4MatMulNBitsWeight& weight() const { return split_; }

@@ -127,6 +127,19 @@ TEST_CASE("nbits8: the split halves hold each code, scale and zero point exactly
         }
 }
 
+TEST_CASE("nbits8: the split over a pool is the split on one thread, byte for byte", "[nbits8]") {
+  ThreadPool pool(2);
+  for (size_t k : {512, 500}) {  // 500: a short last block in every column
+    INFO("K " << k);
+    const Drawn d = draw(k, 300, 32, Z::kPacked, false, static_cast<unsigned>(k));  // 4800 blocks: the pool splits them
+    const NBits8Split one(d.w), two(d.w, &pool);
+    const size_t bytes = 300 * d.blocks * 32;
+    REQUIRE(std::memcmp(one.weight().b, two.weight().b, bytes) == 0);
+    REQUIRE(std::memcmp(one.weight().scales, two.weight().scales, 2 * 300 * d.blocks * sizeof(float)) == 0);
+    REQUIRE(std::memcmp(one.weight().zero_points, two.weight().zero_points, 300 * d.blocks) == 0);
+  }
+}
+
 TEST_CASE("nbits8: rows are expanded as the split weight reads them", "[nbits8]") {
   const size_t m = 2, k = 40, bs = 16, lda = 43;
   std::vector<float> x(m * lda);
