@@ -60,6 +60,14 @@ Census take_census(const Graph& g) {
     ++c.nodes;
     ++c.op_counts[n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type];
     if (!n.domain.empty() && n.domain != "com.microsoft") custom.insert(n.domain);
+    if (n.domain == "com.microsoft" && (n.op_type == "MatMulNBits" || n.op_type == "MatMulBnb4")) {
+      const int64_t block = n.attrs.get_int("block_size", 0);
+      const std::string format =
+          n.op_type == "MatMulNBits"
+              ? fmt::format("{}-bit block {}", n.attrs.get_int("bits", 4), block)
+              : fmt::format("{} block {}", n.attrs.get_int("quant_type", -1) == 0 ? "fp4" : "nf4", block);
+      ++c.quantized_matmuls[{n.op_type, format, n.attrs.get_int("K", 0), n.attrs.get_int("N", 0)}];
+    }
     if (n.op_type != "MatMul" || !n.domain.empty()) continue;
     ++c.matmuls;
     auto s = constant_shape(g, n.inputs.size() > 1 ? n.inputs[1] : -1);
@@ -95,6 +103,12 @@ std::string census_text(const Census& c) {
   s += fmt::format("MatMul          {} ({} with a constant weight)\n", c.matmuls, c.constant_weight_matmuls);
   s += fmt::format("weight shapes   {} distinct (K x N: count)\n", c.weight_shapes.size());
   for (const auto& [kn, n] : c.weight_shapes) s += fmt::format("  {:>6} x {:<7} {}\n", kn.first, kn.second, n);
+  int64_t quantized = 0;
+  for (const auto& [key, n] : c.quantized_matmuls) quantized += n;
+  s += fmt::format("quantized MatMul {} ({} distinct: op format K x N: count)\n", quantized, c.quantized_matmuls.size());
+  for (const auto& [key, n] : c.quantized_matmuls)
+    s += fmt::format("  {} {} {:>6} x {:<7} {}\n", std::get<0>(key), std::get<1>(key), std::get<2>(key),
+                     std::get<3>(key), n);
   s += fmt::format("custom domains  {}", c.custom_domains.size());
   for (const auto& d : c.custom_domains) s += " " + d;
   s += fmt::format("\ninitializers    {} ({:.1f} MiB)\n", c.initializers, c.initializer_bytes / 1048576.0);
@@ -119,6 +133,9 @@ std::string census_json(const Census& c) {
   for (const auto& [op, n] : c.op_counts) j["op_counts"][op] = n;
   j["weight_shapes"] = Json::array();
   for (const auto& [kn, n] : c.weight_shapes) j["weight_shapes"].push_back({kn.first, kn.second, n});
+  j["quantized_matmuls"] = Json::array();
+  for (const auto& [key, n] : c.quantized_matmuls)
+    j["quantized_matmuls"].push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), n});
   j["custom_domains"] = c.custom_domains;
   j["initializers"] = c.initializers;
   j["initializer_bytes"] = c.initializer_bytes;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct Census {
   int64_t matmuls = 0;                          // MatMul nodes
   std::map<std::pair<int64_t, int64_t>, int64_t> weight_shapes;  // constant-weight MatMul (K, N) -> count
   int64_t constant_weight_matmuls = 0;
+  // com.microsoft MatMulNBits / MatMulBnb4 nodes: (op, format, K, N) -> count,
+  // format "4-bit block 32" (bits, block_size) or "nf4 block 64" (quant_type).
+  std::map<std::tuple<std::string, std::string, int64_t, int64_t>, int64_t> quantized_matmuls;
   std::vector<std::string> custom_domains;      // node domains other than ai.onnx and com.microsoft
   int64_t initializers = 0;
   int64_t initializer_bytes = 0;

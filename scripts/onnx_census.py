@@ -18,6 +18,10 @@ subgraphs):
   op_counts                {"Op": n} for ai.onnx, {"domain::Op": n} otherwise
   weight_shapes            [[K, N, count], ...] of those constant B inputs as
                            the MatMul sees them (after any Transpose), sorted
+  quantized_matmuls        [[op, format, K, N, count], ...] of com.microsoft
+                           MatMulNBits ("4-bit block 32": bits, default 4, and
+                           block_size) and MatMulBnb4 ("nf4 block 64", quant_type
+                           0 = fp4), K and N from the attributes, sorted
   custom_domains           domains imported or used other than ai.onnx and
                            com.microsoft, sorted
   initializers             number of graph initializers
@@ -136,6 +140,17 @@ def census(path: str) -> dict:
         if s is not None and len(s) >= 2:
             shapes[(s[-2], s[-1])] += 1
 
+    quantized = Counter()
+    for n in g.node:
+        if domain_name(n.domain) != "com.microsoft" or n.op_type not in ("MatMulNBits", "MatMulBnb4"):
+            continue
+        a = {x.name: onnx.helper.get_attribute_value(x) for x in n.attribute}
+        if n.op_type == "MatMulNBits":
+            fmt = f"{a.get('bits', 4)}-bit block {a.get('block_size', 0)}"
+        else:
+            fmt = f"{'fp4' if a.get('quant_type', -1) == 0 else 'nf4'} block {a.get('block_size', 0)}"
+        quantized[(n.op_type, fmt, a.get("K", 0), a.get("N", 0))] += 1
+
     return {
         "ir_version": model.ir_version,
         "nodes": len(g.node),
@@ -144,6 +159,7 @@ def census(path: str) -> dict:
         "opsets": dict(sorted(opsets.items())),
         "op_counts": dict(sorted(Counter(op_key(n) for n in g.node).items())),
         "weight_shapes": [[k, n, c] for (k, n), c in sorted(shapes.items())],
+        "quantized_matmuls": [[*key, c] for key, c in sorted(quantized.items())],
         "custom_domains": custom,
         "initializers": len(g.initializer),
         "initializer_bytes": sum(tensor_bytes(t) for t in g.initializer),
@@ -163,6 +179,9 @@ def format_census(c: dict) -> str:
         f"weight shapes      {len(c['weight_shapes'])} distinct (K x N: count)",
     ]
     lines += [f"  {k:>6} x {n:<7} {cnt}" for k, n, cnt in c["weight_shapes"]]
+    lines.append(f"quantized MatMul   {sum(q[-1] for q in c['quantized_matmuls'])} "
+                 f"({len(c['quantized_matmuls'])} distinct: op format K x N: count)")
+    lines += [f"  {op} {fmt} {k:>6} x {n:<7} {cnt}" for op, fmt, k, n, cnt in c["quantized_matmuls"]]
     lines.append(f"initializers       {c['initializers']} ({c['initializer_bytes']:,} bytes)")
     for kind in ("inputs", "outputs"):
         for v in c[kind]:

@@ -55,3 +55,9 @@ set_tests_properties(f16_weights_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TI
 # bitsandbytes FP4 / NF4 (MatMulBnb4) of the tiny model against onnxruntime (test_bnb4.py).
 onebit_add_pytest(bnb4_tiny TESTS test_bnb4.py ARGS --tiny ${ONEBIT_TINY})
 set_tests_properties(bnb4_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+
+# `1bit inspect --json` on the genai builds against scripts/onnx_census.py,
+# the quantized MatMuls (4- and 8-bit MatMulNBits) included (test_census.py).
+onebit_add_pytest(census_genai TESTS test_census.py
+  ARGS --model ${ONEBIT_GENAI_TINY}/genai-int8/model.onnx --model ${ONEBIT_GENAI_TINY}/genai-int4-mixed/model.onnx)
+set_tests_properties(census_genai PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEOUT 300)

@@ -18,7 +18,7 @@ from conftest import models, tiny
 from onebit_tools import cli
 
 FIELDS = ["ir_version", "nodes", "matmuls", "constant_weight_matmuls", "opsets", "op_counts", "weight_shapes",
-          "custom_domains", "initializers", "initializer_bytes", "inputs", "outputs"]
+          "quantized_matmuls", "custom_domains", "initializers", "initializer_bytes", "inputs", "outputs"]
 
 
 def pytest_generate_tests(metafunc):
