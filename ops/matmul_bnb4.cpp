@@ -19,8 +19,6 @@ namespace onebit {
 
 namespace {
 
-size_t align64(size_t b) { return (b + 63) / 64 * 64; }
-
 class MatMulBnb4Kernel : public Kernel {
  public:
   explicit MatMulBnb4Kernel(const KernelInfo& info) {

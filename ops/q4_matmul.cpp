@@ -32,6 +32,7 @@
 #include "base/thread_pool.h"
 #include "base/sizes.h"
 #include "ops/device_leg.h"
+#include "ops/op_util.h"
 #include "quant/nbits8.h"
 #include "quant/q4_gemm.h"
 #include "quant/qd8_gemm.h"
@@ -191,7 +192,6 @@ class Q4KernelBase : public Kernel {
   // MatMulNBits takes float16 A (and then writes float16 Y): the widened
   // rows and the float32 outputs are staged in the workspace.
   bool half_ok_ = false;
-  static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
   size_t half_bytes(size_t m) const {
     size_t n = 0;
     for (const auto& g : gemms_) n += g->n();
