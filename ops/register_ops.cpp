@@ -34,6 +34,7 @@ void register_all_ops(OpRegistry& r) {
   register_kv_append_op(r);
   register_rms_norm_op(r);
   register_rotary_op(r);
+  register_swiglu_op(r);
   register_q4_matmul_ops(r);
   register_matmul_bnb4_op(r);
   register_group_query_attention_ops(r);

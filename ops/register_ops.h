@@ -42,6 +42,7 @@ void register_gqa_matmul_op(OpRegistry& r);
 void register_kv_append_op(OpRegistry& r);
 void register_rms_norm_op(OpRegistry& r);
 void register_rotary_op(OpRegistry& r);
+void register_swiglu_op(OpRegistry& r);
 void register_q4_matmul_ops(OpRegistry& r);
 void register_matmul_bnb4_op(OpRegistry& r);
 // onnxruntime's contrib ops of onnxruntime-genai's builds.

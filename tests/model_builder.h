@@ -37,6 +37,11 @@ class ModelBuilder {
     value_info(graph().add_output(), name, dtype, dims);
     return *this;
   }
+  // Declares an intermediate value's dtype and dims (value_info).
+  ModelBuilder& declare(const std::string& name, int32_t dtype, const std::vector<int64_t>& dims) {
+    value_info(graph().add_value_info(), name, dtype, dims);
+    return *this;
+  }
   onnx::TensorProto& initializer(const std::string& name, int32_t dtype, const std::vector<int64_t>& dims,
                                  const void* data, size_t bytes) {
     onnx::TensorProto* t = graph().add_initializer();

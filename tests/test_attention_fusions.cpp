@@ -340,3 +340,127 @@ TEST_CASE("mha repeat_kv fusion: an Expand that is no repeat is refused at plan 
   CHECK(fused.pass_report().get("mha_repeat_kv_fused") == 1);
   CHECK_THROWS_WITH(fused.run(mha_inputs(kvh, rep, s, past, d)), Catch::Contains("is not a repeat of each KV head 2 times"));
 }
+
+namespace {
+
+// act_fn(gate) * up as torch writes SiLU: Sigmoid(g), Mul(g, s), Mul(silu, u).
+// swapped: the other operand order at both Muls. u_dims: u's declared dims.
+ModelBuilder swiglu(int32_t dtype, const std::vector<int64_t>& dims, const std::vector<int64_t>& u_dims, bool swapped,
+                    bool silu_is_output = false) {
+  ModelBuilder b;
+  b.input("g", dtype, dims).input("u", dtype, u_dims).output("y", dtype, dims);
+  if (silu_is_output) b.output("silu", dtype, dims);
+  b.node("Sigmoid", {"g"}, {"s"});
+  b.node("Mul", swapped ? std::vector<std::string>{"s", "g"} : std::vector<std::string>{"g", "s"}, {"silu"});
+  b.node("Mul", swapped ? std::vector<std::string>{"u", "silu"} : std::vector<std::string>{"silu", "u"}, {"y"});
+  return b;
+}
+
+// Values across the sigmoid's range: ordinary, saturating (|g| > 88, where
+// e^-g over- or underflows), infinities, NaN, signed zeros, subnormals.
+template <class Put>
+void fill_extremes(int64_t n, unsigned seed, float scale, Put put) {
+  const auto v = randoms(static_cast<size_t>(n), seed);
+  const float special[] = {0.f, -0.f, 1e-40f, -1e-40f, 89.f, -89.f, 100.f, -100.f, INFINITY, -INFINITY, NAN, 17.5f};
+  for (int64_t i = 0; i < n; ++i) put(i, i % 7 == 3 ? special[(i / 7) % 12] : scale * v[static_cast<size_t>(i)]);
+}
+
+Tensor swiglu_tensor(DType t, Shape shape, unsigned seed, float scale) {
+  Tensor x = Tensor::allocate(t, shape);
+  fill_extremes(x.size(), seed, scale, [&](int64_t i, float v) {
+    if (t == DType::F16) x.data<uint16_t>()[i] = float_to_half(v);
+    else x.data<float>()[i] = v;
+  });
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("swiglu fusion: Sigmoid and two Muls become one node, bit-identical", "[fusion][swiglu]") {
+  for (bool swapped : {false, true})
+    for (DType t : {DType::F32, DType::F16})
+      for (const std::vector<int64_t>& dims : {std::vector<int64_t>{2, 5, 96}, std::vector<int64_t>{-1, 3, 700}}) {
+        INFO("swapped " << swapped << " float16 " << (t == DType::F16) << " dims[1] " << dims[1]);
+        const int32_t onnx_t = t == DType::F16 ? 10 : kFloat;
+        const Shape shape{2, dims[1], dims[2]};
+        const float scale = t == DType::F16 ? 6.f : 3.f;  // float16: products past 65504 round to infinity
+        const Pair p = run_both(swiglu(onnx_t, dims, dims, swapped), "swiglu_on", "fuse-swiglu", "swiglu_fused",
+                                {{"g", swiglu_tensor(t, shape, 1, scale)}, {"u", swiglu_tensor(t, shape, 2, 40.f)}});
+        CHECK(p.count == 1);
+        CHECK(p.fused_nodes == 1);
+        CHECK(p.plain_nodes == 3);
+        REQUIRE(p.fused.dtype() == t);
+        REQUIRE(p.fused.shape() == p.plain.shape());
+        CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
+      }
+}
+
+TEST_CASE("swiglu fusion on gate and up projections of one input, shapes undeclared", "[fusion][swiglu]") {
+  for (int64_t up_n : {int64_t{96}, int64_t{1}}) {  // 1: u broadcasts, so the shapes are not proven equal
+    INFO("up columns " << up_n);
+    ModelBuilder b;
+    b.input("x", kFloat, {3, 64}).output("y", kFloat, {3, 96});
+    b.initializer<float>("wg", kFloat, {64, 96}, randoms(64 * 96, 5));
+    b.initializer<float>("wu", kFloat, {64, up_n}, randoms(static_cast<size_t>(64 * up_n), 6));
+    b.node("MatMul", {"x", "wg"}, {"g"});
+    b.node("MatMul", {"x", "wu"}, {"u"});
+    b.node("Sigmoid", {"g"}, {"s"});
+    b.node("Mul", {"g", "s"}, {"silu"});
+    b.node("Mul", {"silu", "u"}, {"y"});
+    const std::string path = scratch_dir("swiglu_siblings") + "/model.onnx";
+    b.save(path);
+    Session fused(load_onnx(path), default_op_registry());
+    SessionOptions o;
+    o.stop_after_pass = test::pass_index("fuse-swiglu");
+    Session plain(load_onnx(path), default_op_registry(), o);
+    const std::vector<NamedTensor> in{{"x", tensor({3, 64}, 7)}};
+    const Tensor a = fused.run(in)[0], c = plain.run(in)[0];
+    CHECK(fused.pass_report().get("swiglu_fused") == (up_n == 96 ? 1 : 0));
+    CHECK(fused.pass_report().get("swiglu_refused:shapes_not_known_equal") == (up_n == 96 ? 0 : 1));
+    bit_identical(a, c);
+  }
+}
+
+TEST_CASE("swiglu fusion must not fire on a broadcast up, a read intermediate or Sigmoid of another value",
+          "[fusion][swiglu][must-not-fire]") {
+  const Shape shape{2, 5, 96};
+  const std::vector<NamedTensor> in{{"g", swiglu_tensor(DType::F32, shape, 1, 3.f)},
+                                    {"u", swiglu_tensor(DType::F32, {1, 1, 96}, 2, 3.f)}};
+  SECTION("u [1, 1, 96] broadcast over g") {
+    const Pair p = run_both(swiglu(kFloat, {2, 5, 96}, {1, 1, 96}, false), "swiglu_bcast", "fuse-swiglu",
+                            "swiglu_refused:shapes_not_known_equal", in);
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 3);
+    bit_identical(p.fused, p.plain);
+  }
+  SECTION("symbolic dims of different names are not proven equal") {
+    ModelBuilder b = swiglu(kFloat, {-1, 5, 96}, {1, -1, 96}, false);  // sym0 against sym1
+    const Pair p = run_both(b, "swiglu_syms", "fuse-swiglu", "swiglu_refused:shapes_not_known_equal",
+                            {{"g", swiglu_tensor(DType::F32, {1, 5, 96}, 1, 3.f)},
+                             {"u", swiglu_tensor(DType::F32, {1, 5, 96}, 2, 3.f)}});
+    CHECK(p.count == 1);
+    bit_identical(p.fused, p.plain);
+  }
+  SECTION("the SiLU is also a graph output") {
+    const Pair p = run_both(swiglu(kFloat, {2, 5, 96}, {2, 5, 96}, false, true), "swiglu_silu_out", "fuse-swiglu",
+                            "swiglu_refused:intermediate_read_elsewhere",
+                            {{"g", swiglu_tensor(DType::F32, shape, 1, 3.f)}, {"u", swiglu_tensor(DType::F32, shape, 2, 3.f)}});
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 3);
+    bit_identical(p.fused, p.plain);
+  }
+  SECTION("Mul(h, Sigmoid(g)) with h not g") {
+    ModelBuilder b;
+    b.input("g", kFloat, {2, 5, 96}).input("h", kFloat, {2, 5, 96}).input("u", kFloat, {2, 5, 96});
+    b.output("y", kFloat, {2, 5, 96});
+    b.node("Sigmoid", {"g"}, {"s"});
+    b.node("Mul", {"h", "s"}, {"silu"});
+    b.node("Mul", {"silu", "u"}, {"y"});
+    const Pair p = run_both(b, "swiglu_other", "fuse-swiglu", "swiglu_fused",
+                            {{"g", swiglu_tensor(DType::F32, shape, 1, 3.f)}, {"h", swiglu_tensor(DType::F32, shape, 3, 3.f)},
+                             {"u", swiglu_tensor(DType::F32, shape, 2, 3.f)}});
+    CHECK(p.count == 0);
+    CHECK(p.fused_nodes == 3);
+    bit_identical(p.fused, p.plain);
+  }
+}

@@ -26,6 +26,7 @@ const std::vector<Pass>& pass_list() {
       {"fuse-mha-repeat-kv", false, fuse_mha_repeat_kv},
       {"fuse-rms-norm", false, fuse_rms_norm},
       {"fuse-rotary", false, fuse_rotary},
+      {"fuse-swiglu", false, fuse_swiglu},
       {"kv-state", false, keep_kv_state},
       {"group-sibling-matmuls", false, group_sibling_matmuls},
       {"remove-dead-nodes", true, remove_dead_nodes},

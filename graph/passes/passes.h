@@ -63,6 +63,7 @@ void fuse_gqa_matmul(Graph& g, PassContext& ctx);        // gqa_fusion.cpp
 void fuse_mha_repeat_kv(Graph& g, PassContext& ctx);     // mha_repeat_kv.cpp
 void fuse_rms_norm(Graph& g, PassContext& ctx);          // rms_norm_fusion.cpp
 void fuse_rotary(Graph& g, PassContext& ctx);            // rotary_fusion.cpp
+void fuse_swiglu(Graph& g, PassContext& ctx);            // swiglu_fusion.cpp
 void keep_kv_state(Graph& g, PassContext& ctx);          // kv_state.cpp
 void group_sibling_matmuls(Graph& g, PassContext& ctx);  // sibling_matmul.cpp
 
