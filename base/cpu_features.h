@@ -24,6 +24,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512vnni = false;
   bool avxvnni = false;
+  bool amd = false;  // vendor AuthenticAMD: picks among equal-result kernels tuned per vendor
 };
 
 const CpuFeatures& cpu_features();

@@ -125,6 +125,16 @@ const Q4GemmConfig kQ4Vnni{
     4,
     {"q4_gemv_streams_ukernel_1x16s4__avx512vnni", "q4_gemv_streams_ukernel_1x16s4__avx512vnni", ""}};
 #undef Q4_ROW
+// AMD cores: the same family with the decode prefetch 1 KiB ahead into L1
+// (quant/ukernels/q4_gemm__avx512vnni.cpp; measured on Zen 5 only).
+const Q4GemmConfig kQ4VnniL1 = [] {
+  Q4GemmConfig c = kQ4Vnni;
+  c.gemv_streams[int(Q4Act::kInt8Row)] = q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf<Q4Act::kInt8Row>;
+  c.gemv_streams[int(Q4Act::kInt8Block)] = q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf<Q4Act::kInt8Block>;
+  c.gemv_streams_name[int(Q4Act::kInt8Row)] = "q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf";
+  c.gemv_streams_name[int(Q4Act::kInt8Block)] = "q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf";
+  return c;
+}();
 
 }  // namespace
 
@@ -150,9 +160,15 @@ const Q4GemmConfig* q4_gemm_config_for(Isa isa) {
     case Isa::Scalar: return &kQ4Scalar;
     case Isa::Avx2: return &kQ4Avx2;
     case Isa::Avx512: return &kQ4Avx512;
-    case Isa::Avx512Vnni: return &kQ4Vnni;
+    case Isa::Avx512Vnni: return cpu_features().amd ? &kQ4VnniL1 : &kQ4Vnni;
   }
   return nullptr;
+}
+
+std::vector<const Q4GemmConfig*> q4_gemm_config_variants(Isa isa) {
+  if (!cpu_supports(isa)) return {};
+  if (isa == Isa::Avx512Vnni) return {&kQ4Vnni, &kQ4VnniL1};
+  return {q4_gemm_config_for(isa)};
 }
 
 const Q4GemmConfig& q4_gemm_config() {

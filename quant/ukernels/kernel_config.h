@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "base/cpu_features.h"
 #include "quant/ukernels/f16w_ukernels.h"
@@ -81,6 +82,9 @@ struct Q4GemmConfig {
 
 const Q4GemmConfig& q4_gemm_config();
 const Q4GemmConfig* q4_gemm_config_for(Isa isa);
+// Every config of `isa` this CPU runs, including those another vendor's
+// CPU would be given (equal results, other prefetch): for tests.
+std::vector<const Q4GemmConfig*> q4_gemm_config_variants(Isa isa);
 
 // float32 activations × float16 weights (ops/f16w_matmul.cpp).
 struct F16wGemmConfig {

@@ -36,6 +36,19 @@ namespace {
 // Decode reads the codes as one stream: prefetch into L2 this far ahead.
 constexpr size_t kPrefetchBytes = 4096;
 
+// Where the decode kernels prefetch the codes: 4 KiB ahead into L2 (tuned
+// on a Sapphire Rapids-class Xeon), or 1 KiB ahead into L1 (_l1pf: on a
+// 2-core Zen 5 VM ~10 % faster a one-thread step than the first, which
+// there was itself faster at 1 KiB than at 4; docs/BENCHMARK.md "Zen 5:
+// the decode prefetch").
+enum class Prefetch { kL2Far, kL1Near };
+
+template <Prefetch P>
+__attribute__((always_inline)) inline void prefetch_codes(const uint8_t* group) {
+  if constexpr (P == Prefetch::kL1Near) _mm_prefetch(reinterpret_cast<const char*>(group + 1024), _MM_HINT_T0);
+  else _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes), _MM_HINT_T1);
+}
+
 // 16 zero-point bytes, each repeated over the 4 bytes of its column's lane.
 inline __m512i expand_zero(const uint8_t* z) {
   return _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(z))),
@@ -130,10 +143,10 @@ void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c
 }
 
 // One group (8 k) of one panel into a low/high accumulator pair.
-template <Q4Act A>
+template <Q4Act A, Prefetch P>
 __attribute__((always_inline)) inline void gemv_group(const uint8_t* group, const uint8_t* x, __m512i zv, __m512i& lo,
                                                       __m512i& hi) {
-  _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes), _MM_HINT_T1);
+  prefetch_codes<P>(group);
   if constexpr (A == Q4Act::kInt8Row) {
     const Split s = split(group, zv);
     lo = dpbusd(lo, bcast4(x), s.lo);
@@ -151,7 +164,7 @@ __attribute__((always_inline)) inline void gemv_group(const uint8_t* group, cons
 // integer block sums (integer adds: any order) and the float steps of
 // quant/q4_ukernels.h; a panel's zero points are read when its weights have
 // them.
-template <Q4Act A, int S>
+template <Q4Act A, int S, Prefetch P = Prefetch::kL2Far>
 void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& a, float* const* c,
                   const size_t* nc) {
   const uint8_t* x = static_cast<const uint8_t*>(a.data);
@@ -176,7 +189,7 @@ void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& 
     }
     for (size_t k = k0; k < kend; k += 8)
 #pragma GCC unroll 4
-      for (int s = 0; s < S; ++s) gemv_group<A>(pan[s].codes + k * 8, x + k, zv[s], lo[s], hi[s]);
+      for (int s = 0; s < S; ++s) gemv_group<A, P>(pan[s].codes + k * 8, x + k, zv[s], lo[s], hi[s]);
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) {
       const __m512i acc = _mm512_add_epi32(lo[s], hi[s]);  // exact
@@ -189,19 +202,31 @@ void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& 
   for (int s = 0; s < S; ++s) finish<A>(y[s], *w[s], panel[s] * 16, a, 0, nc[s], c[s]);
 }
 
+template <Q4Act A, Prefetch P>
+void streams_kernel(size_t streams, const Q4Weights* const* w, const size_t* panel, const Q4Acts& a, float* const* c,
+                    const size_t* nc) {
+  size_t s = 0;
+  for (; s + 4 <= streams; s += 4) gemv_streams<A, 4, P>(w + s, panel + s, a, c + s, nc + s);
+  switch (streams - s) {
+    case 1: return gemv_streams<A, 1, P>(w + s, panel + s, a, c + s, nc + s);
+    case 2: return gemv_streams<A, 2, P>(w + s, panel + s, a, c + s, nc + s);
+    case 3: return gemv_streams<A, 3, P>(w + s, panel + s, a, c + s, nc + s);
+    default: return;
+  }
+}
+
 }  // namespace
 
 template <Q4Act A>
 void q4_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, const Q4Weights* const* w, const size_t* panel,
                                                 const Q4Acts& a, float* const* c, const size_t* nc) {
-  size_t s = 0;
-  for (; s + 4 <= streams; s += 4) gemv_streams<A, 4>(w + s, panel + s, a, c + s, nc + s);
-  switch (streams - s) {
-    case 1: return gemv_streams<A, 1>(w + s, panel + s, a, c + s, nc + s);
-    case 2: return gemv_streams<A, 2>(w + s, panel + s, a, c + s, nc + s);
-    case 3: return gemv_streams<A, 3>(w + s, panel + s, a, c + s, nc + s);
-    default: return;
-  }
+  streams_kernel<A, Prefetch::kL2Far>(streams, w, panel, a, c, nc);
+}
+
+template <Q4Act A>
+void q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf(size_t streams, const Q4Weights* const* w, const size_t* panel,
+                                                     const Q4Acts& a, float* const* c, const size_t* nc) {
+  streams_kernel<A, Prefetch::kL1Near>(streams, w, panel, a, c, nc);
 }
 template void q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Row>(size_t, const Q4Weights* const*,
                                                                            const size_t*, const Q4Acts&,
@@ -209,6 +234,12 @@ template void q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Row>(size_t
 template void q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Block>(size_t, const Q4Weights* const*,
                                                                              const size_t*, const Q4Acts&,
                                                                              float* const*, const size_t*);
+template void q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf<Q4Act::kInt8Row>(size_t, const Q4Weights* const*,
+                                                                              const size_t*, const Q4Acts&,
+                                                                              float* const*, const size_t*);
+template void q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf<Q4Act::kInt8Block>(size_t, const Q4Weights* const*,
+                                                                                const size_t*, const Q4Acts&,
+                                                                                float* const*, const size_t*);
 
 template <Q4Act A, bool Z>
 void q4_gemm_ukernel_8x16c8__avx512vnni(size_t mr, size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a,
