@@ -1,9 +1,10 @@
 // Broadcasting binary ops: arithmetic (Add, Sub, Mul, Div, Mod, Pow, PRelu),
 // comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual) and logic
 // (And, Or, Xor, BitwiseAnd/Or/Xor, BitShift).
+#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "ops/broadcast.h"
@@ -17,13 +18,24 @@ namespace onebit {
 
 namespace {
 
+// Elements a thread takes at least when inputs of one shape run flat.
+constexpr int64_t kFlatGrain = int64_t{1} << 15;
+
 // Runs out[k] = f(a[k], b[k]) over a broadcast, in parallel over outer runs.
+// Inputs of one shape (the residual adds of every layer) skip the plan and
+// its allocations and split the elements themselves over the threads.
 template <class TA, class TB, class TO, class F>
 void broadcast_loop(const Tensor& A, const Tensor& B, Tensor& Y, ThreadPool& pool, F f) {
-  const BroadcastPlan plan({A.shape(), B.shape()}, Y.shape());
   const TA* a = A.data<TA>();
   const TB* b = B.data<TB>();
   TO* y = Y.data<TO>();
+  if (A.shape() == B.shape()) {
+    pool.parallel_for(Y.size(), kFlatGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) y[k] = f(a[k], b[k]);
+    });
+    return;
+  }
+  const BroadcastPlan plan({A.shape(), B.shape()}, Y.shape());
   const int64_t inner = plan.inner();
   const bool sa = plan.inner_step(0), sb = plan.inner_step(1);
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(inner, 1));
@@ -52,13 +64,27 @@ enum class Arith2 { Add, Sub, Mul, Div, Mod, FMod, PRelu };
 // the same floats.
 template <class F>
 void broadcast_loop_f16(const Tensor& A, const Tensor& B, Tensor& Y, ThreadPool& pool, F f) {
-  const BroadcastPlan plan({A.shape(), B.shape()}, Y.shape());
   const uint16_t* a = A.data<uint16_t>();
   const uint16_t* b = B.data<uint16_t>();
   uint16_t* y = Y.data<uint16_t>();
+  const VecMathConfig& vm = vec_math_config();
+  if (A.shape() == B.shape()) {  // one shape: flat, as broadcast_loop
+    pool.parallel_for(Y.size(), kFlatGrain, [&](int64_t begin, int64_t end) {
+      constexpr int64_t kRun = 256;
+      float wa[kRun], wb[kRun];
+      for (int64_t k = begin; k < end; k += kRun) {
+        const size_t n = static_cast<size_t>(std::min(kRun, end - k));
+        vm.widen(n, a + k, wa);
+        vm.widen(n, b + k, wb);
+        for (size_t i = 0; i < n; ++i) wa[i] = f(wa[i], wb[i]);
+        vm.narrow(n, wa, y + k);
+      }
+    });
+    return;
+  }
+  const BroadcastPlan plan({A.shape(), B.shape()}, Y.shape());
   const int64_t inner = plan.inner();
   const bool sa = plan.inner_step(0), sb = plan.inner_step(1);
-  const VecMathConfig& vm = vec_math_config();
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(inner, 1));
   pool.parallel_for(plan.outer(), grain, [&](int64_t begin, int64_t end) {
     constexpr int64_t kRun = 256;

@@ -383,6 +383,30 @@ TEST_CASE("float16 Add, Mul, Sub, Div: bit for bit the per-element float16 round
   }
 }
 
+TEST_CASE("Add, Mul, Sub, Div on inputs of one shape: the flat loop over threads, bit for bit", "[float16][binary]") {
+  // 102000 elements: past the flat loop's grain, so two threads split them,
+  // and a float16 run tail (51000 = 199 · 256 + 56 per thread).
+  const Shape shape{2, 3, 17000};
+  const size_t n = 102000;
+  const std::vector<float> a = as_half(randn(n, 44)), b = as_half(randn(n, 45));
+  for (DType t : {DType::F32, DType::F16})
+    for (int threads : {1, 2})
+      for (const char* op : {"Add", "Mul", "Sub", "Div"}) {
+        CAPTURE(op, threads, t == DType::F16);
+        const std::string o = op;
+        auto f = [&](float x, float y) { return o == "Add" ? x + y : o == "Mul" ? x * y : o == "Sub" ? x - y : x / y; };
+        const Tensor y = OpTest(op, 14).threads(threads).input(typed(t, shape, a)).input(typed(t, shape, b)).run1();
+        REQUIRE(y.shape() == shape);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; ++i) {
+          const float want = f(a[i], b[i]);
+          if (t == DType::F16) bad += y.data<uint16_t>()[i] != float_to_half(want);
+          else bad += std::memcmp(&y.data<float>()[i], &want, sizeof want) != 0;
+        }
+        CHECK(bad == 0);
+      }
+}
+
 TEST_CASE("float16 Sigmoid: the vectorised float32 sigmoid, rounded once", "[float16][unary]") {
   std::vector<float> x = as_half(randn(1000, 51));
   x[0] = 20.0f, x[1] = -20.0f, x[2] = 0.0f;
