@@ -13,11 +13,6 @@ namespace onebit {
 
 namespace {
 
-float load_float(Q4FloatType t, const void* p, size_t i) {
-  return t == Q4FloatType::kF32 ? static_cast<const float*>(p)[i]
-                                : half_to_float(static_cast<const uint16_t*>(p)[i]);
-}
-
 // Block i's zero point (i = n·blocks + b), checked an integer in [0, 255].
 int zero_point(const Q4MatMulNBitsWeight& w, size_t i) {
   using Z = Q4MatMulNBitsWeight::ZeroPoints;
@@ -26,7 +21,7 @@ int zero_point(const Q4MatMulNBitsWeight& w, size_t i) {
     case Z::kPacked: return static_cast<const uint8_t*>(w.zero_points)[i];
     case Z::kF32:
     case Z::kF16: {
-      const float z = load_float(w.zero_point_type == Z::kF32 ? Q4FloatType::kF32 : Q4FloatType::kF16,
+      const float z = load_q4_float(w.zero_point_type == Z::kF32 ? Q4FloatType::kF32 : Q4FloatType::kF16,
                                  w.zero_points, i);
       if (!(z >= 0 && z <= 255 && z == std::floor(z)))
         fail("MatMulNBits (8 bits): zero_points[{}] = {}, expected an integer in [0, 255] (the integer kernels "
@@ -66,7 +61,7 @@ NBits8Split::NBits8Split(const Q4MatMulNBitsWeight& w, ThreadPool* pool) {
   zero_.resize(cells);
   std::vector<uint8_t> pad(cells);  // each block's zero point: the code past K
   for (size_t i = 0; i < cells; ++i) {
-    const float s = load_float(w.scale_type, w.scales, i);
+    const float s = load_q4_float(w.scale_type, w.scales, i);
     if (!std::isfinite(s) || !std::isfinite(16 * s))
       fail("MatMulNBits (8 bits): scales[{}] (column {}, block {}) = {}, expected finite (and 16 times it)", i,
            i / blocks, i % blocks, s);
@@ -137,7 +132,7 @@ std::vector<float> nbits8_dequantize(const Q4MatMulNBitsWeight& w) {
     for (size_t k = 0; k < w.k; ++k) {
       const size_t i = n * blocks + k / bs;
       out[k * w.n + n] =
-          static_cast<float>(int{w.b[i * bs + k % bs]} - zero_point(w, i)) * load_float(w.scale_type, w.scales, i);
+          static_cast<float>(int{w.b[i * bs + k % bs]} - zero_point(w, i)) * load_q4_float(w.scale_type, w.scales, i);
     }
   return out;
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/aligned_buffer.h"
+#include "base/dtype.h"
 #include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
@@ -35,6 +36,11 @@ namespace onebit {
 class ThreadPool;
 
 enum class Q4FloatType : uint8_t { kF32, kF16 };
+
+// Element i of a scale (or float zero-point) array of type t, as float.
+inline float load_q4_float(Q4FloatType t, const void* p, size_t i) {
+  return t == Q4FloatType::kF32 ? static_cast<const float*>(p)[i] : half_to_float(static_cast<const uint16_t*>(p)[i]);
+}
 
 // DequantizeLinear(W, scale, zero_point) → MatMul's B, opset 21.
 struct Q4OnnxWeight {

@@ -23,11 +23,6 @@ namespace {
 
 inline int nibble(const uint8_t* p, size_t i) { return (p[i / 2] >> (4 * (i & 1))) & 15; }
 
-float load_float(Q4FloatType t, const void* p, size_t i) {
-  return t == Q4FloatType::kF32 ? static_cast<const float*>(p)[i]
-                                : half_to_float(static_cast<const uint16_t*>(p)[i]);
-}
-
 // The opset-21 form: W [K,N] row-major nibbles; scales and zero points
 // [rows][N] with rows = ceil(K/bs), or [N] per channel.
 struct OnnxSource {
@@ -39,7 +34,7 @@ struct OnnxSource {
     if (!w.zero_points) return w.is_signed ? 8 : w.uint4_zero_point;
     return nibble(w.zero_points, r * w.n + n) ^ flip();
   }
-  float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, r * w.n + n); }
+  float scale(size_t r, size_t n) const { return load_q4_float(w.scale_type, w.scales, r * w.n + n); }
   // codes(k, n0 .. n0 + cols): one run of nibbles of row k.
   void codes(size_t k, size_t n0, size_t cols, int* out) const {
     const size_t at = k * w.n + n0;
@@ -80,14 +75,14 @@ struct NBitsSource {
       case Z::kPacked: return nibble(static_cast<const uint8_t*>(w.zero_points) + n * ((blocks + 1) / 2), r);
       case Z::kF32:
       case Z::kF16: {
-        const float z = load_float(w.zero_point_type == Z::kF32 ? Q4FloatType::kF32 : Q4FloatType::kF16,
+        const float z = load_q4_float(w.zero_point_type == Z::kF32 ? Q4FloatType::kF32 : Q4FloatType::kF16,
                                    w.zero_points, n * blocks + r);
         return static_cast<int>(z);  // checked integral in [0, 15] at construction
       }
     }
     return 8;
   }
-  float scale(size_t r, size_t n) const { return load_float(w.scale_type, w.scales, n * blocks + r); }
+  float scale(size_t r, size_t n) const { return load_q4_float(w.scale_type, w.scales, n * blocks + r); }
   const uint8_t* rows(size_t, size_t) const { return nullptr; }  // columns are blobs: no row runs
   size_t row_bytes() const { return 0; }
   uint8_t flip() const { return 0; }
@@ -245,7 +240,7 @@ Q4Gemm::Q4Gemm(const Q4GemmConfig& config, const Q4OnnxWeight& w, const Q4GemmOp
   init(w.k, w.n, w.block_size, options);
   const size_t rows = bs_ ? div_up(w.k, bs_) : 1;
   for (size_t i = 0; i < rows * w.n; ++i)
-    if (!std::isfinite(load_float(w.scale_type, w.scales, i)))
+    if (!std::isfinite(load_q4_float(w.scale_type, w.scales, i)))
       fail("Q4 (DequantizeLinear): scale [{}][{}] is not finite", i / w.n, i % w.n);
   pack(OnnxSource{w}, pool);
 }
@@ -261,11 +256,11 @@ Q4Gemm::Q4Gemm(const Q4GemmConfig& config, const Q4MatMulNBitsWeight& w, const Q
   init(w.k, w.n, w.block_size, options);
   const size_t blocks = div_up(w.k, w.block_size);
   for (size_t i = 0; i < blocks * w.n; ++i) {
-    if (!std::isfinite(load_float(w.scale_type, w.scales, i)))
+    if (!std::isfinite(load_q4_float(w.scale_type, w.scales, i)))
       fail("Q4 (MatMulNBits): scales[{}] (column {}, block {}) is not finite", i, i / blocks, i % blocks);
     if (w.zero_point_type == Z::kF32 || w.zero_point_type == Z::kF16) {
       const float z =
-          load_float(w.zero_point_type == Z::kF32 ? Q4FloatType::kF32 : Q4FloatType::kF16, w.zero_points, i);
+          load_q4_float(w.zero_point_type == Z::kF32 ? Q4FloatType::kF32 : Q4FloatType::kF16, w.zero_points, i);
       if (!(z >= 0 && z <= 15 && z == std::floor(z)))
         fail("Q4 (MatMulNBits): zero_points[{}] = {}, expected an integer in [0, 15] (the integer kernels "
              "cannot represent a fractional zero point)",
