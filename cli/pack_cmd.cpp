@@ -57,13 +57,15 @@ void add_pack_command(CLI::App& app, Action& action) {
       "  1bit pack model.onnx -o model-q4.onnx                       # int4, block 32 along K, float32 scales\n"
       "  1bit pack model.onnx -o model-q4.onnx --per-channel --exclude 'lm_head*'\n"
       "  1bit pack model.onnx -o model-q4.onnx --block 128 --unsigned --scale-type float16 --clip-search\n"
-      "\nRounding: per block, scale = |m|/8 if the largest-magnitude weight m is negative, else |m|/7;\n"
+      "\nRounding: per block, scale = |m|/8 if the largest-magnitude weight m is negative, else |m|/7\n"
+      "(rounded to a float16 value unless --full-scales);\n"
       "q = clamp(round_half_to_even(w / scale), -8, 7). --clip-search picks, per block, the scale of\n"
       "least squared error among |m|*a/d (d in 7, 8; a from 1 down to 0.76).\n");
   struct Args {
     std::string model, out, scale_type = "float32", external = "auto";
     int64_t block = 32;
-    bool per_channel = false, is_unsigned = false, clip_search = false, quiet = false, no_census = false;
+    bool per_channel = false, is_unsigned = false, clip_search = false, quiet = false, no_census = false,
+         full_scales = false;
     std::vector<std::string> exclude;
     int threads = 0;
   };
@@ -78,6 +80,9 @@ void add_pack_command(CLI::App& app, Action& action) {
   cmd->add_option("--exclude", a->exclude,
                   "Keep this weight float: an initializer, value or MatMul node name ('*' and '?' glob); repeatable");
   cmd->add_flag("--clip-search", a->clip_search, "Per block, the clipped scale of least squared error");
+  cmd->add_flag("--full-scales", a->full_scales,
+                "float32 scales keep their full value; by default each is rounded to a float16 value, which "
+                "the AVX-512 VNNI kernels then keep as float16 (~10 % fewer bytes a decode step)");
   add_max_memory(cmd);
   cmd->add_option("--external-data", a->external,
                   "auto (if the source has external data or the result passes 1.8 GB), always or never")
@@ -97,6 +102,7 @@ void add_pack_command(CLI::App& app, Action& action) {
         fail("--scale-type '{}': expected float32 or float16", a->scale_type);
       opt.quant.float16_scales = a->scale_type == "float16";
       opt.quant.clip_search = a->clip_search;
+      opt.quant.half_values = !a->full_scales;
       if (a->external == "auto") opt.external = PackOptions::External::kAuto;
       else if (a->external == "always") opt.external = PackOptions::External::kAlways;
       else if (a->external == "never") opt.external = PackOptions::External::kNever;

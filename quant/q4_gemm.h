@@ -104,7 +104,11 @@ class Q4Gemm {
   // The packed arrays a call streams (tests compare the two packers with
   // them; benchmarks flush them from the caches for cold runs).
   const AlignedBuffer& packed_codes() const { return codes_; }
-  const AlignedBuffer& packed_scales() const { return scales_; }
+  // The scales as kernels read them: float32, or float16 (scales_f16()).
+  const AlignedBuffer& packed_scales() const { return scales_h_.bytes() ? scales_h_ : scales_; }
+  // Whether the scales are kept as float16: the config reads them so and
+  // every one is exactly a float16 (then they take half the bytes).
+  bool scales_f16() const { return scales_h_.bytes() != 0; }
   const AlignedBuffer& packed_zeros() const { return zeros_; }  // empty unless some z' ≠ 8
 
   size_t workspace_bytes(size_t m) const { return workspace_bytes(m, act_); }
@@ -135,6 +139,9 @@ class Q4Gemm {
   template <class Source>
   void pack(const Source& src, ThreadPool* pool);
   void init(size_t k, size_t n, size_t block_size, const Q4GemmOptions& options);
+  // After pack: the scales to float16 when the config reads them so and
+  // each is exactly a float16 (values unchanged, so results are too).
+  void narrow_scales();
   Q4Weights weights(Q4Act act) const;
   size_t kblock(Q4Act act) const;
 
@@ -143,7 +150,8 @@ class Q4Gemm {
   Q4Act act_ = Q4Act::kInt8Row;
   bool has_zero_ = false;  // some z' ≠ 8
   AlignedBuffer codes_;    // [panels][Kp/8] Q4Group
-  AlignedBuffer scales_;   // [panels][scale_rows][16] float
+  AlignedBuffer scales_;   // [panels][scale_rows][16] float (empty when scales_h_ holds them)
+  AlignedBuffer scales_h_; // the same as float16, or empty
   AlignedBuffer zeros_;    // [panels][scale_rows][16] z' (only when has_zero_)
   AlignedBuffer g_;        // [panels·16] float: Σ_b s_b·Σ_k∈b (c − z'_b), blocks of the int8-row kernel
   AlignedBuffer bias_;     // [panels·16] float

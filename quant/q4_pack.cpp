@@ -229,6 +229,24 @@ void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
       for (size_t j = 0; j < kQ4NR; ++j) g_.as<float>()[n0 + j] = static_cast<float>(g[j]);  // padding: 0
     }
   });
+  narrow_scales();
+}
+
+void Q4Gemm::narrow_scales() {
+  if (!config_->f16_scales) return;
+  const size_t count = scales_.bytes() / sizeof(float);
+  const float* s = scales_.as<float>();
+  for (size_t i = 0; i < count; ++i) {
+    // Exactly a normal float16 or zero: widening gives the value back (a
+    // subnormal float16 would too, but the test keeps to the plain case).
+    const float a = std::fabs(s[i]);
+    if (!(a == 0.0f || (a >= 0x1p-14f && a <= 65504.0f)) || half_to_float(float_to_half(s[i])) != s[i]) return;
+  }
+  AlignedBuffer h(count * sizeof(uint16_t), "Q4 scales (float16)");
+  uint16_t* d = h.as<uint16_t>();
+  for (size_t i = 0; i < count; ++i) d[i] = float_to_half(s[i]);
+  scales_h_ = std::move(h);
+  scales_ = AlignedBuffer();
 }
 
 Q4Gemm::Q4Gemm(const Q4GemmConfig& config, const Q4OnnxWeight& w, const Q4GemmOptions& options, ThreadPool* pool)

@@ -25,11 +25,14 @@ inline int quantize_one(float w, float scale) {
 
 // The scale as stored: float32, or rounded to float16 (kept inside the
 // finite, non-zero float16 range so a tiny block does not get scale 0).
-float stored_scale(float s, bool f16) {
-  if (!f16) return s;
+// Float32 storing float16 values keeps to float16's normal range (from
+// 2^-14), the values Q4Gemm keeps as float16.
+float stored_scale(float s, const Q4QuantizeOptions& opt) {
+  if (!opt.float16_scales && !opt.half_values) return s;
   uint16_t h = float_to_half(s);
   if ((h & 0x7FFF) == 0) h = 0x0001;        // smallest subnormal
   if ((h & 0x7C00) == 0x7C00) h = 0x7BFF;   // largest finite
+  if (!opt.float16_scales && (h & 0x7C00) == 0) h = 0x0400;  // smallest normal
   return half_to_float(h);
 }
 
@@ -49,14 +52,14 @@ float choose_scale(const float* v, size_t len, const Q4QuantizeOptions& opt) {
     if (std::fabs(v[i]) > std::fabs(m)) m = v[i];
   const float amax = std::fabs(m);
   if (amax == 0.0f) return 1.0f;
-  float best = stored_scale(m < 0 ? amax / 8.0f : amax / 7.0f, opt.float16_scales);
+  float best = stored_scale(m < 0 ? amax / 8.0f : amax / 7.0f, opt);
   if (best == 0.0f) return 1.0f;  // |m| below float32's range / 8: the block is zero for our purposes
   if (!opt.clip_search) return best;
   double best_err = block_error(v, len, best);
   for (int step = 0; step <= 8; ++step) {
     const float alpha = 1.0f - 0.03f * static_cast<float>(step);
     for (float d : {7.0f, 8.0f}) {
-      const float s = stored_scale(amax * alpha / d, opt.float16_scales);
+      const float s = stored_scale(amax * alpha / d, opt);
       if (s == 0.0f) continue;
       const double e = block_error(v, len, s);
       if (e < best_err) {

@@ -135,7 +135,7 @@ float scale_at(const Tensor& s, size_t i) {
 // w(k, n): structure, the rounding rule and the error bound.
 template <class W>
 void check_packed(const onnx::ModelProto& proto, const Graph& g, const std::string& matmul, int64_t kK, int64_t kN,
-                  W w, int64_t block, bool is_signed, bool f16, bool clip) {
+                  W w, int64_t block, bool is_signed, bool f16, bool clip, bool full) {
   const onnx::NodeProto* mm = node_named(proto, matmul);
   REQUIRE(mm);
   const onnx::NodeProto* dq = producer(proto, mm->input(1));
@@ -173,12 +173,18 @@ void check_packed(const onnx::ModelProto& proto, const Graph& g, const std::stri
       float m = 0;
       for (int64_t k = r * bs; k < std::min(kK, (r + 1) * bs); ++k)
         if (std::fabs(w(k, n)) > std::fabs(m)) m = w(k, n);
-      float want = m < 0 ? std::fabs(m) / 8 : std::fabs(m) / 7;
-      if (f16) want = half_to_float(float_to_half(want));
+      // Rounded to a float16 value unless full float32 scales were asked
+      // for; float32-stored ones within float16's normal range.
+      auto stored = [&](float v) {
+        if (!f16 && full) return v;
+        float h = half_to_float(float_to_half(v));
+        return !f16 && h < 0x1p-14f ? 0x1p-14f : h;
+      };
+      const float want = stored(m < 0 ? std::fabs(m) / 8 : std::fabs(m) / 7);
+      if (!full) CHECK(half_to_float(float_to_half(s)) == s);
       if (clip) {
         // Candidates are |m|·α/d with α ≤ 1, d ∈ {7, 8}: never above |m|/7.
-        const float most = f16 ? half_to_float(float_to_half(std::fabs(m) / 7)) : std::fabs(m) / 7;
-        CHECK(s <= most);
+        CHECK(s <= stored(std::fabs(m) / 7));
       } else {
         CHECK(s == want);
       }
@@ -195,19 +201,20 @@ void check_packed(const onnx::ModelProto& proto, const Graph& g, const std::stri
     }
 }
 
-PackOptions options(int64_t block, bool is_signed = true, bool f16 = false) {
+PackOptions options(int64_t block, bool is_signed = true, bool f16 = false, bool full = false) {
   PackOptions o;
   o.quant.block_size = static_cast<size_t>(block);
   o.quant.is_signed = is_signed;
   o.quant.float16_scales = f16;
+  o.quant.half_values = !full;
   return o;
 }
 
 void check_model(const std::string& dir, int64_t block, bool is_signed, bool f16, bool clip = false,
-                 bool external = false) {
+                 bool external = false, bool full = false) {
   const std::string in = dir + "/model.onnx", out = dir + "/packed.onnx";
   const FloatModel fm = float_model(in, 21, external);
-  PackOptions o = options(block, is_signed, f16);
+  PackOptions o = options(block, is_signed, f16, full);
   o.quant.clip_search = clip;
   o.exclude = {"proj_keep"};  // by MatMul node name
   const PackResult r = pack_onnx(in, out, o);
@@ -228,10 +235,10 @@ void check_model(const std::string& dir, int64_t block, bool is_signed, bool f16
   CHECK(node_named(proto, "proj_keep")->input(1) == "W2");
   CHECK(has_initializer(proto, "bias"));
   check_packed(proto, g, "proj", kK, kN, [&](int64_t k, int64_t n) { return fm.w1[size_t(k * kN + n)]; }, block,
-               is_signed, f16, clip);
+               is_signed, f16, clip, full);
   // The lm_head multiplies by table^T: K = the table's row length, N = its rows.
   check_packed(proto, g, "lm_head", kN, kVocab, [&](int64_t k, int64_t n) { return fm.table[size_t(n * kN + k)]; },
-               block, is_signed, f16, clip);
+               block, is_signed, f16, clip, full);
 }
 
 }  // namespace
@@ -241,6 +248,11 @@ TEST_CASE("pack: int4, block 32, tied lm_head through Transpose, --exclude by no
 }
 
 TEST_CASE("pack: per channel", "[pack]") { check_model(scratch_dir("pack_pc"), 0, true, false); }
+
+TEST_CASE("pack: --full-scales keeps each float32 scale's full value", "[pack]") {
+  check_model(scratch_dir("pack_full"), 32, true, false, false, false, true);
+  check_model(scratch_dir("pack_full_clip"), 32, true, false, true, false, true);
+}
 
 TEST_CASE("pack: uint4 with zero point 8, block 64 (K not a multiple)", "[pack]") {
   check_model(scratch_dir("pack_u4"), 64, false, false);

@@ -446,8 +446,10 @@ struct GroupMember {
   std::unique_ptr<Q4Gemm> gemm;
 };
 
+// half_exact: every scale rounded to a float16 value first (so a config
+// with f16_scales keeps them as float16).
 GroupMember group_member(size_t k, size_t n, size_t bs, bool is_signed, bool zero_points, bool bias, unsigned seed,
-                         const Q4GemmConfig& config = q4_gemm_config()) {
+                         const Q4GemmConfig& config = q4_gemm_config(), bool half_exact = false) {
   GroupMember g;
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> code(0, 15);
@@ -456,6 +458,8 @@ GroupMember group_member(size_t k, size_t n, size_t bs, bool is_signed, bool zer
   g.data.assign(div_up(k * n, 2), 0);
   for (size_t i = 0; i < k * n; ++i) put_nibble(g.data, i, code(rng));
   for (size_t i = 0; i < rows * n; ++i) g.scales.push_back(sd(rng));
+  if (half_exact)
+    for (float& s : g.scales) s = half_to_float(float_to_half(s));
   if (zero_points) {
     g.zeros.assign(div_up(rows * n, 2), 0);
     for (size_t i = 0; i < rows * n; ++i) put_nibble(g.zeros, i, code(rng));
@@ -591,6 +595,67 @@ TEST_CASE("q4: a decode row on several streams a thread equals the one-stream ge
     CHECK(checked > 0);
     CHECK(variants == 5);
   }
+}
+
+TEST_CASE("q4: float16 scales where every scale is one, bit for bit the float32 scales", "[q4][f16-scales]") {
+  // A family with f16_scales keeps a weight's scales as float16 when each
+  // is exactly a normal float16 (or zero): half the scale bytes, the same
+  // values, so every output equals that of the same family reading them as
+  // float32 (its config copy without f16_scales), on every path: the prompt
+  // tile (m 5, 9), the one-row gemv and the streams kernel (m 1), every
+  // activation precision, zero points or not, blocked or per channel.
+  int checked = 0;
+  ThreadPool two(2);
+  for (Isa isa : kIsas)
+    for (const Q4GemmConfig* cfg : q4_gemm_config_variants(isa)) {
+      if (!cfg->f16_scales) continue;
+      Q4GemmConfig f32 = *cfg;
+      f32.f16_scales = false;
+      for (size_t bs : {size_t{32}, size_t{0}, size_t{64}})
+        for (size_t k : {size_t{200}, size_t{1024}})
+          for (bool zp : {false, true}) {
+            const size_t n = k == 1024 ? 3000 : 40;
+            const GroupMember half = group_member(k, n, bs, !zp, zp, true, unsigned(k + bs), *cfg, true);
+            const GroupMember full = group_member(k, n, bs, !zp, zp, true, unsigned(k + bs), f32, true);
+            REQUIRE(half.gemm->scales_f16());
+            REQUIRE(!full.gemm->scales_f16());
+            const size_t rows = bs ? div_up(qgemm_detail::round_up(k, size_t{32}), bs) : 1;
+            CHECK(full.gemm->weight_bytes() - half.gemm->weight_bytes() == div_up(n, size_t{16}) * 16 * rows * 2);
+            for (Q4Act act : {Q4Act::kInt8Row, Q4Act::kInt8Block, Q4Act::kFloat})
+              for (size_t m : {size_t{1}, size_t{5}, size_t{9}})
+                for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
+                  INFO(cfg->gemv_streams_name[int(Q4Act::kInt8Block)] << " bs " << bs << " k " << k << " zp " << zp
+                                                                      << " act " << act_name(act) << " m " << m);
+                  std::mt19937 rng(static_cast<unsigned>(m * 7 + k));
+                  std::uniform_real_distribution<float> xd(-1.0f, 1.0f);
+                  std::vector<float> x(m * k);
+                  for (float& v : x) v = xd(rng);
+                  std::vector<float> want(m * n, -7.0f), got(m * n, -7.0f);
+                  std::vector<uint8_t> ws(std::max(half.gemm->workspace_bytes(m, act), full.gemm->workspace_bytes(m, act)));
+                  full.gemm->run(m, act, x.data(), k, want.data(), n, ws.data(), pool);
+                  half.gemm->run(m, act, x.data(), k, got.data(), n, ws.data(), pool);
+                  CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+                  ++checked;
+                }
+          }
+      // Scales that are not all float16 values stay float32: one rounding
+      // away, a subnormal float16 and one past float16's range.
+      CHECK(!group_member(64, 40, 32, true, false, false, 3, *cfg, false).gemm->scales_f16());
+      for (float odd : {0x1p-20f, 70000.0f}) {
+        GroupMember g = group_member(64, 40, 32, true, false, false, 3, *cfg, true);
+        std::vector<float> scales = g.scales;
+        scales[17] = odd;
+        Q4OnnxWeight w;
+        w.k = 64;
+        w.n = 40;
+        w.is_signed = true;
+        w.data = g.data.data();
+        w.block_size = 32;
+        w.scales = scales.data();
+        CHECK(!Q4Gemm(*cfg, w).scales_f16());
+      }
+    }
+  if (cpu_supports(Isa::Avx512Vnni)) CHECK(checked > 0);
 }
 
 TEST_CASE("decode streams: every panel once, sub-ranges side by side and in order", "[streams]") {

@@ -123,7 +123,8 @@ const Q4GemmConfig kQ4Vnni{
     {q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Row>,
      q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Block>, nullptr},
     4,
-    {"q4_gemv_streams_ukernel_1x16s4__avx512vnni", "q4_gemv_streams_ukernel_1x16s4__avx512vnni", ""}};
+    {"q4_gemv_streams_ukernel_1x16s4__avx512vnni", "q4_gemv_streams_ukernel_1x16s4__avx512vnni", ""},
+    true};
 #undef Q4_ROW
 // AMD cores: the same family with the decode prefetch 1 KiB ahead into L1
 // (quant/ukernels/q4_gemm__avx512vnni.cpp; measured on Zen 5 only).

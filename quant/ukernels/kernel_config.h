@@ -78,6 +78,9 @@ struct Q4GemmConfig {
   Q4GemvStreamsUkernel gemv_streams[kQ4ActCount];
   size_t streams;
   const char* gemv_streams_name[kQ4ActCount];
+  // Every kernel reads float16 scales (Q4Weights::scale_h): a weight whose
+  // scales are all exactly float16 keeps them so, 10 % fewer bytes a step.
+  bool f16_scales = false;
 };
 
 const Q4GemmConfig& q4_gemm_config();

@@ -39,7 +39,8 @@ inline __m512 zero_f32(const uint8_t* z) {
 
 template <bool Z, int R>
 void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c, size_t ldc) {
-  const auto [codes, scale, zero] = q4_panel(w, panel);
+  const Q4Panel pan = q4_panel(w, panel);
+  const uint8_t *codes = pan.codes, *zero = pan.zero;
   const float* x = static_cast<const float*>(a.data);
   const __m512 tab = table();
   __m512 y[R];
@@ -69,7 +70,7 @@ void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c
 #undef STEP
       k += 8;
     } while (k < kend);
-    const __m512 sv = _mm512_loadu_ps(scale + b * w.scale_step);
+    const __m512 sv = load_scales16(pan.scale, pan.scale_h, b * w.scale_step);
     const __m512 zf = Z ? zero_f32(zero + b * w.scale_step) : _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
@@ -120,7 +121,7 @@ void gemv_tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, flo
     for (int p = 0; p < P; ++p) {
       __m512 t = _mm512_add_ps(lo[p], hi[p]);
       if (Z) t = _mm512_fnmadd_ps(zero_f32(pan[p].zero + b * w.scale_step), _mm512_set1_ps(a.bsum[b]), t);
-      y[p] = _mm512_fmadd_ps(t, _mm512_loadu_ps(pan[p].scale + b * w.scale_step), y[p]);
+      y[p] = _mm512_fmadd_ps(t, load_scales16(pan[p].scale, pan[p].scale_h, b * w.scale_step), y[p]);
     }
   }
 #pragma GCC unroll 16

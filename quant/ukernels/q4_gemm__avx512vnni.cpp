@@ -96,7 +96,8 @@ inline void finish(__m512 y, const Q4Weights& w, size_t col, const Q4Acts& a, si
 // Prompt tile: rows [0, R) × one panel.
 template <Q4Act A, bool Z, int R>
 void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c, size_t ldc) {
-  const auto [codes, scale, zero] = q4_panel(w, panel);
+  const Q4Panel pan = q4_panel(w, panel);
+  const uint8_t *codes = pan.codes, *zero = pan.zero;
   const uint8_t* x = static_cast<const uint8_t*>(a.data);
   __m512 y[R];
 #pragma GCC unroll 16
@@ -127,7 +128,7 @@ void tile(size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a, float* c
       }
       k += 8;
     } while (k < kend);
-    const __m512 sv = _mm512_loadu_ps(scale + b * w.scale_step);
+    const __m512 sv = load_scales16(pan.scale, pan.scale_h, b * w.scale_step);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       if constexpr (A == Q4Act::kInt8Row) {
@@ -209,7 +210,7 @@ void gemv_streams(const Q4Weights* const* w, const size_t* panel, const Q4Acts& 
       // exact; int8-block's hi holds 16× its sums (a multiple of 16)
       const __m512i acc = A == Q4Act::kInt8Row ? _mm512_add_epi32(lo[s], hi[s])
                                                : _mm512_add_epi32(lo[s], _mm512_srai_epi32(hi[s], 4));
-      const __m512 sv = _mm512_loadu_ps(pan[s].scale + b * step);
+      const __m512 sv = load_scales16(pan[s].scale, pan[s].scale_h, b * step);
       if constexpr (A == Q4Act::kInt8Row) y[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), sv, y[s]);
       else y[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, _mm512_set1_ps(a.scale[b])), y[s]);
     }

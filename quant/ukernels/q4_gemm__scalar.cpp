@@ -18,7 +18,9 @@ inline int32_t code(const uint8_t* codes, size_t k, size_t j) {
 
 template <Q4Act A, bool Z>
 float output(size_t r, size_t j, const Q4Weights& w, size_t panel, const Q4Acts& a) {
-  const auto [codes, scale, zero] = q4_panel(w, panel);
+  const Q4Panel pan = q4_panel(w, panel);  // float32 scales: this family has no f16_scales
+  const uint8_t *codes = pan.codes, *zero = pan.zero;
+  const float* scale = pan.scale;
   const size_t col = panel * 16 + j;
   float y = 0.0f;
   size_t b = 0;

@@ -60,7 +60,8 @@ inline constexpr int kQ4ActCount = 3;
 struct Q4Weights {
   const Q4Group* codes = nullptr;  // [panels][Kp/8]
   size_t codes_stride = 0;         // groups per panel
-  const float* scale = nullptr;    // [panels][scale rows][16]
+  const float* scale = nullptr;    // [panels][scale rows][16], or null when scale_h holds them
+  const uint16_t* scale_h = nullptr;  // the same as float16 (families with f16_scales, every scale exact), or null
   size_t scale_stride = 0;         // floats per panel
   size_t scale_step = 0;           // floats per kernel block: 16 (blocked) or 0 (per channel)
   const uint8_t* zero = nullptr;   // [panels][scale rows][16] z', or null: every z' is 8
@@ -86,12 +87,13 @@ struct Q4Acts {
 // Internal linkage: the ISA files include this under their own flags.
 struct Q4Panel {
   const uint8_t* codes;
-  const float* scale;
+  const float* scale;       // null when the scales are float16
   const uint8_t* zero;
+  const uint16_t* scale_h;  // float16 scales (families with f16_scales), else null
 };
 static inline Q4Panel q4_panel(const Q4Weights& w, size_t p) {
-  return {w.codes[p * w.codes_stride].bytes, w.scale + p * w.scale_stride,
-          w.zero ? w.zero + p * w.zero_stride : nullptr};
+  return {w.codes[p * w.codes_stride].bytes, w.scale ? w.scale + p * w.scale_stride : nullptr,
+          w.zero ? w.zero + p * w.zero_stride : nullptr, w.scale_h ? w.scale_h + p * w.scale_stride : nullptr};
 }
 
 // Rows [0, mr) × columns [16·panel, 16·panel + nc) with nc ≤ 16 (gemm) or

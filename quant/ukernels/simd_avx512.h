@@ -27,6 +27,13 @@ inline __m512i bcast4(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// 16 Q4 scales at element `off`: float32 f, or float16 h (exactly widened)
+// where the weights keep them so (Q4GemmConfig::f16_scales).
+inline __m512 load_scales16(const float* f, const uint16_t* h, size_t off) {
+  if (h) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + off)));
+  return _mm512_loadu_ps(f + off);
+}
+
 // acc + Σ₄ u·s per 32-bit lane: vpdpbusd (u unsigned bytes, s signed).
 inline __m512i dpbusd(__m512i acc, __m512i u, __m512i s) { return _mm512_dpbusd_epi32(acc, u, s); }
 
