@@ -54,7 +54,7 @@ void add_pack_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("pack", "Rewrite float MatMul weights as 4-bit blocks (Q4NX, plain opset-21 ONNX)");
   cmd->footer(
       "\nExamples:\n"
-      "  1bit pack model.onnx -o model-q4.onnx                       # int4, block 32 along K, float32 scales\n"
+      "  1bit pack model.onnx -o model-q4.onnx             # int4, block 32 along K, float32 scales of float16 values\n"
       "  1bit pack model.onnx -o model-q4.onnx --per-channel --exclude 'lm_head*'\n"
       "  1bit pack model.onnx -o model-q4.onnx --block 128 --unsigned --scale-type float16 --clip-search\n"
       "\nRounding: per block, scale = |m|/8 if the largest-magnitude weight m is negative, else |m|/7\n"
