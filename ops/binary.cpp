@@ -68,17 +68,23 @@ void broadcast_loop_f16(const Tensor& A, const Tensor& B, Tensor& Y, ThreadPool&
   const uint16_t* b = B.data<uint16_t>();
   uint16_t* y = Y.data<uint16_t>();
   const VecMathConfig& vm = vec_math_config();
+  // `len` outputs from a and b, each stepping along the run or repeating
+  // its first value.
+  auto run = [&](const uint16_t* pa, const uint16_t* pb, uint16_t* py, int64_t len, bool sa, bool sb) {
+    constexpr int64_t kRun = 256;
+    float wa[kRun], wb[kRun];
+    const float a0 = half_to_float(pa[0]), b0 = half_to_float(pb[0]);
+    for (int64_t k = 0; k < len; k += kRun) {
+      const size_t n = static_cast<size_t>(std::min(kRun, len - k));
+      if (sa) vm.widen(n, pa + k, wa);
+      if (sb) vm.widen(n, pb + k, wb);
+      for (size_t i = 0; i < n; ++i) wa[i] = f(sa ? wa[i] : a0, sb ? wb[i] : b0);
+      vm.narrow(n, wa, py + k);
+    }
+  };
   if (A.shape() == B.shape()) {  // one shape: flat, as broadcast_loop
     pool.parallel_for(Y.size(), kFlatGrain, [&](int64_t begin, int64_t end) {
-      constexpr int64_t kRun = 256;
-      float wa[kRun], wb[kRun];
-      for (int64_t k = begin; k < end; k += kRun) {
-        const size_t n = static_cast<size_t>(std::min(kRun, end - k));
-        vm.widen(n, a + k, wa);
-        vm.widen(n, b + k, wb);
-        for (size_t i = 0; i < n; ++i) wa[i] = f(wa[i], wb[i]);
-        vm.narrow(n, wa, y + k);
-      }
+      run(a + begin, b + begin, y + begin, end - begin, true, true);
     });
     return;
   }
@@ -87,21 +93,8 @@ void broadcast_loop_f16(const Tensor& A, const Tensor& B, Tensor& Y, ThreadPool&
   const bool sa = plan.inner_step(0), sb = plan.inner_step(1);
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(inner, 1));
   pool.parallel_for(plan.outer(), grain, [&](int64_t begin, int64_t end) {
-    constexpr int64_t kRun = 256;
-    float wa[kRun], wb[kRun];
-    for (int64_t o = begin; o < end; ++o) {
-      const uint16_t* pa = a + plan.offset(0, o);
-      const uint16_t* pb = b + plan.offset(1, o);
-      uint16_t* py = y + o * inner;
-      const float a0 = half_to_float(pa[0]), b0 = half_to_float(pb[0]);
-      for (int64_t k = 0; k < inner; k += kRun) {
-        const size_t n = static_cast<size_t>(std::min(kRun, inner - k));
-        if (sa) vm.widen(n, pa + k, wa);
-        if (sb) vm.widen(n, pb + k, wb);
-        for (size_t i = 0; i < n; ++i) wa[i] = f(sa ? wa[i] : a0, sb ? wb[i] : b0);
-        vm.narrow(n, wa, py + k);
-      }
-    }
+    for (int64_t o = begin; o < end; ++o)
+      run(a + plan.offset(0, o), b + plan.offset(1, o), y + o * inner, inner, sa, sb);
   });
 }
 

@@ -43,8 +43,8 @@ Q4Weights Q4Gemm::weights(Q4Act act) const {
   Q4Weights w;
   w.codes = codes_.as<Q4Group>();
   w.codes_stride = kp_ / kQ4GroupK;
-  w.scale = scales_h_.bytes() ? nullptr : scales_.as<float>();
-  w.scale_h = scales_h_.bytes() ? scales_h_.as<uint16_t>() : nullptr;
+  w.scale = scales_f16() ? nullptr : scales_.as<float>();
+  w.scale_h = scales_f16() ? scales_h_.as<uint16_t>() : nullptr;
   w.scale_stride = scale_rows_ * kQ4NR;
   w.scale_step = bs_ ? kQ4NR : 0;
   w.zero = has_zero_ ? zeros_.as<uint8_t>() : nullptr;
@@ -205,7 +205,8 @@ void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act
     first[0] = 0;
     for (size_t j = 0; j < count; ++j) first[j + 1] = first[j] + div_up(gemms[j]->panels_, per_call);
     const Q4Acts a = acts_at(0);
-    const size_t call_bytes = per_call * (w[0].codes_stride * sizeof(Q4Group) + w[0].scale_stride * (w[0].scale_h ? 2 : 4));
+    const size_t scale_bytes = w[0].scale_h ? sizeof(uint16_t) : sizeof(float);
+    const size_t call_bytes = per_call * (w[0].codes_stride * sizeof(Q4Group) + w[0].scale_stride * scale_bytes);
     split_runs(pool, first[count], div_up(kDecodeRunBytes, call_bytes), worth, [&](size_t b, size_t e) {
       size_t j = member_of(b, 0);
       for (size_t u = b; u < e; ++u) {

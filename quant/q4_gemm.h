@@ -105,7 +105,7 @@ class Q4Gemm {
   // them; benchmarks flush them from the caches for cold runs).
   const AlignedBuffer& packed_codes() const { return codes_; }
   // The scales as kernels read them: float32, or float16 (scales_f16()).
-  const AlignedBuffer& packed_scales() const { return scales_h_.bytes() ? scales_h_ : scales_; }
+  const AlignedBuffer& packed_scales() const { return scales_f16() ? scales_h_ : scales_; }
   // Whether the scales are kept as float16: the config reads them so and
   // every one is exactly a float16 (then they take half the bytes).
   bool scales_f16() const { return scales_h_.bytes() != 0; }
@@ -141,7 +141,7 @@ class Q4Gemm {
   void init(size_t k, size_t n, size_t block_size, const Q4GemmOptions& options);
   // After pack: the scales to float16 when the config reads them so and
   // each is exactly a float16 (values unchanged, so results are too).
-  void narrow_scales();
+  void narrow_scales(ThreadPool* pool);
   Q4Weights weights(Q4Act act) const;
   size_t kblock(Q4Act act) const;
 

@@ -5,6 +5,7 @@
 //   scale(r, n)   the scale of scale row r (a K block, or the only row)
 // so a weight is c − z' times its scale, whichever layout it came from.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,10 @@ using namespace qgemm_detail;
 namespace {
 
 inline int nibble(const uint8_t* p, size_t i) { return (p[i / 2] >> (4 * (i & 1))) & 15; }
+
+// narrow_scales: scales a run (on the stack), and from how many the pool helps.
+constexpr size_t kNarrowRun = 256;
+constexpr size_t kNarrowParallel = size_t{1} << 16;
 
 // The opset-21 form: W [K,N] row-major nibbles; scales and zero points
 // [rows][N] with rows = ceil(K/bs), or [N] per channel.
@@ -229,22 +234,35 @@ void Q4Gemm::pack(const Source& src, ThreadPool* pool) {
       for (size_t j = 0; j < kQ4NR; ++j) g_.as<float>()[n0 + j] = static_cast<float>(g[j]);  // padding: 0
     }
   });
-  narrow_scales();
+  narrow_scales(pool);
 }
 
-void Q4Gemm::narrow_scales() {
+void Q4Gemm::narrow_scales(ThreadPool* pool) {
   if (!config_->f16_scales) return;
   const size_t count = scales_.bytes() / sizeof(float);
   const float* s = scales_.as<float>();
-  for (size_t i = 0; i < count; ++i) {
-    // Exactly a normal float16 or zero: widening gives the value back (a
-    // subnormal float16 would too, but the test keeps to the plain case).
-    const float a = std::fabs(s[i]);
-    if (!(a == 0.0f || (a >= 0x1p-14f && a <= 65504.0f)) || half_to_float(float_to_half(s[i])) != s[i]) return;
-  }
   AlignedBuffer h(count * sizeof(uint16_t), "Q4 scales (float16)");
   uint16_t* d = h.as<uint16_t>();
-  for (size_t i = 0; i < count; ++i) d[i] = float_to_half(s[i]);
+  // One pass, a run at a time on the vectorised conversions: narrow, widen
+  // back, and keep the float16 copy only if every scale came back as it was
+  // and is a normal float16 or zero (not a subnormal one).
+  std::atomic<bool> exact{true};
+  const VecMathConfig& vm = vec_math_config();
+  split_ranges(pool, div_up(count, kNarrowRun), count >= kNarrowParallel, [&](size_t r0, size_t r1) {
+    float back[kNarrowRun];
+    for (size_t i = r0 * kNarrowRun; i < std::min(count, r1 * kNarrowRun) && exact.load(std::memory_order_relaxed);
+         i += kNarrowRun) {
+      const size_t n = std::min(kNarrowRun, count - i);
+      vm.narrow(n, s + i, d + i);
+      vm.widen(n, d + i, back);
+      for (size_t j = 0; j < n; ++j)
+        if (back[j] != s[i + j] || ((d[i + j] & 0x7C00) == 0 && (d[i + j] & 0x7FFF) != 0)) {
+          exact.store(false, std::memory_order_relaxed);
+          break;
+        }
+    }
+  });
+  if (!exact.load()) return;
   scales_h_ = std::move(h);
   scales_ = AlignedBuffer();
 }

@@ -39,8 +39,8 @@ constexpr size_t kPrefetchBytes = 4096;
 // Where the decode kernels prefetch the codes: 4 KiB ahead into L2 (tuned
 // on a Sapphire Rapids-class Xeon), or 1 KiB ahead into L1 (_l1pf: on a
 // 2-core Zen 5 VM ~10 % faster a one-thread step than the first, which
-// there was itself faster at 1 KiB than at 4; docs/BENCHMARK.md "Zen 5:
-// the decode prefetch").
+// there was itself faster at 1 KiB than at 4; docs/BENCHMARK.md "A Zen 5
+// VM", "The 4-bit decode prefetch on AMD").
 enum class Prefetch { kL2Far, kL1Near };
 
 template <Prefetch P>
