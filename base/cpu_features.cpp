@@ -7,6 +7,11 @@
 
 namespace onebit {
 
+unsigned x86_family(unsigned cpuid1_eax) {
+  const unsigned base = (cpuid1_eax >> 8) & 0xF;
+  return base == 0xF ? base + ((cpuid1_eax >> 20) & 0xFF) : base;
+}
+
 namespace {
 
 uint64_t xgetbv0() {
@@ -20,6 +25,7 @@ CpuFeatures detect() {
   unsigned a, b, c, d;
   if (__get_cpuid(0, &a, &b, &c, &d)) f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  f.family = x86_family(a);
   const bool osxsave = c & bit_OSXSAVE;
   f.fma = c & bit_FMA;
   f.f16c = c & bit_F16C;

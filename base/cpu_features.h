@@ -25,7 +25,12 @@ struct CpuFeatures {
   bool avx512vnni = false;
   bool avxvnni = false;
   bool amd = false;  // vendor AuthenticAMD: picks among equal-result kernels tuned per vendor
+  unsigned family = 0;  // x86 family as vendors number it (AMD Zen 4: 0x19, Zen 5: 0x1A)
 };
+
+// The family from CPUID leaf 1's EAX: the base family, plus the extended
+// family when the base is 0xF.
+unsigned x86_family(unsigned cpuid1_eax);
 
 const CpuFeatures& cpu_features();
 

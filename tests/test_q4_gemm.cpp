@@ -597,6 +597,23 @@ TEST_CASE("q4: a decode row on several streams a thread equals the one-stream ge
   }
 }
 
+TEST_CASE("q4: the VNNI decode prefetch follows the CPU generation", "[q4][streams]") {
+  // CPUID leaf 1 EAX of real parts: the extended family counts only when
+  // the base family is 0xF.
+  CHECK(x86_family(0x00A10F11) == 0x19);  // AMD EPYC 9004 (Zen 4)
+  CHECK(x86_family(0x00B00F21) == 0x1A);  // AMD Zen 5
+  CHECK(x86_family(0x00A20F12) == 0x19);  // AMD Ryzen 5000 (Zen 3)
+  CHECK(x86_family(0x000806F8) == 6);     // Intel Sapphire Rapids
+  CHECK(x86_family(0x00F006A0) == 6);     // extended bits set, base 6: ignored
+  // The chosen config: the L1 prefetch on Zen 5 and later only.
+  if (const Q4GemmConfig* cfg = q4_gemm_config_for(Isa::Avx512Vnni)) {
+    const CpuFeatures& f = cpu_features();
+    const std::string name = cfg->gemv_streams_name[int(Q4Act::kInt8Block)];
+    INFO("amd " << f.amd << " family " << f.family << " " << name);
+    CHECK((name.size() > 5 && name.compare(name.size() - 5, 5, "_l1pf") == 0) == (f.amd && f.family >= 0x1A));
+  }
+}
+
 TEST_CASE("q4: float16 scales where every scale is one, bit for bit the float32 scales", "[q4][f16-scales]") {
   // A family with f16_scales keeps a weight's scales as float16 when each
   // is exactly a normal float16 (or zero): half the scale bytes, the same

@@ -126,8 +126,10 @@ const Q4GemmConfig kQ4Vnni{
     {"q4_gemv_streams_ukernel_1x16s4__avx512vnni", "q4_gemv_streams_ukernel_1x16s4__avx512vnni", ""},
     true};
 #undef Q4_ROW
-// AMD cores: the same family with the decode prefetch 1 KiB ahead into L1
-// (quant/ukernels/q4_gemm__avx512vnni.cpp; measured on Zen 5 only).
+// Zen 5 and later: the same family with the decode prefetch 1 KiB ahead
+// into L1 (quant/ukernels/q4_gemm__avx512vnni.cpp). On Zen 4 it was ~25 %
+// slower a one-thread step than the 4 KiB L2 prefetch (docs/BENCHMARK.md
+// "A Zen 4 VM").
 const Q4GemmConfig kQ4VnniL1 = [] {
   Q4GemmConfig c = kQ4Vnni;
   c.gemv_streams[int(Q4Act::kInt8Row)] = q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf<Q4Act::kInt8Row>;
@@ -161,7 +163,7 @@ const Q4GemmConfig* q4_gemm_config_for(Isa isa) {
     case Isa::Scalar: return &kQ4Scalar;
     case Isa::Avx2: return &kQ4Avx2;
     case Isa::Avx512: return &kQ4Avx512;
-    case Isa::Avx512Vnni: return cpu_features().amd ? &kQ4VnniL1 : &kQ4Vnni;
+    case Isa::Avx512Vnni: return cpu_features().amd && cpu_features().family >= 0x1A ? &kQ4VnniL1 : &kQ4Vnni;
   }
   return nullptr;
 }
