@@ -127,7 +127,7 @@ const Q4GemmConfig kQ4Vnni{
     true};
 #undef Q4_ROW
 // Zen 5 and later: the same family with the decode prefetch 1 KiB ahead
-// into L1 (quant/ukernels/q4_gemm__avx512vnni.cpp). On Zen 4 it was ~25 %
+// into L1 (quant/ukernels/q4_gemm__avx512vnni.cpp). On Zen 4 it was 20–30 %
 // slower a one-thread step than the 4 KiB L2 prefetch (docs/BENCHMARK.md
 // "A Zen 4 VM").
 const Q4GemmConfig kQ4VnniL1 = [] {

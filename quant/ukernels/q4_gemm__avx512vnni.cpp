@@ -40,7 +40,7 @@ constexpr size_t kPrefetchBytes = 4096;
 // on a Sapphire Rapids-class Xeon; also the best of 2, 4 and 8 KiB on a
 // Zen 4 VM), or 1 KiB ahead into L1 (_l1pf: on a 2-core Zen 5 VM ~10 %
 // faster a one-thread step than the first, which there was itself faster
-// at 1 KiB than at 4; on Zen 4 ~25 % slower; docs/BENCHMARK.md "A Zen 5
+// at 1 KiB than at 4; on Zen 4 20–30 % slower; docs/BENCHMARK.md "A Zen 5
 // VM", "The 4-bit decode prefetch on AMD", and "A Zen 4 VM").
 enum class Prefetch { kL2Far, kL1Near };
 
