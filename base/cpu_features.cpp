@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 
 namespace onebit {
 
@@ -23,7 +25,14 @@ uint64_t xgetbv0() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
-  if (__get_cpuid(0, &a, &b, &c, &d)) f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char v[12];
+    std::memcpy(v, &b, 4);
+    std::memcpy(v + 4, &d, 4);
+    std::memcpy(v + 8, &c, 4);
+    f.vendor.assign(v, sizeof v);
+    f.amd = f.vendor == "AuthenticAMD";
+  }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   f.family = x86_family(a);
   const bool osxsave = c & bit_OSXSAVE;
@@ -59,7 +68,9 @@ std::string cpu_missing(Isa isa) {
   const CpuFeatures& f = cpu_features();
   std::string missing;
   auto need = [&](bool have, const char* name) {
-    if (!have) missing += (missing.empty() ? "" : " ") + std::string(name);
+    if (have) return;
+    if (!missing.empty()) missing += ' ';
+    missing += name;
   };
   if (isa >= Isa::Avx2) {
     need(f.avx2, "avx2");
@@ -105,6 +116,14 @@ std::optional<Isa> parse_isa(std::string_view name) {
   for (Isa isa : kIsas)
     if (name == isa_name(isa)) return isa;
   return std::nullopt;
+}
+
+std::string cpu_summary() {
+  const CpuFeatures& f = cpu_features();
+  char family[16];
+  std::snprintf(family, sizeof family, "0x%X", f.family);
+  return (f.vendor.empty() ? std::string("unknown vendor") : f.vendor) + " family " + family + ", kernels " +
+         isa_name(isa_limit());
 }
 
 std::string isa_names() {

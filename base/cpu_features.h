@@ -26,6 +26,7 @@ struct CpuFeatures {
   bool avxvnni = false;
   bool amd = false;  // vendor AuthenticAMD: picks among equal-result kernels tuned per vendor
   unsigned family = 0;  // x86 family as vendors number it (AMD Zen 4: 0x19, Zen 5: 0x1A)
+  std::string vendor;   // CPUID leaf 0's 12 characters, e.g. "AuthenticAMD", "GenuineIntel"
 };
 
 // The family from CPUID leaf 1's EAX: the base family, plus the extended
@@ -49,6 +50,9 @@ Isa isa_limit();
 void set_isa_limit(Isa cap);
 
 std::string isa_name(Isa isa);
+// One line for benchmark records, e.g. "AuthenticAMD family 0x19, kernels
+// avx512vnni": what picks among equal-result kernels, and the level used.
+std::string cpu_summary();
 // "scalar", "avx2", "avx512", "avx512vnni" -> the level; anything else: nothing.
 std::optional<Isa> parse_isa(std::string_view name);
 // "scalar, avx2, avx512, avx512vnni" for error messages.

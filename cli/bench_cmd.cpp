@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "base/atomic_file.h"
+#include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/json.h"
 #include "base/thread_pool.h"
@@ -62,6 +63,7 @@ void add_bench_command(CLI::App& app, Action& action) {
       fmt::print("model {}\n  threads {} | cache {} | load {:.2f} s (RSS {:.0f} MiB, peak {:.0f}) | weights read per "
                  "pass {:.1f} MB\n",
                  a->model, session.pool().size(), cache, load_s, rss_mib(), peak_rss_mib(), weights / 1e6);
+      fmt::print("  cpu {}\n", cpu_summary());
       if (bandwidth > 0)
         fmt::print("  read limit {:.1f} GB/s: probe {:.1f} ({} streams per thread, {} loads, best of {}), STREAM-like "
                    "reduce {:.1f}\n",
@@ -70,6 +72,7 @@ void add_bench_command(CLI::App& app, Action& action) {
                  "decode ms/t", "decode t/s", "weight GB/s", "KV GB/s", "of limit");
       Generator& gen = model->generator();
       Json json = {{"model", a->model},           {"threads", session.pool().size()}, {"load_s", load_s},
+                   {"cpu", cpu_summary()},
                    {"kv_dtype", dtype_name(opts.kernel.kv_dtype)},
                    {"weight_bytes", weights},     {"bandwidth_gbs", bandwidth},       {"probe_gbs", limit.probe_gbs},
                    {"reduce_gbs", limit.reduce_gbs}, {"rows", Json::array()}};

@@ -4,6 +4,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <string>
+
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "graph/kernel.h"
@@ -28,6 +31,15 @@ TEST_CASE("bench: the read limit reports both probes and takes the better", "[be
   // A share that is not a multiple of the streams, and more streams than
   // the buffer has lines per thread, still read (no division by zero).
   CHECK(measure_read_limit(pool, 64 * 7 + 3, 16, 1).probe_gbs > 0);
+}
+
+TEST_CASE("bench: the cpu line names the vendor, the family and the kernel level", "[bench]") {
+  const CpuFeatures& f = cpu_features();
+  CHECK(f.vendor.size() == 12);  // every x86-64 CPU answers CPUID leaf 0
+  CHECK(f.amd == (f.vendor == "AuthenticAMD"));
+  char family[16];
+  std::snprintf(family, sizeof family, "0x%X", f.family);
+  CHECK(cpu_summary() == f.vendor + " family " + family + ", kernels " + isa_name(isa_limit()));
 }
 
 TEST_CASE("bench: KV bytes per decode step follow the cache geometry", "[bench]") {
