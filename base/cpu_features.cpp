@@ -31,7 +31,6 @@ CpuFeatures detect() {
     std::memcpy(v + 4, &d, 4);
     std::memcpy(v + 8, &c, 4);
     f.vendor.assign(v, sizeof v);
-    f.amd = f.vendor == "AuthenticAMD";
   }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   f.family = x86_family(a);

@@ -24,9 +24,10 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512vnni = false;
   bool avxvnni = false;
-  bool amd = false;  // vendor AuthenticAMD: picks among equal-result kernels tuned per vendor
   unsigned family = 0;  // x86 family as vendors number it (AMD Zen 4: 0x19, Zen 5: 0x1A)
   std::string vendor;   // CPUID leaf 0's 12 characters, e.g. "AuthenticAMD", "GenuineIntel"
+  // Vendor and family pick among equal-result kernels tuned per CPU.
+  bool amd() const { return vendor == "AuthenticAMD"; }
 };
 
 // The family from CPUID leaf 1's EAX: the base family, plus the extended

@@ -36,7 +36,7 @@ TEST_CASE("bench: the read limit reports both probes and takes the better", "[be
 TEST_CASE("bench: the cpu line names the vendor, the family and the kernel level", "[bench]") {
   const CpuFeatures& f = cpu_features();
   CHECK(f.vendor.size() == 12);  // every x86-64 CPU answers CPUID leaf 0
-  CHECK(f.amd == (f.vendor == "AuthenticAMD"));
+  CHECK(f.amd() == (f.vendor == "AuthenticAMD"));
   char family[16];
   std::snprintf(family, sizeof family, "0x%X", f.family);
   CHECK(cpu_summary() == f.vendor + " family " + family + ", kernels " + isa_name(isa_limit()));

@@ -609,8 +609,8 @@ TEST_CASE("q4: the VNNI decode prefetch follows the CPU generation", "[q4][strea
   if (const Q4GemmConfig* cfg = q4_gemm_config_for(Isa::Avx512Vnni)) {
     const CpuFeatures& f = cpu_features();
     const std::string name = cfg->gemv_streams_name[int(Q4Act::kInt8Block)];
-    INFO("amd " << f.amd << " family " << f.family << " " << name);
-    CHECK((name.size() > 5 && name.compare(name.size() - 5, 5, "_l1pf") == 0) == (f.amd && f.family >= 0x1A));
+    INFO("amd " << f.amd() << " family " << f.family << " " << name);
+    CHECK((name.size() > 5 && name.compare(name.size() - 5, 5, "_l1pf") == 0) == (f.amd() && f.family >= 0x1A));
   }
 }
 

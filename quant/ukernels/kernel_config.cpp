@@ -163,7 +163,7 @@ const Q4GemmConfig* q4_gemm_config_for(Isa isa) {
     case Isa::Scalar: return &kQ4Scalar;
     case Isa::Avx2: return &kQ4Avx2;
     case Isa::Avx512: return &kQ4Avx512;
-    case Isa::Avx512Vnni: return cpu_features().amd && cpu_features().family >= 0x1A ? &kQ4VnniL1 : &kQ4Vnni;
+    case Isa::Avx512Vnni: return cpu_features().amd() && cpu_features().family >= 0x1A ? &kQ4VnniL1 : &kQ4Vnni;
   }
   return nullptr;
 }
