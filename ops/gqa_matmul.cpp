@@ -12,6 +12,13 @@
 // export) is widened, the products run as for float32 over the float16 or
 // float32 KV, and each output is rounded once to float16: the same with the
 // KV state as without it, bit for bit.
+// With a sixth input (graph/passes/masked_scores.cpp), Q·Kᵀ is followed by
+// ·score_scale, + that mask and a Softmax over the keys: a row's trailing
+// run of masked keys (the causal half of a prompt) is left out and written
+// as 0 when Softmax's output provably stays the same (kMaskedAt below).
+#include <cmath>
+#include <vector>
+
 #include "ops/broadcast.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
@@ -19,16 +26,96 @@
 #include "ops/op_util.h"
 #include "ops/sgemm.h"
 #include "base/thread_pool.h"
+#include "quant/ukernels/kv_ukernels.h"
 
 namespace onebit {
 
 namespace {
 
+// Leaving out the scores of a row's trailing masked keys (the causal
+// half of a prompt). A mask value at or
+// below kMaskedAt masks its key. Unfused, such a score becomes
+// fl(fl(q·k·s) + m) ≤ kMaskedAt + B, where B = |q|·max|k|·|s| (checked
+// below kScoreBound); left out, it becomes m itself. The row's last kept key
+// has a mask value of at least kKeptFloor, so its score is above
+// kKeptFloor − B: the row's maximum is the same either way, both versions of
+// a left-out score lie more than 87.34 below it, and the vectorised exp
+// gives exactly 0 for both (quant/ukernels/f32_vexp_ukernels.h). Softmax's
+// output is then the same bit for bit. NaN masks count as kept; a non-finite
+// or huge q or k makes B fail the check, and the row is computed whole.
+constexpr float kMaskedAt = -1e30f;
+constexpr float kKeptFloor = -1e28f;
+constexpr double kScoreBound = 1e29;
+// Rows of one head taken together: the keys computed are the most any of
+// them keeps (the staircase of a causal mask rounded to this many rows).
+constexpr int64_t kSkipRows = 32;
+
+// The mask as rows over the scores [b,h,S,T]: each dim 1 or the scores'
+// (leading dims past four 1), the keys dim the scores' own.
+struct MaskRows {
+  const float* data = nullptr;
+  int64_t sb = 0, sh = 0, ss = 0;  // element strides of batch, head, query row (0: broadcast)
+
+  static MaskRows of(const Tensor& mask, const Shape& scores) {
+    MaskRows r;
+    const Shape& ms = mask.shape();
+    if (mask.dtype() != DType::F32) return r;
+    const size_t rank = ms.size();
+    for (size_t i = 0; i + 4 < rank; ++i)
+      if (ms[i] != 1) return r;
+    int64_t dims[4] = {1, 1, 1, 1};
+    for (size_t i = 0; i < std::min<size_t>(4, rank); ++i) dims[4 - 1 - i] = ms[rank - 1 - i];
+    if (dims[3] != scores[3]) return r;
+    for (int i = 0; i < 3; ++i)
+      if (dims[i] != 1 && dims[i] != scores[static_cast<size_t>(i)]) return r;
+    r.ss = dims[2] == 1 ? 0 : dims[3];
+    r.sh = dims[1] == 1 ? 0 : dims[2] * dims[3];
+    r.sb = dims[0] == 1 ? 0 : dims[1] * dims[2] * dims[3];
+    r.data = mask.data<float>();
+    return r;
+  }
+  // Keys a row keeps: one past its last unmasked key, or t (computed whole)
+  // when it has none or the last one's mask value is below kKeptFloor.
+  int64_t keep(int64_t bi, int64_t hi, int64_t i, int64_t t) const {
+    const float* m = data + bi * sb + hi * sh + i * ss;
+    int64_t e = t;
+    while (e > 0 && m[e - 1] <= kMaskedAt) --e;
+    return e == 0 || m[e - 1] < kKeptFloor ? t : e;
+  }
+};
+
+// The largest Euclidean norm of the t keys (or queries), as the kernels
+// read them: float32, float16, or int8 scale · code.
+double max_norm(KvRows r, int64_t t, int64_t d, const KvConfig& kv) {
+  double best = 0;
+  std::vector<float> wide(static_cast<size_t>(d));
+  for (int64_t j = 0; j < t; ++j) {
+    const float* v = nullptr;
+    if (r.dtype == DType::F32) {
+      v = static_cast<const float*>(r.data) + j * d;
+    } else if (r.dtype == DType::F16) {
+      kv.widen(static_cast<size_t>(d), static_cast<const uint16_t*>(r.data) + j * d, wide.data());
+      v = wide.data();
+    } else {
+      const auto* codes = static_cast<const int8_t*>(r.data) + j * d;
+      for (int64_t i = 0; i < d; ++i) wide[static_cast<size_t>(i)] = q8_value(r.scales[j], codes[i]);
+      v = wide.data();
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < d; ++i) sum += double(v[i]) * double(v[i]);
+    if (!(sum <= best * best)) best = std::sqrt(sum);  // NaN lands here and stays
+    if (std::isnan(best)) return best;
+  }
+  return best;
+}
+
 class GqaMatMulKernel : public Kernel {
  public:
   explicit GqaMatMulKernel(const KernelInfo& info)
       : trans_b_(info.attrs().get_int("transB", 0) != 0), allowzero_(info.attrs().get_int("allowzero", 0) != 0),
-        state_(info.has_input(4)), config_(&sgemm_config()), kv_config_(kv_gemm_config()) {}
+        state_(info.has_input(4)), masked_(trans_b_ && info.has_input(5)),
+        score_scale_(info.attrs().get_float("score_scale", 0.0f)), config_(&sgemm_config()),
+        kv_config_(kv_gemm_config()) {}
 
   void reshape(ReshapeContext& ctx) override {
     // float32 runs the GEMM; float16 / bfloat16 / double (a fusion that
@@ -96,13 +183,15 @@ class GqaMatMulKernel : public Kernel {
     }
     const float* a = half ? a_wide : A.data<float>();
     float* y = half ? y_wide : Y.data<float>();
+    const MaskRows mask = masked_ ? MaskRows::of(ctx.input(5), Y.shape()) : MaskRows{};
     auto one = [&](int64_t task, void* work, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;
       const float* ab = a + (bi * h + g * rep) * s * static_cast<int64_t>(x);
       const KvRows rows = kv_state_head(KV.raw(), KV.dtype(), head_stride, bi * kvh + g, t, d);
       float* yb = y + (bi * h + g * rep) * s * static_cast<int64_t>(n);
-      if (trans_b_) kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, inner);
-      else kv_mix(kv_config_, m, k, n, ab, x, rows, yb, n, work, inner);
+      if (!trans_b_) return kv_mix(kv_config_, m, k, n, ab, x, rows, yb, n, work, inner);
+      if (!mask.data || !scores_skipping(mask, bi, g * rep, rep, s, t, d, ab, rows, yb, inner))
+        kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, inner);
     };
     const int64_t tasks = b * kvh;
     ThreadPool& pool = ctx.pool();
@@ -110,6 +199,45 @@ class GqaMatMulKernel : public Kernel {
       one(task, ws && slot ? ws + static_cast<size_t>(r) * slot : nullptr, inner);
     });
     if (half) vec_math_config().narrow(static_cast<size_t>(Y.size()), y_wide, Y.data<uint16_t>());
+  }
+
+  // Q·Kᵀ for the rep heads from h0 of batch bi (rows of q: rep·s of d),
+  // each block of kSkipRows rows computed up to the most keys one of them
+  // keeps, the rest of the block's rows 0 (MaskRows; kMaskedAt above).
+  // False, having written nothing, when no row leaves a key out or the
+  // bound does not hold: the caller computes the whole product.
+  bool scores_skipping(const MaskRows& mask, int64_t bi, int64_t h0, int64_t rep, int64_t s, int64_t t, int64_t d,
+                       const float* q, KvRows keys, float* y, ThreadPool* inner) const {
+    std::vector<int64_t> keep(static_cast<size_t>(rep * s));
+    int64_t left_out = 0;
+    for (int64_t r = 0; r < rep * s; ++r) {
+      // A mask shared by the heads is scanned once for them all.
+      const int64_t hr = r / s;
+      keep[static_cast<size_t>(r)] = mask.sh == 0 && hr > 0 ? keep[static_cast<size_t>(r % s)]
+                                                            : mask.keep(bi, h0 + hr, r % s, t);
+      left_out += t - keep[static_cast<size_t>(r)];
+    }
+    if (left_out == 0) return false;
+    double qmax = 0;
+    for (int64_t r = 0; r < rep * s; ++r) {
+      double sum = 0;
+      for (int64_t i = 0; i < d; ++i) sum += double(q[r * d + i]) * double(q[r * d + i]);
+      qmax = std::max(qmax, std::sqrt(sum));
+      if (std::isnan(sum)) return false;
+    }
+    const double bound = qmax * max_norm(keys, t, d, *kv_config_.kv) * std::abs(double(score_scale_)) * 1.001;
+    if (!(bound < kScoreBound)) return false;
+    for (int64_t hr = 0; hr < rep; ++hr)
+      for (int64_t i0 = 0; i0 < s; i0 += kSkipRows) {
+        const int64_t r0 = hr * s + i0, rows = std::min(kSkipRows, s - i0);
+        int64_t e = 0;
+        for (int64_t r = r0; r < r0 + rows; ++r) e = std::max(e, keep[static_cast<size_t>(r)]);
+        if (e > 0)
+          kv_scores(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(e), static_cast<size_t>(d), q + r0 * d,
+                    static_cast<size_t>(d), keys, y + r0 * t, static_cast<size_t>(t), inner);
+        for (int64_t r = r0; r < r0 + rows; ++r) std::fill(y + r * t + e, y + (r + 1) * t, 0.0f);
+      }
+    return true;
   }
 
   // Y[b, n, i, j] = Σx A[b, n, i, x] · KV[b, n / rep, ·], in float (the non-float32 path).
@@ -153,7 +281,8 @@ class GqaMatMulKernel : public Kernel {
     return trans_b_ ? 0 : kv_mix_workspace(kv_config_, m, t, d, kv);
   }
 
-  bool trans_b_, allowzero_, state_;
+  bool trans_b_, allowzero_, state_, masked_;
+  float score_scale_;
   const SgemmConfig* config_;
   KvGemmConfig kv_config_;
 };

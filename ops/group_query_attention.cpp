@@ -54,6 +54,10 @@ namespace onebit {
 
 namespace {
 
+// Query rows whose scores are computed together, up to the most keys one
+// of them reads (a causal prompt's staircase rounded to this many rows).
+constexpr size_t kScoreRows = 32;
+
 class GroupQueryAttentionKernel : public Kernel {
  public:
   explicit GroupQueryAttentionKernel(const KernelInfo& info)
@@ -288,14 +292,29 @@ class GroupQueryAttentionKernel : public Kernel {
       float* scores = reinterpret_cast<float*>(slot);
       void* gemm_ws = slot + pl.scores_bytes;
       const size_t tn = static_cast<size_t>(t);
-      kv_scores(kv_config_, m, tn, static_cast<size_t>(d), a, lda, kb, scores, tn, inner);
+      // Row `row` reads keys [lo, hi) (softmax_row zeroes the rest).
+      auto keys_end = [&](size_t row) {
+        const int64_t qpos = p + (grouped ? 0 : static_cast<int64_t>(row));
+        const int64_t hi = std::min(qpos, valid_end - 1) + 1;
+        return first_prompt ? std::min(hi, valid_end) : hi;
+      };
+      // Scores only for keys some row of a block reads: a prompt's causal
+      // half is never computed (each score is the same however the rows and
+      // keys are split: ops/kv_gemm.h).
+      for (size_t r0 = 0; r0 < m; r0 += kScoreRows) {
+        const size_t r1 = std::min(m, r0 + kScoreRows);
+        int64_t e = 0;
+        for (size_t row = r0; row < r1; ++row) e = std::max(e, keys_end(row));
+        if (e > 0)
+          kv_scores(kv_config_, r1 - r0, static_cast<size_t>(std::min(e, t)), static_cast<size_t>(d), a + r0 * lda,
+                    lda, kb, scores + r0 * tn, tn, inner);
+      }
       for (size_t row = 0; row < m; ++row) {
         const int64_t si = grouped ? 0 : static_cast<int64_t>(row);
         const int64_t head = grouped ? head0 + static_cast<int64_t>(row) : head0;
         const int64_t qpos = p + si;
-        int64_t hi = std::min(qpos, valid_end - 1) + 1;  // keys [lo, hi)
+        const int64_t hi = keys_end(row);  // keys [lo, hi)
         int64_t lo = window_ > 0 ? std::max<int64_t>(0, qpos + 1 - window_) : 0;
-        if (first_prompt) hi = std::min(hi, valid_end);
         float* sr = scores + row * tn;
         const float* br = bias ? bias + bias_offset(bias_shape, bi, head, si) : nullptr;
         softmax_row(sr, tn, lo, std::max(lo, hi), scale, br, sink ? sink[head] : (smooth_ ? 0.0f : NAN), sink || smooth_);

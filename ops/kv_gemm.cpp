@@ -1,7 +1,9 @@
 #include "ops/kv_gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "base/error.h"
 #include "base/thread_pool.h"
@@ -35,6 +37,54 @@ void split(ThreadPool* pool, size_t n, size_t block, size_t work, Fn&& fn) {
     const size_t b = static_cast<size_t>(r) * per;
     fn(b, std::min(n, b + per));
   });
+}
+
+// A prompt's rows of P end in exact zeros where a causal mask hid the keys
+// (Softmax gives exactly 0 there). Rows go in blocks of kMixRows, each
+// multiplied only up to the last nonzero P of its rows. No bit changes:
+// every output is one FMA chain along the keys in order, however the GEMM
+// blocks them (ops/sgemm.cpp), and a trailing 0·v adds a zero to a chain
+// that starts at +0 — unless v is not finite (0·inf is NaN), so a block
+// always runs past the last value row holding one.
+constexpr size_t kMixRows = 64;
+
+// One past the last nonzero of p's n elements (0 when all are zero; NaN counts).
+size_t nonzero_end(const float* p, size_t n) {
+  while (n > 0 && p[n - 1] == 0.0f) --n;
+  return n;
+}
+
+void mix_blocks(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v,
+                float* y, size_t ldy, void* workspace, ThreadPool* pool) {
+  // Blocks of kMixRows; the last takes a remainder under half a block, so
+  // no block is a single row (the GEMV path) when m is not.
+  std::vector<size_t> starts;
+  for (size_t r = 0; r < m; r = m - r < kMixRows + kMixRows / 2 ? m : r + kMixRows) starts.push_back(r);
+  std::vector<size_t> ends(starts.size());
+  size_t lowest = t;
+  for (size_t b = 0; b < starts.size(); ++b) {
+    const size_t r1 = b + 1 < starts.size() ? starts[b + 1] : m;
+    size_t e = 0;
+    for (size_t r = starts[b]; r < r1 && e < t; ++r) e = std::max(e, nonzero_end(p + r * ldp, t));
+    ends[b] = e;
+    lowest = std::min(lowest, e);
+  }
+  if (lowest == t) return sgemm(*cfg.f32, m, d, t, p, ldp, false, v, d, false, nullptr, y, ldy, workspace, pool);
+  size_t finite_from = lowest;  // past the last value row that is not all finite
+  for (size_t j = t; j > lowest; --j) {
+    const float* row = v + (j - 1) * d;
+    bool finite = true;
+    for (size_t i = 0; i < d; ++i) finite = finite && std::isfinite(row[i]);
+    if (!finite) {
+      finite_from = j;
+      break;
+    }
+  }
+  for (size_t b = 0; b < starts.size(); ++b) {
+    const size_t r0 = starts[b], r1 = b + 1 < starts.size() ? starts[b + 1] : m;
+    sgemm(*cfg.f32, r1 - r0, d, std::max(ends[b], finite_from), p + r0 * ldp, ldp, false, v, d, false, nullptr,
+          y + r0 * ldy, ldy, workspace, pool);
+  }
 }
 
 }  // namespace
@@ -107,7 +157,7 @@ void kv_mix(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* 
     vf = wide;
     gemm_ws = static_cast<unsigned char*>(workspace) + align64(t * d * sizeof(float));
   }
-  sgemm(*cfg.f32, m, d, t, p, ldp, false, vf, d, false, nullptr, y, ldy, gemm_ws, pool);
+  mix_blocks(cfg, m, t, d, p, ldp, vf, y, ldy, gemm_ws, pool);
 }
 
 }  // namespace onebit

@@ -11,7 +11,9 @@
 // result never depends on m or the thread count (lookup decoding's batched
 // verification stays exact), and float16 and int8 give bit for bit what
 // float32 gives on the widened values: they differ only by the rounding of
-// what the cache stores.
+// what the cache stores. A prompt's mix multiplies each block of rows only
+// up to the last nonzero P of its rows (the causal half's exact zeros),
+// which changes no bit (ops/kv_gemm.cpp, mix_blocks).
 #pragma once
 
 #include <cstddef>

@@ -8,11 +8,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <random>
 
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "op_test_util.h"
 #include "pass_test_util.h"
 #include "ops/register_ops.h"
 
@@ -463,4 +466,152 @@ TEST_CASE("swiglu fusion must not fire on a broadcast up, a read intermediate or
     CHECK(p.fused_nodes == 3);
     bit_identical(p.fused, p.plain);
   }
+}
+
+namespace {
+
+// Attention as transformers' eager path exports it, over repeated KV heads:
+// GqaMatMul-able Q·Kᵀ, ·scale, + mask, Softmax over the keys, P·V.
+// `softmax_op` and `axis` vary the tail for the must-not-fire cases;
+// `scores_out` also makes the raw scores a graph output.
+ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d,
+                              const char* softmax_op = "Softmax", int64_t axis = -1, bool scores_out = false) {
+  const int64_t h = kvh * rep;
+  ModelBuilder b;
+  b.input("q", kFloat, {1, h, s, d}).input("k", kFloat, {1, kvh, t, d}).input("v", kFloat, {1, kvh, t, d});
+  b.input("mask", kFloat, {1, 1, s, t}).output("y", kFloat, {1, h, s, d});
+  if (scores_out) b.output("scores", kFloat, {1, h, s, t});
+  b.initializer<int64_t>("ax", kInt64, {1}, {2});
+  b.initializer<int64_t>("e", kInt64, {5}, {1, kvh, rep, t, d});
+  b.initializer<int64_t>("r", kInt64, {4}, {1, h, t, d});
+  b.initializer<float>("scale", kFloat, {}, {1.0f / std::sqrt(float(d))});
+  for (const char* x : {"k", "v"}) {
+    const std::string n = x;
+    b.node("Unsqueeze", {n, "ax"}, {"u_" + n});
+    b.node("Expand", {"u_" + n, "e"}, {"ex_" + n});
+    b.node("Reshape", {"ex_" + n, "r"}, {"rep_" + n});
+  }
+  ModelBuilder::attr_ints(b.node("Transpose", {"rep_k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  b.node("MatMul", {"q", "kt"}, {"scores"});
+  b.node("Mul", {"scores", "scale"}, {"scaled"});
+  b.node("Add", {"scaled", "mask"}, {"masked"});
+  ModelBuilder::attr_int(b.node(softmax_op, {"masked"}, {"p"}), "axis", axis);
+  b.node("MatMul", {"p", "rep_v"}, {"y"});
+  return b;
+}
+
+// A causal mask over the last s of t positions: `masked` above the diagonal.
+Tensor causal_mask(int64_t s, int64_t t, float masked) {
+  Tensor m = Tensor::allocate(DType::F32, {1, 1, s, t});
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < t; ++j) m.data<float>()[i * t + j] = j > t - s + i ? masked : 0.0f;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("masked scores: the mask reaches Q.K^T and the causal half is left out, bit-identical",
+          "[fusion][masked_scores]") {
+  const float lowest = std::numeric_limits<float>::lowest(), inf = std::numeric_limits<float>::infinity();
+  for (float masked : {-inf, lowest, -1e30f})
+    for (int64_t past : {0, 9}) {
+      const int64_t kvh = 2, rep = 2, s = 70, t = past + s, d = 16;
+      const std::vector<NamedTensor> in = {{"q", tensor({1, kvh * rep, s, d}, 1)},
+                                           {"k", tensor({1, kvh, t, d}, 2)},
+                                           {"v", tensor({1, kvh, t, d}, 3)},
+                                           {"mask", causal_mask(s, t, masked)}};
+      const Pair p = run_both(masked_attention(kvh, rep, s, t, d), "masked_scores", "masked-scores",
+                              "masked_scores_fused", in);
+      CHECK(p.count == 1);
+      bit_identical(p.fused, p.plain);
+    }
+}
+
+TEST_CASE("masked scores must not fire when the scores are read elsewhere or the tail is no Softmax over the keys",
+          "[fusion][masked_scores][must-not-fire]") {
+  const int64_t kvh = 1, rep = 2, s = 40, t = 40, d = 8;
+  const std::vector<NamedTensor> in = {{"q", tensor({1, kvh * rep, s, d}, 1)},
+                                       {"k", tensor({1, kvh, t, d}, 2)},
+                                       {"v", tensor({1, kvh, t, d}, 3)},
+                                       {"mask", causal_mask(s, t, -1e30f)}};
+  struct Case {
+    const char* name;
+    ModelBuilder b;
+  } cases[] = {{"scores_out", masked_attention(kvh, rep, s, t, d, "Softmax", -1, true)},
+               {"log_softmax", masked_attention(kvh, rep, s, t, d, "LogSoftmax")},
+               {"axis_2", masked_attention(kvh, rep, s, t, d, "Softmax", 2)}};
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const Pair p = run_both(c.b, std::string("masked_scores_") + c.name, "masked-scores", "masked_scores_fused", in);
+    CHECK(p.count == 0);
+    bit_identical(p.fused, p.plain);
+  }
+}
+
+// The kernel alone: which scores it leaves out. Rows go in blocks of 32
+// (ops/gqa_matmul.cpp kSkipRows), each computed up to the most keys one of
+// its rows keeps; everything computed equals the unmasked product bit for
+// bit, everything left out is 0.
+TEST_CASE("masked scores: Q.K^T leaves out masked keys only where Softmax cannot tell", "[masked_scores]") {
+  using test::OpTest;
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t h = 2, s = 100, past = 5, t = past + s, d = 16, block = 32;
+  const Tensor k = tensor({1, h, t, d}, 8);
+  auto scores = [&](const Tensor& q, const Tensor* mask) {
+    OpTest op("GqaMatMul", 1, "com.onebit");
+    op.attr("transB", 1).attr("score_scale", 0.25f).input(q).input(k).omit().omit().omit();
+    if (mask) op.input(*mask);
+    return op.run1();
+  };
+  // The mask over head hi's row i, whatever its shape.
+  auto left_out = [&](const Tensor& part, const Tensor& whole, std::function<bool(int64_t, int64_t)> whole_row) {
+    int64_t zeros = 0, wrong = 0;
+    for (int64_t hi = 0; hi < h; ++hi)
+      for (int64_t i = 0; i < s; ++i) {
+        const int64_t i0 = i / block * block;
+        bool whole_block = false;
+        for (int64_t r = i0; r < std::min(s, i0 + block); ++r) whole_block = whole_block || whole_row(hi, r);
+        const int64_t e = whole_block ? t : past + std::min(s, i0 + block);
+        for (int64_t j = 0; j < t; ++j) {
+          const int64_t at = (hi * s + i) * t + j;
+          const float got = part.data<float>()[at], want = j < e ? whole.data<float>()[at] : 0.0f;
+          zeros += j >= e;
+          wrong += std::memcmp(&got, &want, sizeof got) != 0;
+        }
+      }
+    CHECK(wrong == 0);
+    return zeros;
+  };
+  const Tensor q = tensor({1, h, s, d}, 7);
+  const Tensor whole = scores(q, nullptr);
+  auto none = [](int64_t, int64_t) { return false; };
+
+  Tensor mask = causal_mask(s, t, -inf);
+  CHECK(left_out(scores(q, &mask), whole, none) > 0);
+
+  // A query this large could lift a masked score to the row's top: its head is computed whole.
+  Tensor huge = tensor({1, h, s, d}, 7);
+  huge.data<float>()[3 * d] = 1e30f;  // head 0, row 3
+  const Tensor huge_whole = scores(huge, nullptr);
+  CHECK(left_out(scores(huge, &mask), huge_whole, [](int64_t hi, int64_t) { return hi == 0; }) > 0);
+
+  // A NaN at a row's end counts as kept; a last kept key masked below the
+  // floor (-1e28) keeps the whole row: both blocks are computed whole.
+  Tensor odd = causal_mask(s, t, -inf);
+  odd.data<float>()[0 * t + t - 1] = std::nanf("");
+  odd.data<float>()[40 * t + past + 40] = -1e29f;
+  CHECK(left_out(scores(q, &odd), whole, [](int64_t, int64_t i) { return i == 0 || i == 40; }) > 0);
+
+  // A mask per head: head 1 unmasked, head 0 causal.
+  Tensor per_head = Tensor::allocate(DType::F32, {1, h, s, t});
+  for (int64_t i = 0; i < s * t; ++i) {
+    per_head.data<float>()[i] = mask.data<float>()[i];
+    per_head.data<float>()[s * t + i] = 0.0f;
+  }
+  CHECK(left_out(scores(q, &per_head), whole, [](int64_t hi, int64_t) { return hi == 1; }) > 0);
+
+  // A mask that is no row view of the scores (keys broadcast) leaves nothing out.
+  Tensor keys_broadcast = Tensor::allocate(DType::F32, {1, 1, s, 1});
+  std::fill(keys_broadcast.data<float>(), keys_broadcast.data<float>() + s, 0.0f);
+  CHECK(left_out(scores(q, &keys_broadcast), whole, [](int64_t, int64_t) { return true; }) == 0);
 }

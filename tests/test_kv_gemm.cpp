@@ -30,6 +30,7 @@
 #include "base/thread_pool.h"
 #include "ops/kv_gemm.h"
 #include "ops/kv_store.h"
+#include "ops/sgemm.h"
 #include "quant/ukernels/kernel_config.h"
 #include "tests/isa_test_util.h"
 
@@ -403,3 +404,51 @@ TEST_CASE("kv: a large store is on 2 MiB-aligned pages, keeps its rows as it gro
     CHECK(memory_in_use() == before);
   }
 }
+
+namespace {
+
+// A prompt's P·V: each row's P ends in exact zeros from its own column on
+// (the causal half after Softmax), a NaN P somewhere kept; against the float
+// GEMM over every key, bit for bit, with the values all finite and with an
+// infinity in a value row where P is 0 (0·inf is NaN: that row is not left out).
+void mix_trailing_zeros(Isa isa) {
+  const KvGemmConfig cfg = config_for(isa);
+  ThreadPool pool(2);
+  for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool})
+    for (size_t m : {size_t{60}, size_t{150}, size_t{300}})
+      for (bool inf_value : {false, true}) {
+        const size_t t = 220, d = 40;
+        INFO("m " << m << (inf_value ? ", an infinite value" : "") << (tp ? ", 2 threads" : ", 1 thread"));
+        std::vector<float> p = randn(m * t, 11), v = randn(t * d, 12);
+        for (size_t r = 0; r < m; ++r)
+          for (size_t j = std::min(t, 10 + r * t / m); j < t; ++j) p[r * t + j] = 0.0f;
+        p[7 * t + t - 1] = std::numeric_limits<float>::quiet_NaN();
+        if (inf_value) v[(t - 5) * d + 3] = std::numeric_limits<float>::infinity();
+        const size_t ws = kv_mix_workspace(cfg, m, t, d, DType::F32);
+        REQUIRE(ws > 0);  // the GEMM path, not the in-place kernel
+        std::vector<unsigned char> w1(ws + 64), w2(sgemm_workspace(*cfg.f32, m, d, t, false, false) + 64);
+        auto aligned = [](std::vector<unsigned char>& w) {
+          return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(w.data()) + 63) / 64 * 64);
+        };
+        std::vector<float> got(m * d), want(m * d);
+        kv_mix(cfg, m, t, d, p.data(), t, {v.data(), DType::F32}, got.data(), d, aligned(w1), tp);
+        sgemm(*cfg.f32, m, d, t, p.data(), t, false, v.data(), d, false, nullptr, want.data(), d, aligned(w2), tp);
+        size_t differ = 0, nans = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          differ += std::isnan(got[i]) != std::isnan(want[i]) ||
+                    (!std::isnan(got[i]) && std::memcmp(&got[i], &want[i], sizeof(float)) != 0);
+          nans += std::isnan(want[i]);
+        }
+        CHECK(differ == 0);
+        CHECK((nans > d) == inf_value);  // the infinity reached every row with a 0 there
+      }
+}
+
+}  // namespace
+
+ONEBIT_ISA_CASE("kv: a prompt's P.V leaves out the trailing zeros of P without changing a bit", "[kv_mix]", Scalar,
+                mix_trailing_zeros)
+ONEBIT_ISA_CASE("kv: a prompt's P.V leaves out the trailing zeros of P without changing a bit", "[kv_mix]", Avx2,
+                mix_trailing_zeros)
+ONEBIT_ISA_CASE("kv: a prompt's P.V leaves out the trailing zeros of P without changing a bit", "[kv_mix]", Avx512,
+                mix_trailing_zeros)

@@ -209,6 +209,26 @@ TEST_CASE("GroupQueryAttention: local window and softcap", "[genai][gqa]") {
   check_gqa(c);
 }
 
+// Past 32 query rows the scores go in blocks, each computed only up to the
+// keys its rows read: prompts longer than a block, with and without a past,
+// a sliding window, two sequences.
+TEST_CASE("GroupQueryAttention: a long prompt, its scores computed only where rows read them", "[genai][gqa]") {
+  GqaCase c;
+  c.max_pos = 128;
+  c.s = 80;
+  c.past = 7;
+  check_gqa(c);
+  c.past = 0;
+  check_gqa(c);
+  c.window = 20;
+  check_gqa(c);
+  c.window = -1;
+  c.b = 2;
+  c.s = 40;
+  c.past = 3;
+  check_gqa(c);
+}
+
 TEST_CASE("GroupQueryAttention: errors name the attribute or input", "[genai][gqa]") {
   GqaCase c;
   const GqaData g = make_data(c, 1);

@@ -59,6 +59,13 @@ struct FusionScan {
   const std::vector<std::vector<int>>& readers;  // per value: reading nodes
 };
 
+// Whether `node` is the one reader of `value`, which is no graph output:
+// a value a fusion swallows must be read nowhere else.
+inline bool only_reader(const FusionScan& scan, int value, int node) {
+  const auto& r = scan.readers[static_cast<size_t>(value)];
+  return !scan.g.value(value).is_output && r.size() == 1 && r[0] == node;
+}
+
 template <class Group>
 struct Fusion {
   std::string name;  // report prefix: "qdq" -> qdq_fused, qdq_refused

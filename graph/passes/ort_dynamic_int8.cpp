@@ -33,11 +33,6 @@ struct OrtInt8Group {
   std::vector<int> swallowed;  // MatMulInteger, Cast, scale Mul
 };
 
-bool only_reader(const FusionScan& scan, int value, int node) {
-  const auto& r = scan.readers[static_cast<size_t>(value)];
-  return !scan.g.value(value).is_output && r.size() == 1 && r[0] == node;
-}
-
 // The DynamicQuantizeLinear whose outputs 0 and 2 are `q` and `zp` (and 1 `scale`, when given).
 const Node* dql_of(const Graph& g, int q, int zp, int scale = -1) {
   const Node* d = producer_op(g, q, "DynamicQuantizeLinear");

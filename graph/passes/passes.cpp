@@ -10,7 +10,8 @@ namespace onebit {
 // float16 weight behind a Cast to its F16wMatMul before folding could widen it; folding next
 // so fusions see constants; dead nodes after folding; then the fusions,
 // which match on constant weights; the KV state after the GQA fusion, whose
-// nodes it re-points.
+// nodes it re-points; the mask handed to the scores after both (its
+// GqaMatMul's inputs are final then).
 const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
       {"last-position-outputs", true, keep_last_position},
@@ -28,6 +29,7 @@ const std::vector<Pass>& pass_list() {
       {"fuse-rotary", false, fuse_rotary},
       {"fuse-swiglu", false, fuse_swiglu},
       {"kv-state", false, keep_kv_state},
+      {"masked-scores", false, give_scores_their_mask},
       {"group-sibling-matmuls", false, group_sibling_matmuls},
       {"remove-dead-nodes", true, remove_dead_nodes},
   };

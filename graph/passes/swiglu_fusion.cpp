@@ -29,12 +29,6 @@ struct SwiGlu {
   int gate = -1, up = -1;
 };
 
-bool only_reader(const FusionScan& scan, int value, int node) {
-  const Value& v = scan.g.value(value);
-  const auto& readers = scan.readers[static_cast<size_t>(value)];
-  return !v.is_output && readers.size() == 1 && readers[0] == node;
-}
-
 bool dims_known_equal(const Value& a, const Value& b) {
   if (!a.has_shape || !b.has_shape || a.dims.size() != b.dims.size()) return false;
   for (size_t i = 0; i < a.dims.size(); ++i) {
