@@ -80,11 +80,8 @@ void mix_blocks(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const flo
       break;
     }
   }
-  for (size_t b = 0; b < starts.size(); ++b) {
-    const size_t r0 = starts[b], r1 = b + 1 < starts.size() ? starts[b + 1] : m;
-    sgemm(*cfg.f32, r1 - r0, d, std::max(ends[b], finite_from), p + r0 * ldp, ldp, false, v, d, false, nullptr,
-          y + r0 * ldy, ldy, workspace, pool);
-  }
+  for (size_t& e : ends) e = std::max(e, finite_from);
+  sgemm_row_blocks(*cfg.f32, m, d, t, p, ldp, v, d, starts.data(), ends.data(), starts.size(), y, ldy, workspace, pool);
 }
 
 }  // namespace

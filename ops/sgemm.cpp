@@ -418,6 +418,32 @@ void sgemm(const SgemmConfig& cfg, size_t m, size_t n, size_t k, const float* a,
   run(cfg, m, n, k, ap, bv, bias, c, ldc, pool);
 }
 
+void sgemm_row_blocks(const SgemmConfig& cfg, size_t m, size_t n, size_t k, const float* a, size_t lda,
+                      const float* b, size_t ldb, const size_t* starts, const size_t* ks, size_t blocks, float* c,
+                      size_t ldc, void* workspace, ThreadPool* pool) {
+  if (m == 0 || n == 0) return;
+  auto* ws = static_cast<float*>(workspace);
+  // B packed whole, after the room packed A takes for all m rows.
+  const bool packed = packs_b(cfg, m, false) && k > 0;
+  float* bp = packed ? ws + a_workspace(cfg, m, k, false) / sizeof(float) : nullptr;
+  if (packed) pack_b_all(cfg, k, n, b, ldb, false, bp, pool);
+  for (size_t i = 0; i < blocks; ++i) {
+    const size_t r0 = starts[i], r1 = i + 1 < blocks ? starts[i + 1] : m, kb = std::min(ks[i], k);
+    if (r1 <= r0) continue;
+    if (kb == 0) {
+      fill_bias(r1 - r0, n, nullptr, c + r0 * ldc, ldc);
+      continue;
+    }
+    if (!packed || !packs_b(cfg, r1 - r0, false)) {  // a block sgemm would not pack B for
+      sgemm(cfg, r1 - r0, n, kb, a + r0 * lda, lda, false, b, ldb, false, nullptr, c + r0 * ldc, ldc, ws, pool);
+      continue;
+    }
+    const float* ap = prepare_a(cfg, r1 - r0, kb, a + r0 * lda, lda, false, ws, pool);
+    // Panels k·NR apart (packed whole); a block reads the first kb rows of each.
+    run(cfg, r1 - r0, n, kb, ap, BView{bp, k * cfg.nr, cfg.nr}, nullptr, c + r0 * ldc, ldc, pool);
+  }
+}
+
 // M = 1 over B in place: column chunks of C, each through every row of B
 // in order, kF32AxpyRows rows per axpy call (C's chunk stays in L1). A chunk
 // is at most kAxpyChunk columns, and when threads share the call there are

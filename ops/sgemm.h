@@ -88,4 +88,13 @@ void sgemm(const SgemmConfig& config, size_t m, size_t n, size_t k, const float*
            ThreadPool* pool);
 size_t sgemm_workspace(const SgemmConfig& config, size_t m, size_t n, size_t k, bool trans_a, bool trans_b);
 
+// The same as sgemm (no transposes, no bias) in blocks of rows, each over a
+// prefix of the k rows of B: rows [starts[i], starts[i + 1]) (the last to m)
+// are C = A[:, :ks[i]]·B[:ks[i], :]. B is packed once for all of them. Each
+// output is the FMA chain sgemm computes, cut after ks[i] terms.
+// Workspace: sgemm_workspace(config, m, n, k, false, false).
+void sgemm_row_blocks(const SgemmConfig& config, size_t m, size_t n, size_t k, const float* a, size_t lda,
+                      const float* b, size_t ldb, const size_t* starts, const size_t* ks, size_t blocks, float* c,
+                      size_t ldc, void* workspace, ThreadPool* pool);
+
 }  // namespace onebit

@@ -157,6 +157,37 @@ void names(Isa isa) {
 
 }  // namespace
 
+// Row blocks over prefixes of B's rows (sgemm_row_blocks: a prompt's P·V
+// stopping at each block's last nonzero P) against sgemm of each block on
+// its own prefix, bit for bit: blocks of 1 row, a few, a tile, many; a
+// prefix of 0, 1, a part, all of k.
+void row_blocks(Isa isa) {
+  const SgemmConfig& cfg = config_of(isa);
+  ThreadPool pool(2);
+  for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    const size_t m = 1 + 5 + cfg.mr + 90 + 40, n = 2 * cfg.nr + 5, k = cfg.kc + 37;
+    const std::vector<size_t> starts = {0, 1, 6, 6 + cfg.mr, 6 + cfg.mr + 90};
+    const std::vector<size_t> ks = {k, 1, 0, 17, k / 2};
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist;
+    std::vector<float> a(m * k), b(k * n), got(m * n, -1.0f);
+    for (float& x : a) x = dist(rng);
+    for (float& x : b) x = dist(rng);
+    Workspace ws = make_workspace(sgemm_workspace(cfg, m, n, k, false, false));
+    sgemm_row_blocks(cfg, m, n, k, a.data(), k, b.data(), n, starts.data(), ks.data(), starts.size(), got.data(), n,
+                     ws.get(), tp);
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const size_t r0 = starts[i], r1 = i + 1 < starts.size() ? starts[i + 1] : m;
+      INFO("rows " << r0 << ".." << r1 << " over " << ks[i] << " of " << k << (tp ? ", 2 threads" : ""));
+      std::vector<float> want((r1 - r0) * n);
+      Workspace w1 = make_workspace(sgemm_workspace(cfg, r1 - r0, n, ks[i], false, false));
+      sgemm(cfg, r1 - r0, n, ks[i], a.data() + r0 * k, k, false, b.data(), n, false, nullptr, want.data(), n, w1.get(),
+            tp);
+      CHECK(std::memcmp(want.data(), got.data() + r0 * n, want.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
 // The f32 families: scalar (the reference), avx2, avx512 (VNNI adds nothing
 // to float).
 #define SGEMM_CASES(name, body)                   \
@@ -170,6 +201,7 @@ SGEMM_CASES("sgemm two threads", two_threads)
 SGEMM_CASES("sgemm strided and transposed operands", strided_and_transposed)
 SGEMM_CASES("sgemm a few rows against a transposed B (the dot path)", dot_path)
 SGEMM_CASES("sgemm empty dimensions", empty_dimensions)
+SGEMM_CASES("sgemm row blocks over prefixes of B equal sgemm of each block bit for bit", row_blocks)
 SGEMM_CASES("sgemm a weight read in place equals the packed weight bit for bit", weight_in_place)
 
 TEST_CASE("sgemm: the chosen family is the best this CPU runs", "[sgemm]") {
