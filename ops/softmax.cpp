@@ -45,6 +45,11 @@ void exp_inplace(C* v, int64_t n) {
 // tokens of past, 16 heads: 16.6k elements, ~23 us on one thread).
 constexpr int64_t kSoftmaxGrain = int64_t{1} << 13;
 
+// float32 x − max below this has exp exactly 0: the vectorised exp flushes
+// below ln(FLT_MIN) ≈ −87.34 (quant/ukernels/f32_vexp_ukernels.h). Double
+// rows (std::exp) do not use it.
+constexpr float kNegligible = -104.0f;
+
 // Chunk of a row computed in C when T is narrower (float16, bfloat16).
 constexpr int64_t kChunk = 256;
 
@@ -102,13 +107,24 @@ void row_kernel(Mode mode, const T* x, T* y, int64_t n) {
   using S = std::conditional_t<std::is_same_v<C, float>, double, C>;
   S sums[L] = {};
   S sum = 0;
+  // A float32 softmax row's trailing entries more than kNegligible below
+  // the maximum (a causal mask's) have exp exactly 0: they are written as 0 and
+  // left out of the exp and the sum, to which they would add zeros; the
+  // entries before keep their groups of L, so no bit changes.
+  int64_t used = n;
+  if (mode == Mode::Softmax && std::is_same_v<T, float> && m > -std::numeric_limits<C>::infinity() &&
+      m < std::numeric_limits<C>::infinity()) {
+    int64_t e = n;
+    while (e > 0 && A::load(x[e - 1]) - m < kNegligible) --e;
+    used = std::min(n, (e + L - 1) / L * L);
+  }
   if constexpr (std::is_same_v<T, C>) {
     // Stash exp(x - m) in y, sum it, then normalise in place.
-    for (k = 0; k < n; ++k) y[k] = x[k] - m;
-    exp_inplace(y, n);
-    for (k = 0; k + L <= n; k += L)
+    for (k = 0; k < used; ++k) y[k] = x[k] - m;
+    exp_inplace(y, used);
+    for (k = 0; k + L <= used; k += L)
       for (int j = 0; j < L; ++j) sums[j] += static_cast<S>(y[k + j]);
-    for (; k < n; ++k) sum += static_cast<S>(y[k]);
+    for (; k < used; ++k) sum += static_cast<S>(y[k]);
   } else {
     C e[kChunk];
     for (int64_t k0 = 0; k0 < n; k0 += kChunk) {
@@ -127,7 +143,8 @@ void row_kernel(Mode mode, const T* x, T* y, int64_t n) {
     for (k = 0; k < n; ++k) y[k] = A::store((A::load(x[k]) - m) - ls);
   } else if constexpr (std::is_same_v<T, C>) {
     const C total = static_cast<C>(sum);
-    for (k = 0; k < n; ++k) y[k] = y[k] / total;
+    for (k = 0; k < used; ++k) y[k] = y[k] / total;
+    std::fill(y + used, y + n, C(0));
   } else {
     const C total = static_cast<C>(sum);
     C e[kChunk];

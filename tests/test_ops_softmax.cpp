@@ -1,12 +1,15 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
 #include "op_test_util.h"
 #include "graph/op_registry.h"
 #include "ops/register_ops.h"
+#include "quant/ukernels/kernel_config.h"
 
 using namespace onebit;
 using namespace onebit::test;
@@ -97,6 +100,59 @@ TEST_CASE("Softmax rows long enough for the vector max: NaN in any lane or the t
     for (int64_t k = 0; k < n; ++k)
       if (masked[static_cast<size_t>(k)] == -kInf) CHECK(z[static_cast<size_t>(k)] == 0);
   }
+}
+
+namespace {
+
+// The float32 row as the kernel computes it over every entry: the max, exp
+// of x − max by the one vectorised exp, the sum in double over groups of 8
+// lanes and the tail, one division each.
+std::vector<float> softmax_every_entry(const std::vector<float>& x) {
+  const size_t n = x.size();
+  float m = -std::numeric_limits<float>::infinity();
+  for (float v : x) m = v > m ? v : m;
+  std::vector<float> y(n);
+  for (size_t k = 0; k < n; ++k) y[k] = x[k] - m;
+  vec_math_config().exp(n, y.data(), y.data());
+  double sums[8] = {}, sum = 0;
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (size_t j = 0; j < 8; ++j) sums[j] += y[k + j];
+  for (; k < n; ++k) sum += y[k];
+  for (double v : sums) sum += v;
+  const float total = static_cast<float>(sum);
+  for (float& v : y) v = v / total;
+  return y;
+}
+
+}  // namespace
+
+// A row's trailing entries far below its maximum (a causal mask's, or just
+// small) are left out of the exp and the sum: the same bits as computing
+// every entry, for tails of every length against the 8-lane groups, masks
+// of -inf, the lowest float and -1e30, and inside the tail a value whose
+// exp is tiny but not 0 (85 below the maximum) and values either side of
+// the cut (104 below).
+TEST_CASE("Softmax leaves out a row's negligible tail without changing a bit", "[softmax]") {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  const float lowest = std::numeric_limits<float>::lowest();
+  for (float masked : {-std::numeric_limits<float>::infinity(), lowest, -1e30f})
+    for (int64_t n : {1, 7, 8, 9, 23, 64, 70})
+      for (int64_t kept = 1; kept <= n; ++kept) {
+        INFO("n " << n << " kept " << kept << " mask " << masked);
+        std::vector<float> row(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) row[static_cast<size_t>(j)] = j < kept ? dist(rng) : masked;
+        if (kept + 3 < n) {
+          const float top = *std::max_element(row.begin(), row.begin() + kept);
+          row[static_cast<size_t>(kept)] = top - 85.0f;        // exp not 0: must be computed
+          row[static_cast<size_t>(kept + 1)] = top - 103.9f;   // inside the cut
+          row[static_cast<size_t>(kept + 2)] = top - 104.5f;   // past it, before more masked entries
+        }
+        const Tensor y = OpTest("Softmax").input(make_tensor<float>({1, n}, row)).run1();
+        const std::vector<float> want = softmax_every_entry(row);
+        CHECK(std::memcmp(y.data<float>(), want.data(), want.size() * sizeof(float)) == 0);
+      }
 }
 
 TEST_CASE("Softmax on f16, bf16 and f64", "[softmax]") {
