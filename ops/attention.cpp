@@ -187,6 +187,7 @@ void attend(const SgemmConfig& config, ThreadPool& pool, void* workspace, const 
   float* out = pl.out_copied ? reinterpret_cast<float*>(ws + pl.out_at) : p.out->data<float>();
   const int64_t out_row = p.out4d ? v.dim : q.heads * v.dim;
   const int64_t rep = q.heads / k.heads, tasks = b * q.heads;
+  const KvGemmConfig mix{&config, &kv_config()};
   auto one = [&](int64_t task, unsigned char* slot, ThreadPool* inner) {
     const int64_t bi = task / q.heads, n = task % q.heads, g = n / rep;
     float* sc = reinterpret_cast<float*>(slot);
@@ -210,8 +211,10 @@ void attend(const SgemmConfig& config, ThreadPool& pool, void* workspace, const 
       if (p.qk && p.qk_mode == 3) store_row(*p.qk, qk_at, row, tn);
     }
     float* o = out + (p.out4d ? (bi * q.heads + n) * q.rows * v.dim : bi * q.rows * out_row + n * v.dim);
-    sgemm(config, s, static_cast<size_t>(v.dim), tn, sc, tn, false, vc + (bi * k.heads + g) * total * v.dim,
-          static_cast<size_t>(v.dim), false, nullptr, o, static_cast<size_t>(out_row), gws, inner);
+    // P·V as the GQA kernels run it (ops/kv_gemm.h: the float GEMM's
+    // numerics), so a causal prompt's trailing zeros of P are left out.
+    kv_mix(mix, s, tn, static_cast<size_t>(v.dim), sc, tn, {vc + (bi * k.heads + g) * total * v.dim, DType::F32}, o,
+           static_cast<size_t>(out_row), gws, inner);
   };
   run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
     one(task, ws + pl.slots_at + static_cast<size_t>(r) * pl.slot, inner);
