@@ -32,9 +32,9 @@ namespace onebit {
 
 namespace {
 
-// Leaving out the scores of a row's trailing masked keys (the causal
-// half of a prompt). A mask value at or
-// below kMaskedAt masks its key. Unfused, such a score becomes
+// Leaving out the scores of a row's trailing masked keys (the causal half
+// of a prompt). A mask value at or below kMaskedAt masks its key. Unfused,
+// such a score becomes
 // fl(fl(q·k·s) + m) ≤ kMaskedAt + B, where B = |q|·max|k|·|s| (checked
 // below kScoreBound); left out, it becomes m itself. The row's last kept key
 // has a mask value of at least kKeptFloor, so its score is above
@@ -84,8 +84,8 @@ struct MaskRows {
   }
 };
 
-// The largest Euclidean norm of the t keys (or queries), as the kernels
-// read them: float32, float16, or int8 scale · code.
+// The largest Euclidean norm of the t keys as the kernels read them:
+// float32, float16, or int8 scale · code.
 double max_norm(KvRows r, int64_t t, int64_t d, const KvConfig& kv) {
   double best = 0;
   std::vector<float> wide(static_cast<size_t>(d));
