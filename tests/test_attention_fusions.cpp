@@ -615,3 +615,87 @@ TEST_CASE("masked scores: Q.K^T leaves out masked keys only where Softmax cannot
   std::fill(keys_broadcast.data<float>(), keys_broadcast.data<float>() + s, 0.0f);
   CHECK(left_out(scores(q, &keys_broadcast), whole, [](int64_t, int64_t) { return true; }) == 0);
 }
+
+namespace {
+
+// opset 23's Attention as torch.onnx writes sdpa: 4-D heads, K and V
+// repeated by the repeat_kv chain (or read as they are with kvh = h), an
+// additive mask, `scale` given or not, and the attributes that keep it whole.
+ModelBuilder attention23(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d, bool repeated = true,
+                         bool with_scale = true, int64_t is_causal = 0, float softcap = 0.0f) {
+  const int64_t h = kvh * rep;
+  ModelBuilder b(23);
+  b.input("q", kFloat, {1, h, s, d}).input("k", kFloat, {1, kvh, t, d}).input("v", kFloat, {1, kvh, t, d});
+  b.input("mask", kFloat, {1, 1, s, t}).output("y", kFloat, {1, h, s, d});
+  std::string kk = "k", vv = "v";
+  if (repeated) {
+    b.initializer<int64_t>("ax", kInt64, {1}, {2});
+    b.initializer<int64_t>("e", kInt64, {5}, {1, kvh, rep, t, d});
+    b.initializer<int64_t>("r", kInt64, {4}, {1, h, t, d});
+    for (const char* x : {"k", "v"}) {
+      const std::string n = x;
+      b.node("Unsqueeze", {n, "ax"}, {"u_" + n});
+      b.node("Expand", {"u_" + n, "e"}, {"ex_" + n});
+      b.node("Reshape", {"ex_" + n, "r"}, {"rep_" + n});
+    }
+    kk = "rep_k", vv = "rep_v";
+  }
+  auto& a = b.node("Attention", {"q", kk, vv, "mask"}, {"y"});
+  if (with_scale) {
+    auto* at = a.add_attribute();
+    at->set_name("scale");
+    at->set_type(onnx::AttributeProto::FLOAT);
+    at->set_f(0.3f);
+  }
+  if (is_causal) ModelBuilder::attr_int(a, "is_causal", is_causal);
+  if (softcap != 0.0f) {
+    auto* at = a.add_attribute();
+    at->set_name("softcap");
+    at->set_type(onnx::AttributeProto::FLOAT);
+    at->set_f(softcap);
+  }
+  return b;
+}
+
+std::vector<NamedTensor> attention23_inputs(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d) {
+  return {{"q", tensor({1, kvh * rep, s, d}, 1)},
+          {"k", tensor({1, kvh, t, d}, 2)},
+          {"v", tensor({1, kvh, t, d}, 3)},
+          {"mask", causal_mask(s, t, -std::numeric_limits<float>::infinity())}};
+}
+
+double worst_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double worst = 0;
+  for (int64_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, double(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("split attention: opset 23 Attention becomes the eager products over the unrepeated cache",
+          "[fusion][attention_split]") {
+  for (bool repeated : {true, false})
+    for (bool with_scale : {true, false})
+      for (int64_t s : {1, 40}) {
+        const int64_t kvh = 2, rep = repeated ? 3 : 1, t = s + 7, d = 16;
+        INFO((repeated ? "repeated" : "plain") << (with_scale ? ", scale given" : ", default scale") << ", S " << s);
+        const Pair p = run_both(attention23(kvh, rep, s, t, d, repeated, with_scale), "attention23", "split-attention",
+                                "attention_split", attention23_inputs(kvh, rep, s, t, d));
+        CHECK(p.count == 1);
+        CHECK(worst_diff(p.fused, p.plain) < 1e-5);
+      }
+}
+
+TEST_CASE("split attention must not fire on a causal flag or a softcap", "[fusion][attention_split][must-not-fire]") {
+  const int64_t kvh = 1, rep = 2, s = 5, t = 9, d = 8;
+  for (int variant : {0, 1}) {
+    INFO((variant == 0 ? "is_causal" : "softcap"));
+    const Pair p = run_both(attention23(kvh, rep, s, t, d, true, true, variant == 0 ? 1 : 0, variant == 1 ? 2.5f : 0.0f),
+                            "attention23_whole", "split-attention", "attention_split",
+                            attention23_inputs(kvh, rep, s, t, d));
+    CHECK(p.count == 0);
+    bit_identical(p.fused, p.plain);
+  }
+}

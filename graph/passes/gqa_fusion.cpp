@@ -12,6 +12,8 @@
 // The shapes e and r are only known at plan time; the kernel checks there
 // that they are a repeat of each KV head (e = [b,kvh,rep,T,d],
 // r = [b,kvh·rep,T,d]) and refuses the plan otherwise, naming the shapes.
+#include <cmath>
+
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 
@@ -73,6 +75,146 @@ void fuse_gqa_matmul(Graph& g, PassContext& ctx) {
     set_int_attr(n, "allowzero", m.rep.allowzero);
   };
   run_fusion(g, ctx, f);
+}
+
+namespace {
+
+// ai.onnx Attention (opset 23, what torch.onnx writes for sdpa) over 4-D
+// float32 heads, no causal flag, softcap, past or extra outputs:
+//
+//   Attention(Q, K', V', mask) with K', V' repeat_kv chains (or plain caches)
+//     becomes GqaMatMul(Q, K, e, r) transB 1 -> Mul(scale) -> Add(mask)
+//             -> Softmax(last axis) -> GqaMatMul(·, V, e, r)
+//
+// the eager export's products, which the passes after this one keep the
+// cache of (kv-state) and hand the mask to (masked-scores). Same formula;
+// the scores and softmax are the eager path's kernels, not the Attention
+// kernel's, so results agree to rounding, not bit for bit.
+struct AttentionParts {
+  int node = -1;
+  Repeat k, v;  // kv = the cache; the shapes -1 when it is not repeated
+  int mask = -1;
+  float scale = 0;
+};
+
+bool rank4(const Graph& g, int v) { return v >= 0 && g.value(v).has_shape && g.value(v).dims.size() == 4; }
+
+bool cache_of(const Graph& g, int value, Repeat& out) {
+  if (match_repeat(g, value, out)) return true;
+  out = {value, -1, -1, 0};
+  return value >= 0;
+}
+
+Match<AttentionParts> match_attention(const FusionScan& scan, int node) {
+  const Graph& g = scan.g;
+  const Node& n = g.node(node);
+  if (n.op_type != "Attention" || !n.domain.empty() || n.opset < 23) return {};
+  if (n.inputs.size() < 3 || n.inputs.size() > 4) return Refusal{"attention_inputs"};
+  for (size_t o = 1; o < n.outputs.size(); ++o)
+    if (n.outputs[o] >= 0) return Refusal{"attention_extra_outputs"};
+  if (n.attrs.get_int("is_causal", 0) != 0) return Refusal{"attention_causal_flag"};
+  if (n.attrs.get_float("softcap", 0.0f) != 0.0f) return Refusal{"attention_softcap"};
+  const int q = n.inputs[0], mask = input_at(n, 3);
+  AttentionParts parts{node, {}, {}, mask, 0};
+  if (!cache_of(g, n.inputs[1], parts.k) || !cache_of(g, n.inputs[2], parts.v)) return Refusal{"attention_inputs"};
+  // The query and the caches as declared (a repeat's result is checked by
+  // GqaMatMul when planned).
+  if (!rank4(g, q) || !rank4(g, parts.k.kv) || !rank4(g, parts.v.kv)) return Refusal{"attention_not_4d"};
+  for (int v : {q, parts.k.kv, parts.v.kv, mask})
+    if (v >= 0 && g.value(v).dtype != DType::F32) return Refusal{"attention_not_float32"};
+  if (n.attrs.has("scale")) {
+    parts.scale = n.attrs.get_float("scale", 0.0f);
+  } else {
+    const Dim& d = g.value(q).dims[3];
+    if (d.value <= 0) return Refusal{"attention_scale_unknown"};
+    parts.scale = 1.0f / std::sqrt(static_cast<float>(d.value));  // as the Attention kernel takes it
+  }
+  // A cache read as it is must have the query's heads: GqaMatMul without
+  // the repeat's shapes pairs one query head with each KV head.
+  for (const Repeat* r : {&parts.k, &parts.v}) {
+    if (r->expand_shape >= 0) continue;
+    const Dim &qh = g.value(q).dims[1], &kh = g.value(r->kv).dims[1];
+    const bool same = qh.value >= 0 ? qh.value == kh.value : !qh.param.empty() && qh.param == kh.param;
+    if (!same) return Refusal{"attention_heads_not_known_equal"};
+  }
+  // The caches, shapes and mask become inputs of nodes placed just before this one.
+  for (int v : {parts.k.kv, parts.k.expand_shape, parts.k.reshape_shape, parts.v.kv, parts.v.expand_shape,
+                parts.v.reshape_shape, mask})
+    if (producer_index(g, v) > node) return Refusal{"attention_input_computed_later"};
+  return parts;
+}
+
+}  // namespace
+
+void split_attention_products(Graph& g, PassContext& ctx) {
+  const auto consumers = g.consumers();
+  const FusionScan scan{g, consumers};
+  std::vector<AttentionParts> found;
+  std::map<std::string, int64_t> refused;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Match<AttentionParts> m = match_attention(scan, static_cast<int>(i));
+    if (const AttentionParts* p = m.group()) found.push_back(*p);
+    else if (const Refusal* r = m.refusal()) ++refused[r->why];
+  }
+  report_refusals(g, ctx, "attention_split", refused);
+  const int64_t opset = g.opsets.count("") ? g.opsets.at("") : 23;
+  // From the last back, so the indices of earlier nodes stay valid.
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    const AttentionParts& a = *it;
+    const std::string base = g.node(a.node).name;
+    auto value = [&](const std::string& suffix) {
+      Value v;
+      v.name = g.unique_name(base + suffix);
+      v.dtype = DType::F32;
+      return g.add_value(std::move(v));
+    };
+    auto node = [&](const char* op, const std::string& suffix, std::vector<int> inputs, int out) {
+      Node m;
+      m.name = g.unique_name(base + suffix);
+      m.op_type = op;
+      m.opset = opset;
+      m.inputs = std::move(inputs);
+      m.outputs = {out};
+      return m;
+    };
+    Value sv;
+    sv.name = g.unique_name(base + "/scale");
+    sv.dtype = DType::F32;
+    sv.has_shape = true;
+    Tensor st = Tensor::allocate(DType::F32, {});
+    *st.data<float>() = a.scale;
+    sv.constant = std::move(st);
+    const int scale = g.add_value(std::move(sv));
+    std::vector<Node> before;
+    const int scores = value("/scores"), scaled = value("/scaled");
+    Node qk = node("GqaMatMul", "/qk", {g.node(a.node).inputs[0], a.k.kv, a.k.expand_shape, a.k.reshape_shape}, scores);
+    qk.domain = kOneBitDomain;
+    qk.opset = 1;
+    set_int_attr(qk, "transB", 1);
+    set_int_attr(qk, "allowzero", a.k.allowzero);
+    before.push_back(std::move(qk));
+    before.push_back(node("Mul", "/scale", {scores, scale}, scaled));
+    int logits = scaled;
+    if (a.mask >= 0) {
+      logits = value("/masked");
+      before.push_back(node("Add", "/mask", {scaled, a.mask}, logits));
+    }
+    const int p = value("/probs");
+    Node softmax = node("Softmax", "/softmax", {logits}, p);
+    set_int_attr(softmax, "axis", -1);
+    before.push_back(std::move(softmax));
+    Node& pv = g.node(a.node);
+    const int out = pv.outputs[0];
+    make_onebit_node(pv, "GqaMatMul", {p, a.v.kv, a.v.expand_shape, a.v.reshape_shape});
+    pv.attrs = Attributes();
+    set_int_attr(pv, "transB", 0);
+    set_int_attr(pv, "allowzero", a.v.allowzero);
+    pv.outputs = {out};
+    g.nodes.insert(g.nodes.begin() + a.node, std::make_move_iterator(before.begin()),
+                   std::make_move_iterator(before.end()));
+  }
+  if (!found.empty()) g.relink();
+  ctx.report.count("attention_split", static_cast<int64_t>(found.size()));
 }
 
 }  // namespace onebit

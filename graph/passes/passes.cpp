@@ -24,6 +24,7 @@ const std::vector<Pass>& pass_list() {
       {"fuse-ort-dynamic-int8", false, fuse_ort_dynamic_int8},
       {"qd8-matmul", false, qd8_matmul},
       {"fuse-gqa-matmul", false, fuse_gqa_matmul},
+      {"split-attention", false, split_attention_products},
       {"fuse-mha-repeat-kv", false, fuse_mha_repeat_kv},
       {"fuse-rms-norm", false, fuse_rms_norm},
       {"fuse-rotary", false, fuse_rotary},

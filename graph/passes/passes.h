@@ -60,6 +60,7 @@ void qd8_matmul(Graph& g, PassContext& ctx);             // qd8_matmul.cpp
 void fuse_ort_dynamic_int8(Graph& g, PassContext& ctx);  // ort_dynamic_int8.cpp
 void fuse_f16_weight_matmul(Graph& g, PassContext& ctx); // f16_weight_matmul.cpp
 void fuse_gqa_matmul(Graph& g, PassContext& ctx);        // gqa_fusion.cpp
+void split_attention_products(Graph& g, PassContext& ctx);  // gqa_fusion.cpp
 void fuse_mha_repeat_kv(Graph& g, PassContext& ctx);     // mha_repeat_kv.cpp
 void fuse_rms_norm(Graph& g, PassContext& ctx);          // rms_norm_fusion.cpp
 void fuse_rotary(Graph& g, PassContext& ctx);            // rotary_fusion.cpp
