@@ -12,6 +12,8 @@
 // The shapes e and r are only known at plan time; the kernel checks there
 // that they are a repeat of each KV head (e = [b,kvh,rep,T,d],
 // r = [b,kvh·rep,T,d]) and refuses the plan otherwise, naming the shapes.
+// split_attention_products (below) gives opset 23's Attention over such
+// chains the same products.
 #include <cmath>
 
 #include "graph/passes/fusion.h"
