@@ -622,11 +622,11 @@ namespace {
 // repeated by the repeat_kv chain (or read as they are with kvh = h), an
 // additive mask, `scale` given or not, and the attributes that keep it whole.
 ModelBuilder attention23(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d, bool repeated = true,
-                         bool with_scale = true, int64_t is_causal = 0, float softcap = 0.0f) {
+                         bool with_scale = true, int64_t is_causal = 0, float softcap = 0.0f, int64_t mask_t = -1) {
   const int64_t h = kvh * rep;
   ModelBuilder b(23);
   b.input("q", kFloat, {1, h, s, d}).input("k", kFloat, {1, kvh, t, d}).input("v", kFloat, {1, kvh, t, d});
-  b.input("mask", kFloat, {1, 1, s, t}).output("y", kFloat, {1, h, s, d});
+  b.input("mask", kFloat, {1, 1, s, mask_t < 0 ? t : mask_t}).output("y", kFloat, {1, h, s, d});
   std::string kk = "k", vv = "v";
   if (repeated) {
     b.initializer<int64_t>("ax", kInt64, {1}, {2});
@@ -657,11 +657,12 @@ ModelBuilder attention23(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t
   return b;
 }
 
-std::vector<NamedTensor> attention23_inputs(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d) {
+std::vector<NamedTensor> attention23_inputs(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d,
+                                            int64_t mask_t = -1) {
   return {{"q", tensor({1, kvh * rep, s, d}, 1)},
           {"k", tensor({1, kvh, t, d}, 2)},
           {"v", tensor({1, kvh, t, d}, 3)},
-          {"mask", causal_mask(s, t, -std::numeric_limits<float>::infinity())}};
+          {"mask", causal_mask(s, mask_t < 0 ? t : mask_t, -std::numeric_limits<float>::infinity())}};
 }
 
 double worst_diff(const Tensor& a, const Tensor& b) {
@@ -688,13 +689,16 @@ TEST_CASE("split attention: opset 23 Attention becomes the eager products over t
       }
 }
 
-TEST_CASE("split attention must not fire on a causal flag or a softcap", "[fusion][attention_split][must-not-fire]") {
+TEST_CASE("split attention must not fire on a causal flag, a softcap or a mask shorter than the keys",
+          "[fusion][attention_split][must-not-fire]") {
   const int64_t kvh = 1, rep = 2, s = 5, t = 9, d = 8;
-  for (int variant : {0, 1}) {
-    INFO((variant == 0 ? "is_causal" : "softcap"));
-    const Pair p = run_both(attention23(kvh, rep, s, t, d, true, true, variant == 0 ? 1 : 0, variant == 1 ? 2.5f : 0.0f),
+  for (int variant : {0, 1, 2}) {
+    INFO((variant == 0 ? "is_causal" : variant == 1 ? "softcap" : "short mask"));
+    const int64_t mask_t = variant == 2 ? t - 2 : -1;  // Attention pads it with -inf; Add would not
+    const Pair p = run_both(attention23(kvh, rep, s, t, d, true, true, variant == 0 ? 1 : 0, variant == 1 ? 2.5f : 0.0f,
+                                        mask_t),
                             "attention23_whole", "split-attention", "attention_split",
-                            attention23_inputs(kvh, rep, s, t, d));
+                            attention23_inputs(kvh, rep, s, t, d, mask_t));
     CHECK(p.count == 0);
     bit_identical(p.fused, p.plain);
   }

@@ -124,6 +124,15 @@ Match<AttentionParts> match_attention(const FusionScan& scan, int node) {
   if (!rank4(g, q) || !rank4(g, parts.k.kv) || !rank4(g, parts.v.kv)) return Refusal{"attention_not_4d"};
   for (int v : {q, parts.k.kv, parts.v.kv, mask})
     if (v >= 0 && g.value(v).dtype != DType::F32) return Refusal{"attention_not_float32"};
+  // Attention pads a mask shorter than the keys with −∞; Add would not: the
+  // mask's last dim must be declared as the cache's length.
+  if (mask >= 0) {
+    const Value& mv = g.value(mask);
+    const Dim& t = g.value(parts.k.kv).dims[2];
+    const Dim* mt = mv.has_shape && !mv.dims.empty() ? &mv.dims.back() : nullptr;
+    if (!mt || !(t.value >= 0 ? mt->value == t.value : !t.param.empty() && mt->param == t.param))
+      return Refusal{"attention_mask_length_not_known_equal"};
+  }
   if (n.attrs.has("scale")) {
     parts.scale = n.attrs.get_float("scale", 0.0f);
   } else {
