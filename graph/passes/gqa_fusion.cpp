@@ -128,9 +128,7 @@ Match<AttentionParts> match_attention(const FusionScan& scan, int node) {
   // mask's last dim must be declared as the cache's length.
   if (mask >= 0) {
     const Value& mv = g.value(mask);
-    const Dim& t = g.value(parts.k.kv).dims[2];
-    const Dim* mt = mv.has_shape && !mv.dims.empty() ? &mv.dims.back() : nullptr;
-    if (!mt || !(t.value >= 0 ? mt->value == t.value : !t.param.empty() && mt->param == t.param))
+    if (!mv.has_shape || mv.dims.empty() || !dim_known_equal(g.value(parts.k.kv).dims[2], mv.dims.back()))
       return Refusal{"attention_mask_length_not_known_equal"};
   }
   if (n.attrs.has("scale")) {
@@ -144,9 +142,7 @@ Match<AttentionParts> match_attention(const FusionScan& scan, int node) {
   // the repeat's shapes pairs one query head with each KV head.
   for (const Repeat* r : {&parts.k, &parts.v}) {
     if (r->expand_shape >= 0) continue;
-    const Dim &qh = g.value(q).dims[1], &kh = g.value(r->kv).dims[1];
-    const bool same = qh.value >= 0 ? qh.value == kh.value : !qh.param.empty() && qh.param == kh.param;
-    if (!same) return Refusal{"attention_heads_not_known_equal"};
+    if (!dim_known_equal(g.value(q).dims[1], g.value(r->kv).dims[1])) return Refusal{"attention_heads_not_known_equal"};
   }
   // The caches, shapes and mask become inputs of nodes placed just before this one.
   for (int v : {parts.k.kv, parts.k.expand_shape, parts.k.reshape_shape, parts.v.kv, parts.v.expand_shape,

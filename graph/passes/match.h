@@ -61,6 +61,12 @@ inline bool constant_ints_equal(const Graph& g, int value, const std::vector<int
          tensor_to_ints(*v.constant) == want;
 }
 
+// Whether two declared dims are known to be equal: the same value, or the
+// same symbolic name on two dims without a value.
+inline bool dim_known_equal(const Dim& x, const Dim& y) {
+  return x.value >= 0 ? x.value == y.value : !x.param.empty() && x.param == y.param && y.value < 0;
+}
+
 // For a binary node, the input that is not `known` (-1 if neither matches).
 inline int other_input(const Node& n, int known) {
   if (n.inputs.size() != 2) return -1;

@@ -31,10 +31,8 @@ struct SwiGlu {
 
 bool dims_known_equal(const Value& a, const Value& b) {
   if (!a.has_shape || !b.has_shape || a.dims.size() != b.dims.size()) return false;
-  for (size_t i = 0; i < a.dims.size(); ++i) {
-    const Dim &x = a.dims[i], &y = b.dims[i];
-    if (x.value >= 0 ? x.value != y.value : (x.param.empty() || x.param != y.param || y.value >= 0)) return false;
-  }
+  for (size_t i = 0; i < a.dims.size(); ++i)
+    if (!dim_known_equal(a.dims[i], b.dims[i])) return false;
   return true;
 }
 
