@@ -184,13 +184,25 @@ class GqaMatMulKernel : public Kernel {
     const float* a = half ? a_wide : A.data<float>();
     float* y = half ? y_wide : Y.data<float>();
     const MaskRows mask = masked_ ? MaskRows::of(ctx.input(5), Y.shape()) : MaskRows{};
+    // Keys each row keeps, found once for every task: per head only when
+    // the mask has heads of its own.
+    const int64_t mask_heads = mask.sh ? h : 1;
+    std::vector<int64_t> keeps(mask.data ? static_cast<size_t>(b * mask_heads * s) : 0);
+    for (size_t i = 0; i < keeps.size(); ++i) {
+      const int64_t row = static_cast<int64_t>(i);
+      keeps[i] = mask.keep(row / (mask_heads * s), row / s % mask_heads, row % s, t);
+    }
     auto one = [&](int64_t task, void* work, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;
       const float* ab = a + (bi * h + g * rep) * s * static_cast<int64_t>(x);
       const KvRows rows = kv_state_head(KV.raw(), KV.dtype(), head_stride, bi * kvh + g, t, d);
       float* yb = y + (bi * h + g * rep) * s * static_cast<int64_t>(n);
       if (!trans_b_) return kv_mix(kv_config_, m, k, n, ab, x, rows, yb, n, work, inner);
-      if (!mask.data || !scores_skipping(mask, bi, g * rep, rep, s, t, d, ab, rows, yb, inner))
+      // Row r of this task (head g·rep + r / s, position r % s) keeps kept(r) keys.
+      auto kept = [&](int64_t r) {
+        return keeps[static_cast<size_t>((bi * mask_heads + (mask_heads > 1 ? g * rep + r / s : 0)) * s + r % s)];
+      };
+      if (keeps.empty() || !scores_skipping(kept, rep, s, t, d, ab, rows, yb, inner))
         kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, inner);
     };
     const int64_t tasks = b * kvh;
@@ -201,22 +213,16 @@ class GqaMatMulKernel : public Kernel {
     if (half) vec_math_config().narrow(static_cast<size_t>(Y.size()), y_wide, Y.data<uint16_t>());
   }
 
-  // Q·Kᵀ for the rep heads from h0 of batch bi (rows of q: rep·s of d),
-  // each block of kSkipRows rows computed up to the most keys one of them
-  // keeps, the rest of the block's rows 0 (MaskRows; kMaskedAt above).
-  // False, having written nothing, when no row leaves a key out or the
-  // bound does not hold: the caller computes the whole product.
-  bool scores_skipping(const MaskRows& mask, int64_t bi, int64_t h0, int64_t rep, int64_t s, int64_t t, int64_t d,
-                       const float* q, KvRows keys, float* y, ThreadPool* inner) const {
-    std::vector<int64_t> keep(static_cast<size_t>(rep * s));
+  // Q·Kᵀ for rep heads of s rows of q (rep·s rows of d), row r keeping
+  // kept(r) keys (MaskRows::keep), each block of kSkipRows rows computed up
+  // to the most keys one of them keeps, the rest of the block's rows 0
+  // (kMaskedAt above). False, having written nothing, when no row leaves a
+  // key out or the bound does not hold: the caller computes the whole product.
+  template <class Kept>
+  bool scores_skipping(const Kept& kept, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q, KvRows keys,
+                       float* y, ThreadPool* inner) const {
     int64_t left_out = 0;
-    for (int64_t r = 0; r < rep * s; ++r) {
-      // A mask shared by the heads is scanned once for them all.
-      const int64_t hr = r / s;
-      keep[static_cast<size_t>(r)] = mask.sh == 0 && hr > 0 ? keep[static_cast<size_t>(r % s)]
-                                                            : mask.keep(bi, h0 + hr, r % s, t);
-      left_out += t - keep[static_cast<size_t>(r)];
-    }
+    for (int64_t r = 0; r < rep * s; ++r) left_out += t - kept(r);
     if (left_out == 0) return false;
     double qmax = 0;
     for (int64_t r = 0; r < rep * s; ++r) {
@@ -231,7 +237,7 @@ class GqaMatMulKernel : public Kernel {
       for (int64_t i0 = 0; i0 < s; i0 += kSkipRows) {
         const int64_t r0 = hr * s + i0, rows = std::min(kSkipRows, s - i0);
         int64_t e = 0;
-        for (int64_t r = r0; r < r0 + rows; ++r) e = std::max(e, keep[static_cast<size_t>(r)]);
+        for (int64_t r = r0; r < r0 + rows; ++r) e = std::max(e, kept(r));
         if (e > 0)
           kv_scores(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(e), static_cast<size_t>(d), q + r0 * d,
                     static_cast<size_t>(d), keys, y + r0 * t, static_cast<size_t>(t), inner);
