@@ -16,6 +16,11 @@
 // ·score_scale, + that mask and a Softmax over the keys: a row's trailing
 // run of masked keys (the causal half of a prompt) is left out and written
 // as 0 when Softmax's output provably stays the same (kMaskedAt below).
+// With the attribute softmax = 1 as well (graph/passes/masked_scores.cpp,
+// the second fusion there), the node is that whole chain: each block of
+// rows gets ·score_scale, + mask and the Softmax row kernel while it is in
+// cache, the same float operations in the same order as the three nodes it
+// replaces, so its output is theirs bit for bit.
 #include <cmath>
 #include <vector>
 
@@ -25,6 +30,7 @@
 #include "ops/kv_gemm.h"
 #include "ops/op_util.h"
 #include "ops/sgemm.h"
+#include "ops/softmax.h"
 #include "base/thread_pool.h"
 #include "quant/ukernels/kv_ukernels.h"
 
@@ -56,28 +62,37 @@ struct MaskRows {
   const float* data = nullptr;
   int64_t sb = 0, sh = 0, ss = 0;  // element strides of batch, head, query row (0: broadcast)
 
+  // Whether a float32 mask of this shape is rows over the scores: it
+  // broadcasts into them without widening them, keys not broadcast.
+  static bool fits(const Shape& ms, const Shape& scores) {
+    const size_t rank = ms.size();
+    if (rank == 0) return false;
+    for (size_t i = 0; i + 4 < rank; ++i)
+      if (ms[i] != 1) return false;
+    for (size_t i = 0; i < std::min<size_t>(4, rank); ++i) {
+      const int64_t m = ms[rank - 1 - i], y = scores[4 - 1 - i];
+      if (m != y && (i == 0 || m != 1)) return false;
+    }
+    return true;
+  }
   static MaskRows of(const Tensor& mask, const Shape& scores) {
     MaskRows r;
     const Shape& ms = mask.shape();
-    if (mask.dtype() != DType::F32) return r;
+    if (mask.dtype() != DType::F32 || !fits(ms, scores)) return r;
     const size_t rank = ms.size();
-    for (size_t i = 0; i + 4 < rank; ++i)
-      if (ms[i] != 1) return r;
     int64_t dims[4] = {1, 1, 1, 1};
     for (size_t i = 0; i < std::min<size_t>(4, rank); ++i) dims[4 - 1 - i] = ms[rank - 1 - i];
-    if (dims[3] != scores[3]) return r;
-    for (int i = 0; i < 3; ++i)
-      if (dims[i] != 1 && dims[i] != scores[static_cast<size_t>(i)]) return r;
     r.ss = dims[2] == 1 ? 0 : dims[3];
     r.sh = dims[1] == 1 ? 0 : dims[2] * dims[3];
     r.sb = dims[0] == 1 ? 0 : dims[1] * dims[2] * dims[3];
     r.data = mask.data<float>();
     return r;
   }
+  const float* row(int64_t bi, int64_t hi, int64_t i) const { return data + bi * sb + hi * sh + i * ss; }
   // Keys a row keeps: one past its last unmasked key, or t (computed whole)
   // when it has none or the last one's mask value is below kKeptFloor.
   int64_t keep(int64_t bi, int64_t hi, int64_t i, int64_t t) const {
-    const float* m = data + bi * sb + hi * sh + i * ss;
+    const float* m = row(bi, hi, i);
     int64_t e = t;
     while (e > 0 && m[e - 1] <= kMaskedAt) --e;
     return e == 0 || m[e - 1] < kKeptFloor ? t : e;
@@ -114,6 +129,7 @@ class GqaMatMulKernel : public Kernel {
   explicit GqaMatMulKernel(const KernelInfo& info)
       : trans_b_(info.attrs().get_int("transB", 0) != 0), allowzero_(info.attrs().get_int("allowzero", 0) != 0),
         state_(info.has_input(4)), masked_(trans_b_ && info.has_input(5)),
+        softmax_(masked_ && info.attrs().get_int("softmax", 0) != 0),
         score_scale_(info.attrs().get_float("score_scale", 0.0f)), config_(&sgemm_config()),
         kv_config_(kv_gemm_config()) {}
 
@@ -150,6 +166,16 @@ class GqaMatMulKernel : public Kernel {
     if (a[0] != kv[0] || a[1] != kv[1] * rep || a[3] != x)
       fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * rep, kv[2], kv[3]);
     const Shape y{a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]};
+    if (softmax_) {
+      // The pass saw float32 scores and a mask that cannot widen them
+      // (declared shapes); the file's values must agree.
+      if (t != DType::F32 || ctx.dtype(5) != DType::F32)
+        fail("scores and mask are {} and {}: the fused ·scale + mask -> Softmax takes float32 only", dtype_name(t),
+             dtype_name(ctx.dtype(5)));
+      if (!MaskRows::fits(ctx.shape(5), y))
+        fail("mask {} does not broadcast into the scores {} along their rows, as the graph declared",
+             shape_str(ctx.shape(5)), shape_str(y));
+    }
     ctx.set_output(0, t, y);
     const size_t m = static_cast<size_t>(rep * a[2]);
     const size_t slots = slot_bytes(m, static_cast<size_t>(kv[2]), static_cast<size_t>(kv[3]), ctx.dtype(1)) *
@@ -202,8 +228,25 @@ class GqaMatMulKernel : public Kernel {
       auto kept = [&](int64_t r) {
         return keeps[static_cast<size_t>((bi * mask_heads + (mask_heads > 1 ? g * rep + r / s : 0)) * s + r % s)];
       };
-      if (keeps.empty() || !scores_skipping(kept, rep, s, t, d, ab, rows, yb, inner))
-        kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, inner);
+      if (softmax_) {
+        // Row r of this task is head g·rep + r / s, position r % s.
+        auto mask_row = [&](int64_t r) { return mask.row(bi, g * rep + r / s, r % s); };
+        const bool skip = may_skip(kept, rep, s, t, d, ab, rows);
+        return scores_in_blocks(kept, skip, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            // Mul, then Add, each rounded (no contraction: -ffp-contract=off).
+            float* yr = yb + r * t;
+            const float* mr = mask_row(r);
+            const float sc = score_scale_;
+            for (int64_t j = 0; j < t; ++j) yr[j] = yr[j] * sc;
+            for (int64_t j = 0; j < t; ++j) yr[j] = yr[j] + mr[j];
+            softmax_row(yr, yr, t);
+          }
+        });
+      }
+      if (keeps.empty() || !may_skip(kept, rep, s, t, d, ab, rows))
+        return kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, inner);
+      scores_in_blocks(kept, true, rep, s, t, d, ab, rows, yb, inner, [](int64_t, int64_t) {});
     };
     const int64_t tasks = b * kvh;
     ThreadPool& pool = ctx.pool();
@@ -213,14 +256,11 @@ class GqaMatMulKernel : public Kernel {
     if (half) vec_math_config().narrow(static_cast<size_t>(Y.size()), y_wide, Y.data<uint16_t>());
   }
 
-  // Q·Kᵀ for rep heads of s rows of q (rep·s rows of d), row r keeping
-  // kept(r) keys (MaskRows::keep), each block of kSkipRows rows computed up
-  // to the most keys one of them keeps, the rest of the block's rows 0
-  // (kMaskedAt above). False, having written nothing, when no row leaves a
-  // key out or the bound does not hold: the caller computes the whole product.
+  // Whether rows may leave keys out: some row leaves one out, and the
+  // scores bound holds (kMaskedAt above) for these s rows of q against the
+  // t keys.
   template <class Kept>
-  bool scores_skipping(const Kept& kept, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q, KvRows keys,
-                       float* y, ThreadPool* inner) const {
+  bool may_skip(const Kept& kept, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q, KvRows keys) const {
     int64_t left_out = 0;
     for (int64_t r = 0; r < rep * s; ++r) left_out += t - kept(r);
     if (left_out == 0) return false;
@@ -232,18 +272,33 @@ class GqaMatMulKernel : public Kernel {
       if (std::isnan(sum)) return false;
     }
     const double bound = qmax * max_norm(keys, t, d, *kv_config_.kv) * std::abs(double(score_scale_)) * 1.001;
-    if (!(bound < kScoreBound)) return false;
-    for (int64_t hr = 0; hr < rep; ++hr)
-      for (int64_t i0 = 0; i0 < s; i0 += kSkipRows) {
-        const int64_t r0 = hr * s + i0, rows = std::min(kSkipRows, s - i0);
-        int64_t e = 0;
-        for (int64_t r = r0; r < r0 + rows; ++r) e = std::max(e, kept(r));
+    return bound < kScoreBound;
+  }
+
+  // Q·Kᵀ for rep heads of s rows of q (rep·s rows of d) in blocks of
+  // kSkipRows rows. With `skip`, row r keeps kept(r) keys (MaskRows::keep):
+  // each block (within one head) is computed up to the most keys one of its
+  // rows keeps, the rest of its rows 0; without, every block whole, blocks
+  // running across heads (a decode step's rep rows are one block that reads
+  // the keys once). then(r0, r1) runs on
+  // each block's rows [r0, r1) right after them, while they are in cache
+  // (split over `inner`'s threads when there is one).
+  template <class Kept, class Then>
+  void scores_in_blocks(const Kept& kept, bool skip, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q,
+                        KvRows keys, float* y, ThreadPool* inner, const Then& then) const {
+    const int64_t span = skip ? s : rep * s;  // blocks that skip stay within a head (its staircase)
+    for (int64_t h0 = 0; h0 < rep * s; h0 += span)
+      for (int64_t i0 = 0; i0 < span; i0 += kSkipRows) {
+        const int64_t r0 = h0 + i0, rows = std::min(kSkipRows, span - i0);
+        int64_t e = skip ? 0 : t;
+        for (int64_t r = r0; skip && r < r0 + rows; ++r) e = std::max(e, kept(r));
         if (e > 0)
           kv_scores(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(e), static_cast<size_t>(d), q + r0 * d,
                     static_cast<size_t>(d), keys, y + r0 * t, static_cast<size_t>(t), inner);
         for (int64_t r = r0; r < r0 + rows; ++r) std::fill(y + r * t + e, y + (r + 1) * t, 0.0f);
+        if (inner) inner->parallel_for(rows, 1, [&](int64_t b0, int64_t b1) { then(r0 + b0, r0 + b1); });
+        else then(r0, r0 + rows);
       }
-    return true;
   }
 
   // Y[b, n, i, j] = Σx A[b, n, i, x] · KV[b, n / rep, ·], in float (the non-float32 path).
@@ -273,7 +328,8 @@ class GqaMatMulKernel : public Kernel {
   std::string describe() const override {
     // Q·Kᵀ on the KV qk kernel at every row count; P·V on the pv kernel for
     // a few rows (decode), the float GEMM for a prompt's (ops/kv_gemm.h).
-    return fmt::format("GQA {}{} {}", trans_b_ ? "Q.K^T" : "P.V", state_ ? " on the KV state" : "",
+    return fmt::format("GQA {}{} {}", trans_b_ ? (softmax_ ? "softmax(s.Q.K^T + mask)" : "Q.K^T") : "P.V",
+                       state_ ? " on the KV state" : "",
                        trans_b_ ? kv_config_.kv->qk_name
                                 : fmt::format("{} / {}", kv_config_.kv->pv_name, config_->gemm_name));
   }
@@ -287,7 +343,7 @@ class GqaMatMulKernel : public Kernel {
     return trans_b_ ? 0 : kv_mix_workspace(kv_config_, m, t, d, kv);
   }
 
-  bool trans_b_, allowzero_, state_, masked_;
+  bool trans_b_, allowzero_, state_, masked_, softmax_;
   float score_scale_;
   const SgemmConfig* config_;
   KvGemmConfig kv_config_;

@@ -11,6 +11,8 @@
 // chunks so the loops still run over contiguous memory. Both are threaded
 // over rows. float32 uses the vectorised exp of quant/ukernels; f16/bf16
 // compute in float with it too, f64 uses std::exp.
+#include "ops/softmax.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -270,6 +272,10 @@ class SoftmaxKernel : public Kernel {
 };
 
 }  // namespace
+
+// Mode::Softmax reads each x[k] before it writes y[k] (the maximum and the
+// trailing run first, then x - m in place), so x may be y.
+void softmax_row(const float* x, float* y, int64_t n) { row_kernel(Mode::Softmax, x, y, n); }
 
 void register_softmax_ops(OpRegistry& r) {
   auto add = [&](const char* name, Mode mode) {

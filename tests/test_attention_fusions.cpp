@@ -474,12 +474,18 @@ namespace {
 // GqaMatMul-able Q·Kᵀ, ·scale, + mask, Softmax over the keys, P·V.
 // `softmax_op` and `axis` vary the tail for the must-not-fire cases;
 // `scores_out` also makes the raw scores a graph output.
+// `mask_dims` declares the mask's shape (default [1,1,s,t]); `scores_dims`,
+// when given, the scores' (value_info; -1 is a symbolic dim, sym<i> at
+// position i).
 ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d,
-                              const char* softmax_op = "Softmax", int64_t axis = -1, bool scores_out = false) {
+                              const char* softmax_op = "Softmax", int64_t axis = -1, bool scores_out = false,
+                              std::vector<int64_t> mask_dims = {}, std::vector<int64_t> scores_dims = {}) {
   const int64_t h = kvh * rep;
   ModelBuilder b;
   b.input("q", kFloat, {1, h, s, d}).input("k", kFloat, {1, kvh, t, d}).input("v", kFloat, {1, kvh, t, d});
-  b.input("mask", kFloat, {1, 1, s, t}).output("y", kFloat, {1, h, s, d});
+  b.input("mask", kFloat, mask_dims.empty() ? std::vector<int64_t>{1, 1, s, t} : mask_dims);
+  b.output("y", kFloat, {1, h, s, d});
+  if (!scores_dims.empty()) b.declare("scores", kFloat, scores_dims);
   if (scores_out) b.output("scores", kFloat, {1, h, s, t});
   b.initializer<int64_t>("ax", kInt64, {1}, {2});
   b.initializer<int64_t>("e", kInt64, {5}, {1, kvh, rep, t, d});
@@ -614,6 +620,106 @@ TEST_CASE("masked scores: Q.K^T leaves out masked keys only where Softmax cannot
   Tensor keys_broadcast = Tensor::allocate(DType::F32, {1, 1, s, 1});
   std::fill(keys_broadcast.data<float>(), keys_broadcast.data<float>() + s, 0.0f);
   CHECK(left_out(scores(q, &keys_broadcast), whole, [](int64_t, int64_t) { return true; }) == 0);
+}
+
+// The scores' scale, mask and Softmax taken into the GqaMatMul: compared
+// with the graph stopped after masked-scores (the mask handed over, the
+// three nodes still there), bit for bit.
+TEST_CASE("scores softmax: scale, mask and Softmax in the scores product, bit-identical",
+          "[fusion][scores_softmax]") {
+  const float lowest = std::numeric_limits<float>::lowest(), inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char* name;
+    int64_t kvh, rep, s, past;
+    float masked;
+    bool per_head_mask = false;
+    bool huge_query = false;  // the bound fails: every row computed whole, in blocks
+    bool bias = false;        // kept keys get a random additive bias, not 0
+    int64_t d = 16;
+  } cases[] = {{"causal -inf", 2, 2, 70, 0, -inf},
+               {"causal lowest, past", 2, 2, 70, 9, lowest},
+               {"causal -1e30, past", 2, 3, 45, 5, -1e30f},
+               {"one KV head (the inner pool)", 1, 4, 40, 3, -inf},
+               {"a decode step", 2, 2, 1, 37, -inf},
+               {"mask per head", 2, 2, 33, 4, -inf, true},
+               {"huge query", 2, 2, 40, 2, -inf, false, true},
+               {"a bias on the kept keys, scale 1/sqrt(24)", 2, 2, 50, 6, -inf, false, false, true, 24}};
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const int64_t h = c.kvh * c.rep, s = c.s, t = c.past + s, d = c.d;
+    Tensor mask = causal_mask(s, t, c.masked);
+    if (c.bias) {
+      const auto r = randoms(static_cast<size_t>(s * t), 4);
+      for (int64_t i = 0; i < s * t; ++i)
+        if (mask.data<float>()[i] == 0.0f) mask.data<float>()[i] = r[static_cast<size_t>(i)];
+    }
+    if (c.per_head_mask) {  // head 1 unmasked, the others causal
+      Tensor m = Tensor::allocate(DType::F32, {1, h, s, t});
+      for (int64_t hi = 0; hi < h; ++hi)
+        for (int64_t i = 0; i < s * t; ++i) m.data<float>()[hi * s * t + i] = hi == 1 ? 0.0f : mask.data<float>()[i];
+      mask = std::move(m);
+    }
+    Tensor q = tensor({1, h, s, d}, 1);
+    if (c.huge_query) q.data<float>()[5] = 3e38f;  // some of its scores overflow
+    const std::vector<NamedTensor> in = {
+        {"q", q}, {"k", tensor({1, c.kvh, t, d}, 2)}, {"v", tensor({1, c.kvh, t, d}, 3)}, {"mask", mask}};
+    const std::vector<int64_t> mask_dims = c.per_head_mask ? std::vector<int64_t>{1, h, -1, -1}
+                                                           : std::vector<int64_t>{1, 1, -1, -1};
+    const Pair p = run_both(masked_attention(c.kvh, c.rep, s, t, d, "Softmax", -1, false, mask_dims, {1, h, -1, -1}),
+                            "scores_softmax", "masked-scores", "scores_softmax_fused", in);
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 2);  // the scores' GqaMatMul, now with the Mul, Add and Softmax, and P·V
+    bit_identical(p.fused, p.plain);
+    if (c.huge_query) {
+      int64_t nan = 0;
+      for (int64_t i = 0; i < p.fused.size(); ++i) nan += std::isnan(p.fused.data<float>()[i]);
+      CHECK(nan > 0);  // the overflowed scores reach the output as the unfused chain gives them
+    }
+  }
+}
+
+TEST_CASE("scores softmax must not fire unless the mask is known to keep the scores' shape",
+          "[fusion][scores_softmax][must-not-fire]") {
+  const int64_t kvh = 1, rep = 2, h = 2, s = 6, t = 6, d = 8;
+  const std::vector<NamedTensor> in = {{"q", tensor({1, h, s, d}, 1)},
+                                       {"k", tensor({1, kvh, t, d}, 2)},
+                                       {"v", tensor({1, kvh, t, d}, 3)},
+                                       {"mask", causal_mask(s, t, -1e30f)}};
+  struct Case {
+    const char* name;
+    std::vector<int64_t> mask_dims, scores_dims;
+    const char* why;
+  } cases[] = {{"scores not declared", {1, 1, s, t}, {}, "scores_softmax_refused:not_declared_float32"},
+               {"keys dims not known equal", {1, 1, s, -1}, {1, h, s, t},
+                "scores_softmax_refused:mask_not_known_to_fit_the_scores"},
+               {"rows dims not known equal", {1, 1, -1, t}, {1, h, s, t},
+                "scores_softmax_refused:mask_not_known_to_fit_the_scores"}};
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, c.mask_dims, c.scores_dims),
+                            std::string("scores_softmax_off"), "masked-scores", c.why, in);
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 5);  // Q·Kᵀ, Mul, Add, Softmax, P·V
+    bit_identical(p.fused, p.plain);
+  }
+  SECTION("the raw scores are also an output: the mask is not handed over, so nothing fuses") {
+    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, true, {}, {1, h, s, t}),
+                            "scores_softmax_out", "masked-scores", "scores_softmax_fused", in);
+    CHECK(p.count == 0);
+    bit_identical(p.fused, p.plain);
+  }
+}
+
+TEST_CASE("scores softmax: a mask that does not fit the scores as declared is an error naming both shapes",
+          "[scores_softmax]") {
+  using test::OpTest;
+  const int64_t h = 2, s = 4, t = 4, d = 8;
+  OpTest op("GqaMatMul", 1, "com.onebit");
+  Tensor wide = Tensor::allocate(DType::F32, {2, 1, s, t});  // would widen the scores' batch
+  std::fill(wide.data<float>(), wide.data<float>() + wide.size(), 0.0f);
+  op.attr("transB", 1).attr("score_scale", 0.5f).attr("softmax", int64_t{1});
+  op.input(tensor({1, h, s, d}, 1)).input(tensor({1, h, t, d}, 2)).omit().omit().omit().input(wide);
+  CHECK_THROWS_WITH(op.run1(), Catch::Contains("mask [2,1,4,4] does not broadcast into the scores [1,2,4,4]"));
 }
 
 namespace {

@@ -194,6 +194,12 @@ void split_attention_products(Graph& g, PassContext& ctx) {
     const int scale = g.add_value(std::move(sv));
     std::vector<Node> before;
     const int scores = value("/scores"), scaled = value("/scaled");
+    {  // [b, h, S, T] as declared (both rank 4, checked), for the passes after
+      const std::vector<Dim> qd = g.value(g.node(a.node).inputs[0]).dims;
+      Value& sv = g.value(scores);
+      sv.has_shape = true;
+      sv.dims = {qd[0], qd[1], qd[2], g.value(a.k.kv).dims[2]};
+    }
     Node qk = node("GqaMatMul", "/qk", {g.node(a.node).inputs[0], a.k.kv, a.k.expand_shape, a.k.reshape_shape}, scores);
     qk.domain = kOneBitDomain;
     qk.opset = 1;

@@ -10,6 +10,14 @@
 // a row and write 0 there, when it can show that Softmax's output does not
 // change by a bit: the left-out scores are bounded by |q|·|k|·|s|, too small
 // to lift a masked score near the row's maximum.
+//
+// A second fusion, `fuse-scores-softmax`, then makes such a GqaMatMul the
+// whole chain (attribute softmax = 1; the Mul, Add and Softmax dropped):
+// the kernel applies ·s, + mask and the Softmax row while each block of
+// scores is in cache, instead of three more passes over [b,h,S,T] in
+// memory. It needs what makes the output shape the scores' own: s a float32
+// scalar, the scores and mask declared float32, and the mask's declared
+// dims each 1 or known equal to the scores' (its keys dim equal).
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 
@@ -17,10 +25,14 @@ namespace onebit {
 
 namespace {
 
-struct MaskedScores {
+// The chain GqaMatMul -> Mul(s) -> Add(mask) -> Softmax over the keys,
+// every intermediate read by the next node alone.
+struct ScoresChain {
   int node = -1;  // the GqaMatMul
+  int mul = -1, add = -1, softmax = -1;
   int mask = -1;
-  float scale = 0;
+  int scale = -1;  // the constant s, a value
+  float s = 0;
 };
 
 // The Softmax axis is the last one of a rank-4 input: -1 or 3, or the
@@ -30,52 +42,111 @@ bool softmax_over_last(const Node& softmax) {
   return axis == -1 || axis == 3;
 }
 
-Match<MaskedScores> match(const FusionScan& scan, int node) {
+Match<ScoresChain> walk_chain(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
   const Node& n = g.node(node);
-  if (n.op_type != "GqaMatMul" || n.domain != kOneBitDomain || n.attrs.get_int("transB", 0) != 1 ||
-      n.outputs.size() != 1 || n.outputs[0] < 0)
-    return {};
-  if (n.inputs.size() > 5 && n.inputs[5] >= 0) return {};  // already given one
   const int scores = n.outputs[0];
   const auto& r0 = scan.readers[static_cast<size_t>(scores)];
   if (r0.size() != 1) return {};
   const Node& mul = g.node(r0[0]);
   if (mul.op_type != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2 || mul.outputs.size() != 1) return {};
-  const std::optional<double> s = constant_scalar(g, other_input(mul, scores));
+  ScoresChain c;
+  c.node = node;
+  c.mul = r0[0];
+  c.scale = other_input(mul, scores);
+  const std::optional<double> s = constant_scalar(g, c.scale);
   if (!s) return Refusal{"scale_not_a_constant_scalar"};
   if (!(std::abs(*s) < 1e30)) return Refusal{"scale_not_finite"};
-  if (!only_reader(scan, scores, r0[0])) return Refusal{"scores_read_elsewhere"};
+  c.s = static_cast<float>(*s);
+  if (!only_reader(scan, scores, c.mul)) return Refusal{"scores_read_elsewhere"};
   const int scaled = mul.outputs[0];
   const auto& r1 = scan.readers[static_cast<size_t>(scaled)];
   if (r1.size() != 1 || !only_reader(scan, scaled, r1[0])) return Refusal{"scaled_read_elsewhere"};
-  const Node& add = g.node(r1[0]);
+  c.add = r1[0];
+  const Node& add = g.node(c.add);
   if (add.op_type != "Add" || !add.domain.empty() || add.inputs.size() != 2 || add.outputs.size() != 1)
     return Refusal{"no_mask_add"};
-  const int mask = other_input(add, scaled);
-  if (mask < 0) return Refusal{"no_mask_add"};
+  c.mask = other_input(add, scaled);
+  if (c.mask < 0) return Refusal{"no_mask_add"};
   const int masked = add.outputs[0];
   const auto& r2 = scan.readers[static_cast<size_t>(masked)];
   if (r2.size() != 1 || !only_reader(scan, masked, r2[0])) return Refusal{"masked_read_elsewhere"};
-  const Node& softmax = g.node(r2[0]);
+  c.softmax = r2[0];
+  const Node& softmax = g.node(c.softmax);
   if (softmax.op_type != "Softmax" || !softmax.domain.empty()) return Refusal{"no_softmax"};
   if (!softmax_over_last(softmax)) return Refusal{"softmax_not_over_keys"};
   // The mask becomes an earlier node's input: it must exist by then.
-  if (producer_index(g, mask) > node) return Refusal{"mask_computed_later"};
-  return MaskedScores{node, mask, static_cast<float>(*s)};
+  if (producer_index(g, c.mask) > node) return Refusal{"mask_computed_later"};
+  return c;
+}
+
+bool is_scores(const Node& n) {
+  return n.op_type == "GqaMatMul" && n.domain == kOneBitDomain && n.attrs.get_int("transB", 0) == 1 &&
+         n.outputs.size() == 1 && n.outputs[0] >= 0;
+}
+
+Match<ScoresChain> match_mask(const FusionScan& scan, int node) {
+  const Node& n = scan.g.node(node);
+  if (!is_scores(n) || (n.inputs.size() > 5 && n.inputs[5] >= 0)) return {};  // or already given one
+  return walk_chain(scan, node);
+}
+
+// Whether `mask` (declared) can only broadcast into `scores` (declared,
+// rank 4) without widening them, its keys dim the scores' own: the
+// fused kernel reads it as rows (ops/gqa_matmul.cpp MaskRows).
+bool mask_fits_rows(const Value& mask, const Value& scores) {
+  if (!mask.has_shape || !scores.has_shape || scores.dims.size() != 4 || mask.dims.empty() || mask.dims.size() > 4)
+    return false;
+  const size_t rank = mask.dims.size();
+  for (size_t i = 0; i < rank; ++i) {
+    const Dim& m = mask.dims[rank - 1 - i];
+    const Dim& y = scores.dims[4 - 1 - i];
+    if (!dim_known_equal(m, y) && (i == 0 || m.value != 1)) return false;
+  }
+  return true;
+}
+
+Match<ScoresChain> match_softmax(const FusionScan& scan, int node) {
+  const Graph& g = scan.g;
+  const Node& n = g.node(node);
+  if (!is_scores(n) || n.inputs.size() < 6 || n.inputs[5] < 0 || n.attrs.get_int("softmax", 0) != 0) return {};
+  Match<ScoresChain> m = walk_chain(scan, node);
+  const ScoresChain* c = m.group();
+  if (!c) return m;
+  if (c->mask != n.inputs[5]) return Refusal{"another_mask"};
+  const Value& scores = g.value(n.outputs[0]);
+  const Value& mask = g.value(c->mask);
+  const Tensor& s = *g.value(c->scale).constant;
+  if (s.dtype() != DType::F32 || s.rank() > 4) return Refusal{"scale_not_float32_of_rank_4"};
+  if (scores.dtype != DType::F32 || mask.dtype != DType::F32) return Refusal{"not_declared_float32"};
+  if (!mask_fits_rows(mask, scores)) return Refusal{"mask_not_known_to_fit_the_scores"};
+  return m;
 }
 
 }  // namespace
 
 void give_scores_their_mask(Graph& g, PassContext& ctx) {
-  Fusion<MaskedScores> f;
+  Fusion<ScoresChain> f;
   f.name = "masked_scores";
-  f.match = match;
-  f.apply = [](Graph& g, const MaskedScores& m, std::vector<bool>&, std::map<std::string, int64_t>&) {
-    Node& n = g.node(m.node);
+  f.match = match_mask;
+  f.apply = [](Graph& g, const ScoresChain& c, std::vector<bool>&, std::map<std::string, int64_t>&) {
+    Node& n = g.node(c.node);
     if (n.inputs.size() < 6) n.inputs.resize(6, -1);
-    n.inputs[5] = m.mask;
-    set_float_attr(n, "score_scale", m.scale);
+    n.inputs[5] = c.mask;
+    set_float_attr(n, "score_scale", c.s);
+  };
+  run_fusion(g, ctx, f);
+}
+
+void fuse_scores_softmax(Graph& g, PassContext& ctx) {
+  Fusion<ScoresChain> f;
+  f.name = "scores_softmax";
+  f.match = match_softmax;
+  f.apply = [](Graph& g, const ScoresChain& c, std::vector<bool>& drop, std::map<std::string, int64_t>&) {
+    Node& n = g.node(c.node);
+    n.outputs[0] = g.node(c.softmax).outputs[0];
+    set_int_attr(n, "softmax", 1);
+    for (int d : {c.mul, c.add, c.softmax}) drop[static_cast<size_t>(d)] = true;
   };
   run_fusion(g, ctx, f);
 }

@@ -11,7 +11,8 @@ namespace onebit {
 // so fusions see constants; dead nodes after folding; then the fusions,
 // which match on constant weights; the KV state after the GQA fusion, whose
 // nodes it re-points; the mask handed to the scores after both (its
-// GqaMatMul's inputs are final then).
+// GqaMatMul's inputs are final then), and the scores' scale, mask and
+// Softmax taken into them after that.
 const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
       {"last-position-outputs", true, keep_last_position},
@@ -31,6 +32,7 @@ const std::vector<Pass>& pass_list() {
       {"fuse-swiglu", false, fuse_swiglu},
       {"kv-state", false, keep_kv_state},
       {"masked-scores", false, give_scores_their_mask},
+      {"fuse-scores-softmax", false, fuse_scores_softmax},
       {"group-sibling-matmuls", false, group_sibling_matmuls},
       {"remove-dead-nodes", true, remove_dead_nodes},
   };

@@ -66,7 +66,8 @@ void fuse_rms_norm(Graph& g, PassContext& ctx);          // rms_norm_fusion.cpp
 void fuse_rotary(Graph& g, PassContext& ctx);            // rotary_fusion.cpp
 void fuse_swiglu(Graph& g, PassContext& ctx);            // swiglu_fusion.cpp
 void keep_kv_state(Graph& g, PassContext& ctx);          // kv_state.cpp
-void give_scores_their_mask(Graph& g, PassContext& ctx); // masked_scores.cpp
+void give_scores_their_mask(Graph& g, PassContext& ctx);  // masked_scores.cpp
+void fuse_scores_softmax(Graph& g, PassContext& ctx);     // masked_scores.cpp
 void group_sibling_matmuls(Graph& g, PassContext& ctx);  // sibling_matmul.cpp
 
 // Per node: whether any of its outputs reaches a graph output (in topological
