@@ -7,6 +7,7 @@
 #include "ops/op_util.h"
 #include "graph/op_registry.h"
 #include "ops/strided_copy.h"
+#include "base/mapped_file.h"
 #include "base/thread_pool.h"
 
 namespace onebit {
@@ -17,6 +18,9 @@ void check_index_type(DType t) {
   if (t != DType::I64 && t != DType::I32) fail("indices must be int32 or int64, got {}", dtype_name(t));
 }
 
+// Tables from this size on are marked for scattered reads.
+constexpr size_t kRandomReadBytes = size_t{16} << 20;
+
 int64_t fix_index(int64_t i, int64_t dim) {
   if (i < -dim || i >= dim) fail("index {} is out of range for a dim of size {}", i, dim);
   return i < 0 ? i + dim : i;
@@ -24,7 +28,14 @@ int64_t fix_index(int64_t i, int64_t dim) {
 
 class GatherKernel : public Kernel {
  public:
-  explicit GatherKernel(const KernelInfo& info) : axis_(info.attrs().get_int("axis", 0)) {}
+  explicit GatherKernel(const KernelInfo& info) : axis_(info.attrs().get_int("axis", 0)) {
+    // A large constant table that only this node reads (the token
+    // embedding, read in place from the model file; not when a tied LM head
+    // streams it too) is read a few rows a step: a cold row reads its own
+    // pages from disk, not the read-ahead window around them.
+    if (const Tensor* table = info.constant(0); table && table->bytes() >= kRandomReadBytes && info.readers(0) == 1)
+      advise_random_reads(table->raw(), table->bytes());
+  }
   void reshape(ReshapeContext& ctx) override {
     check_index_type(ctx.dtype(1));
     const Shape& data = ctx.shape(0);

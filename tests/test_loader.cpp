@@ -1,12 +1,19 @@
 // The loader against bad input: every case is a clear onebit::Error naming
 // the file and the tensor, node or value, never a crash or a read outside
 // the file. Also: views and external data on valid files.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
@@ -298,4 +305,46 @@ TEST_CASE("loader: initializers are views, not copies", "[loader]") {
   CHECK(p >= g.mapped[0].data);
   CHECK(p + tw.bytes() <= g.mapped[0].data + g.mapped[0].size);
   CHECK(tv.owner() == g.keep_alive.front());
+}
+
+// advise_random_reads (base/mapped_file.h) on a file whose pages were
+// dropped from the page cache: touching one byte reads about that page,
+// where a plain mapping of the same file reads the read-ahead window.
+TEST_CASE("advise_random_reads: a cold page read from a marked mapping reads that page alone", "[loader][mapped]") {
+  const std::string path = test::scratch_dir("random_reads") + "/table.bin";
+  constexpr size_t kBytes = size_t{64} << 20;
+  {
+    std::vector<char> data(kBytes, 7);
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    REQUIRE(std::fwrite(data.data(), 1, data.size(), f) == data.size());
+    std::fflush(f);
+    REQUIRE(::fsync(fileno(f)) == 0);  // clean pages, which DONTNEED drops
+    std::fclose(f);
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+  ::close(fd);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), pages = kBytes / page;
+  const auto marked = MappedFile::open(path), plain = MappedFile::open(path);
+  auto resident = [&] {
+    std::vector<unsigned char> in(pages);
+    REQUIRE(::mincore(const_cast<uint8_t*>(plain->data()), kBytes, in.data()) == 0);
+    size_t n = 0;
+    for (unsigned char c : in) n += c & 1;
+    return n;
+  };
+  REQUIRE(resident() == 0);
+  advise_random_reads(marked->data(), kBytes);
+  volatile uint8_t sink = marked->data()[kBytes / 4 + 100];
+  const size_t after_marked = resident();
+  sink = plain->data()[3 * kBytes / 4 + 100];  // far from the first: its own window
+  (void)sink;
+  const size_t after_plain = resident();
+  INFO("pages read: marked " << after_marked << ", plain " << after_plain - after_marked);
+  CHECK(after_marked >= 1);
+  CHECK(after_marked <= 16);
+  // The premise: without the advice this file system reads ahead.
+  REQUIRE(after_plain - after_marked > 64);
 }
