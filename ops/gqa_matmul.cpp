@@ -280,9 +280,9 @@ class GqaMatMulKernel : public Kernel {
   // each block (within one head) is computed up to the most keys one of its
   // rows keeps, the rest of its rows 0; without, every block whole, blocks
   // running across heads (a decode step's rep rows are one block that reads
-  // the keys once). then(r0, r1) runs on
-  // each block's rows [r0, r1) right after them, while they are in cache
-  // (split over `inner`'s threads when there is one).
+  // the keys once). then(r0, r1) runs on each block's rows [r0, r1) right
+  // after them, while they are in cache (split over `inner`'s threads when
+  // there is one).
   template <class Kept, class Then>
   void scores_in_blocks(const Kept& kept, bool skip, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q,
                         KvRows keys, float* y, ThreadPool* inner, const Then& then) const {

@@ -25,9 +25,10 @@ step: it reads the weights once per step too, but is bound by compute.
   # qdq (A8W8 QDQ): onnxruntime as is and with int8 activations allowed in its QDQ fusions
   bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-qdq-quark-pt.onnx \\
                    --ort "onnxruntime int8=--session-config session.qdqisint8allowed=1"
-  # Q4NX beside llama.cpp's Q4_0 of the same weights
+  # Q4NX beside llama.cpp's Q4_0 of the same weights, 1bit also with llama.cpp's float16 KV cache
   bench_compare.py --onebit build/1bit --onnx build-models/qwen3-0.6b/model-cached-q4.onnx \\
-                   --gguf build-models/qwen3-0.6b/qwen3-0.6b-q4_0.gguf --prompt-lengths 32,256,1024 --gen 64
+                   --gguf build-models/qwen3-0.6b/qwen3-0.6b-q4_0.gguf --prompt-lengths 32,256,1024 --gen 64 \\
+                   --onebit-variant "1bit f16 cache=--kv-dtype f16"
   # the same with llama.cpp built without its AMX kernels (they crash on prompts on Xeons with AMX;
   # docs/BENCHMARK.md, "A Xeon with AMX"):
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \\
@@ -82,6 +83,9 @@ def engines(args) -> dict:
     py = str(Path(args.python))
     common = ["--prompt-lengths", args.prompt_lengths, "--gen", str(args.gen)]
     run = {"1bit": lambda t: onebit_bench(args, t, args.onebit_arg)}
+    for variant in args.onebit_variant:
+        name, _, extra = variant.partition("=")
+        run[name] = lambda t, extra=extra.split(): onebit_bench(args, t, args.onebit_arg + extra)
     for variant in args.ort or ["onnxruntime"]:
         name, _, extra = variant.partition("=")
         run[name] = lambda t, extra=extra.split(): run_json(
@@ -110,6 +114,9 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--onebit-arg", action="append", default=[], help="extra argument for `1bit bench`")
+    ap.add_argument("--onebit-variant", action="append", default=[],
+                    help='another 1bit row: "NAME=ARGS" for `1bit bench`, e.g. "1bit f16 cache=--kv-dtype f16" '
+                         "(llama.cpp's cache dtype)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--llama", action="append",
                     help="a llama.cpp engine (with --gguf), NAME or NAME=bench_llama.py arguments, e.g. "
