@@ -32,8 +32,11 @@ class GatherKernel : public Kernel {
     // A large constant table that only this node reads (the token
     // embedding, read in place from the model file; not when a tied LM head
     // streams it too) is read a few rows a step: a cold row reads its own
-    // pages from disk, not the read-ahead window around them.
-    if (const Tensor* table = info.constant(0); table && table->bytes() >= kRandomReadBytes && info.readers(0) == 1)
+    // pages from disk, not the read-ahead window around them. Rows are
+    // contiguous only along axis 0; along another axis a Gather reads
+    // across the whole table, which read-ahead serves.
+    if (const Tensor* table = info.constant(0);
+        table && axis_ == 0 && table->bytes() >= kRandomReadBytes && info.readers(0) == 1)
       advise_random_reads(table->raw(), table->bytes());
   }
   void reshape(ReshapeContext& ctx) override {

@@ -56,20 +56,20 @@ constexpr double kScoreBound = 1e29;
 // them keeps (the staircase of a causal mask rounded to this many rows).
 constexpr int64_t kSkipRows = 32;
 
-// The mask as rows over the scores [b,h,S,T]: each dim 1 or the scores'
-// (leading dims past four 1), the keys dim the scores' own.
+// The mask as rows over the scores [b,h,S,T]: rank 1 to 4, each dim 1 or
+// the scores', the keys dim the scores' own.
 struct MaskRows {
   const float* data = nullptr;
   int64_t sb = 0, sh = 0, ss = 0;  // element strides of batch, head, query row (0: broadcast)
 
   // Whether a float32 mask of this shape is rows over the scores: it
-  // broadcasts into them without widening them, keys not broadcast.
+  // broadcasts into them without widening them, keys not broadcast. A mask
+  // of rank 5 or more, even of leading 1s, would widen the sum's rank (and
+  // move the axis a Softmax of axis 3 normalises): not rows.
   static bool fits(const Shape& ms, const Shape& scores) {
     const size_t rank = ms.size();
-    if (rank == 0) return false;
-    for (size_t i = 0; i + 4 < rank; ++i)
-      if (ms[i] != 1) return false;
-    for (size_t i = 0; i < std::min<size_t>(4, rank); ++i) {
+    if (rank == 0 || rank > 4) return false;
+    for (size_t i = 0; i < rank; ++i) {
       const int64_t m = ms[rank - 1 - i], y = scores[4 - 1 - i];
       if (m != y && (i == 0 || m != 1)) return false;
     }
@@ -81,7 +81,7 @@ struct MaskRows {
     if (mask.dtype() != DType::F32 || !fits(ms, scores)) return r;
     const size_t rank = ms.size();
     int64_t dims[4] = {1, 1, 1, 1};
-    for (size_t i = 0; i < std::min<size_t>(4, rank); ++i) dims[4 - 1 - i] = ms[rank - 1 - i];
+    for (size_t i = 0; i < rank; ++i) dims[4 - 1 - i] = ms[rank - 1 - i];
     r.ss = dims[2] == 1 ? 0 : dims[3];
     r.sh = dims[1] == 1 ? 0 : dims[2] * dims[3];
     r.sb = dims[0] == 1 ? 0 : dims[1] * dims[2] * dims[3];

@@ -13,6 +13,8 @@
 #include <random>
 
 #include "graph/onnx/onnx_loader.h"
+#include "base/thread_pool.h"
+#include "graph/passes/passes.h"
 #include "graph/session.h"
 #include "model_builder.h"
 #include "op_test_util.h"
@@ -595,6 +597,11 @@ TEST_CASE("masked scores: Q.K^T leaves out masked keys only where Softmax cannot
   Tensor mask = causal_mask(s, t, -inf);
   CHECK(left_out(scores(q, &mask), whole, none) > 0);
 
+  // The same mask with a fifth, leading dim widens the Add's rank (and
+  // moves what a Softmax of axis 3 normalises): not rows, computed whole.
+  const Tensor rank5 = causal_mask(s, t, -inf).reshaped({1, 1, 1, s, t});
+  CHECK(left_out(scores(q, &rank5), whole, [](int64_t, int64_t) { return true; }) == 0);
+
   // A query this large could lift a masked score to the row's top: its head is computed whole.
   Tensor huge = tensor({1, h, s, d}, 7);
   huge.data<float>()[3 * d] = 1e30f;  // head 0, row 3
@@ -720,6 +727,40 @@ TEST_CASE("scores softmax: a mask that does not fit the scores as declared is an
   op.attr("transB", 1).attr("score_scale", 0.5f).attr("softmax", int64_t{1});
   op.input(tensor({1, h, s, d}, 1)).input(tensor({1, h, t, d}, 2)).omit().omit().omit().input(wide);
   CHECK_THROWS_WITH(op.run1(), Catch::Contains("mask [2,1,4,4] does not broadcast into the scores [1,2,4,4]"));
+
+  // Leading 1s past rank 4 would make the unfused Add's output rank 5.
+  OpTest op5("GqaMatMul", 1, "com.onebit");
+  Tensor rank5 = Tensor::allocate(DType::F32, {1, 1, 1, s, t});
+  std::fill(rank5.data<float>(), rank5.data<float>() + rank5.size(), 0.0f);
+  op5.attr("transB", 1).attr("score_scale", 0.5f).attr("softmax", int64_t{1});
+  op5.input(tensor({1, h, s, d}, 1)).input(tensor({1, h, t, d}, 2)).omit().omit().omit().input(rank5);
+  CHECK_THROWS_WITH(op5.run1(), Catch::Contains("mask [1,1,1,4,4] does not broadcast into the scores [1,2,4,4]"));
+}
+
+TEST_CASE("masked scores must not fire on a Softmax node with more than one input or output",
+          "[fusion][masked_scores][must-not-fire]") {
+  const int64_t kvh = 1, rep = 2, s = 6, t = 6, d = 8;
+  for (bool extra_output : {false, true}) {
+    INFO((extra_output ? "two outputs" : "two inputs"));
+    ModelBuilder b = masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {}, {1, kvh * rep, s, t});
+    for (onnx::NodeProto& n : *b.graph().mutable_node())
+      if (n.op_type() == "Softmax") {
+        if (extra_output) n.add_output("p_extra");
+        else n.add_input("mask");
+      }
+    // Only the pass is asked about: such a Softmax need not run.
+    const std::string path =
+        scratch_dir(std::string("masked_scores_softmax_") + (extra_output ? "outs" : "ins")) + "/model.onnx";
+    b.save(path);
+    Graph g = load_onnx(path);
+    const SessionOptions options;
+    PassReport report;
+    ThreadPool pool(1);
+    PassContext ctx{options, default_op_registry(), report, pool};
+    run_passes(g, ctx);
+    CHECK(report.get("masked_scores_fused") == 0);
+    CHECK(report.get("scores_softmax_fused") == 0);
+  }
 }
 
 namespace {

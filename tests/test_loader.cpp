@@ -335,16 +335,25 @@ TEST_CASE("advise_random_reads: a cold page read from a marked mapping reads tha
     for (unsigned char c : in) n += c & 1;
     return n;
   };
-  REQUIRE(resident() == 0);
+  const size_t cold = resident();
   advise_random_reads(marked->data(), kBytes);
   volatile uint8_t sink = marked->data()[kBytes / 4 + 100];
   const size_t after_marked = resident();
   sink = plain->data()[3 * kBytes / 4 + 100];  // far from the first: its own window
   (void)sink;
   const size_t after_plain = resident();
-  INFO("pages read: marked " << after_marked << ", plain " << after_plain - after_marked);
-  CHECK(after_marked >= 1);
-  CHECK(after_marked <= 16);
-  // The premise: without the advice this file system reads ahead.
-  REQUIRE(after_plain - after_marked > 64);
+  const size_t read_marked = after_marked - cold, read_plain = after_plain - after_marked;
+  INFO("pages read: marked " << read_marked << ", plain " << read_plain << " (" << cold << " resident before)");
+  // What this test can tell depends on where the scratch file lives: a file
+  // system whose pages cannot be dropped (tmpfs) or a device that reads
+  // ahead no more than a few pages shows no difference to measure.
+  if (cold != 0 || read_plain <= 16) {
+    WARN("the scratch file system keeps the pages or barely reads ahead (" << cold << " resident after DONTNEED, "
+         << read_plain << " pages a plain fault read): advise_random_reads not measured here");
+  } else {
+    CHECK(read_marked >= 1);
+    CHECK(read_marked <= 16);
+    CHECK(read_plain > 2 * read_marked);
+  }
+  std::remove(path.c_str());
 }

@@ -73,7 +73,9 @@ Match<ScoresChain> walk_chain(const FusionScan& scan, int node) {
   if (r2.size() != 1 || !only_reader(scan, masked, r2[0])) return Refusal{"masked_read_elsewhere"};
   c.softmax = r2[0];
   const Node& softmax = g.node(c.softmax);
-  if (softmax.op_type != "Softmax" || !softmax.domain.empty()) return Refusal{"no_softmax"};
+  if (softmax.op_type != "Softmax" || !softmax.domain.empty() || softmax.inputs.size() != 1 ||
+      softmax.outputs.size() != 1)
+    return Refusal{"no_softmax"};
   if (!softmax_over_last(softmax)) return Refusal{"softmax_not_over_keys"};
   // The mask becomes an earlier node's input: it must exist by then.
   if (producer_index(g, c.mask) > node) return Refusal{"mask_computed_later"};
