@@ -540,8 +540,8 @@ TEST_CASE("q4: a decode row on several streams a thread equals the one-stream ge
   // weights on its gemv (the config without gemv_streams): shares and
   // sub-ranges that end inside a member and past it, zero points on some
   // members only, per-block and per-channel scales, one and two threads.
-  // Every variant of a family (the VNNI family's two decode prefetches,
-  // one of which the other vendor's CPUs run).
+  // Every variant of a family (the VNNI family's three decode prefetches,
+  // of which a CPU runs the one for its vendor and generation).
   int checked = 0, variants = 0;
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
   for (const Q4GemmConfig* cfg : q4_gemm_config_variants(isa)) {  // empty where this CPU lacks it
@@ -593,7 +593,7 @@ TEST_CASE("q4: a decode row on several streams a thread equals the one-stream ge
   }
   if (cpu_supports(Isa::Avx512Vnni)) {
     CHECK(checked > 0);
-    CHECK(variants == 5);
+    CHECK(variants == 6);
   }
 }
 
@@ -605,12 +605,15 @@ TEST_CASE("q4: the VNNI decode prefetch follows the CPU generation", "[q4][strea
   CHECK(x86_family(0x00A20F12) == 0x19);  // AMD Ryzen 5000 (Zen 3)
   CHECK(x86_family(0x000806F8) == 6);     // Intel Sapphire Rapids
   CHECK(x86_family(0x00F006A0) == 6);     // extended bits set, base 6: ignored
-  // The chosen config: the L1 prefetch on Zen 5 and later only.
+  // The chosen config: the L1 prefetch on Zen 5 and later, the near L2 one
+  // on earlier AMD (Zen 4: the first with AVX-512), the far L2 one elsewhere.
   if (const Q4GemmConfig* cfg = q4_gemm_config_for(Isa::Avx512Vnni)) {
     const CpuFeatures& f = cpu_features();
     const std::string name = cfg->gemv_streams_name[int(Q4Act::kInt8Block)];
     INFO("amd " << f.amd() << " family " << f.family << " " << name);
-    CHECK((name.size() > 5 && name.compare(name.size() - 5, 5, "_l1pf") == 0) == (f.amd() && f.family >= 0x1A));
+    const std::string want = std::string("q4_gemv_streams_ukernel_1x16s4__avx512vnni") +
+                             (!f.amd() ? "" : f.family >= 0x1A ? "_l1pf" : "_l2near");
+    CHECK(name == want);
   }
 }
 

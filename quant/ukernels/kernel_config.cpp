@@ -126,18 +126,35 @@ const Q4GemmConfig kQ4Vnni{
     {"q4_gemv_streams_ukernel_1x16s4__avx512vnni", "q4_gemv_streams_ukernel_1x16s4__avx512vnni", ""},
     true};
 #undef Q4_ROW
-// Zen 5 and later: the same family with the decode prefetch 1 KiB ahead
-// into L1 (quant/ukernels/q4_gemm__avx512vnni.cpp). On Zen 4 it was 20–30 %
-// slower a one-thread step than the 4 KiB L2 prefetch (docs/BENCHMARK.md
-// "A Zen 4 VM").
-const Q4GemmConfig kQ4VnniL1 = [] {
+// The VNNI family with another decode prefetch: its int8 streams kernels
+// and their name.
+Q4GemmConfig vnni_decode(Q4GemvStreamsUkernel row, Q4GemvStreamsUkernel block, const char* name) {
   Q4GemmConfig c = kQ4Vnni;
-  c.gemv_streams[int(Q4Act::kInt8Row)] = q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf<Q4Act::kInt8Row>;
-  c.gemv_streams[int(Q4Act::kInt8Block)] = q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf<Q4Act::kInt8Block>;
-  c.gemv_streams_name[int(Q4Act::kInt8Row)] = "q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf";
-  c.gemv_streams_name[int(Q4Act::kInt8Block)] = "q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf";
+  c.gemv_streams[int(Q4Act::kInt8Row)] = row;
+  c.gemv_streams[int(Q4Act::kInt8Block)] = block;
+  c.gemv_streams_name[int(Q4Act::kInt8Row)] = c.gemv_streams_name[int(Q4Act::kInt8Block)] = name;
   return c;
-}();
+}
+// Zen 5 and later: the decode prefetch 1 KiB ahead into L1
+// (quant/ukernels/q4_gemm__avx512vnni.cpp). On Zen 4 it was 20–30 % slower
+// a one-thread step than the 4 KiB L2 prefetch (docs/BENCHMARK.md "A Zen 4
+// VM").
+const Q4GemmConfig kQ4VnniL1 = vnni_decode(q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf<Q4Act::kInt8Row>,
+                                           q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf<Q4Act::kInt8Block>,
+                                           "q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf");
+// Zen 4 (AMD family 0x19 with AVX-512 VNNI): 1.5 KiB ahead into L2, 5 %
+// faster a one-thread step there than 4 KiB (docs/BENCHMARK.md "The Zen 4
+// decode prefetch, nearer").
+const Q4GemmConfig kQ4VnniL2Near = vnni_decode(q4_gemv_streams_ukernel_1x16s4__avx512vnni_l2near<Q4Act::kInt8Row>,
+                                               q4_gemv_streams_ukernel_1x16s4__avx512vnni_l2near<Q4Act::kInt8Block>,
+                                               "q4_gemv_streams_ukernel_1x16s4__avx512vnni_l2near");
+
+// The VNNI family's decode prefetch for this CPU: by vendor and generation.
+const Q4GemmConfig& q4_vnni_for_this_cpu() {
+  const CpuFeatures& f = cpu_features();
+  if (!f.amd()) return kQ4Vnni;
+  return f.family >= 0x1A ? kQ4VnniL1 : kQ4VnniL2Near;
+}
 
 }  // namespace
 
@@ -163,14 +180,14 @@ const Q4GemmConfig* q4_gemm_config_for(Isa isa) {
     case Isa::Scalar: return &kQ4Scalar;
     case Isa::Avx2: return &kQ4Avx2;
     case Isa::Avx512: return &kQ4Avx512;
-    case Isa::Avx512Vnni: return cpu_features().amd() && cpu_features().family >= 0x1A ? &kQ4VnniL1 : &kQ4Vnni;
+    case Isa::Avx512Vnni: return &q4_vnni_for_this_cpu();
   }
   return nullptr;
 }
 
 std::vector<const Q4GemmConfig*> q4_gemm_config_variants(Isa isa) {
   if (!cpu_supports(isa)) return {};
-  if (isa == Isa::Avx512Vnni) return {&kQ4Vnni, &kQ4VnniL1};
+  if (isa == Isa::Avx512Vnni) return {&kQ4Vnni, &kQ4VnniL1, &kQ4VnniL2Near};
   return {q4_gemm_config_for(isa)};
 }
 

@@ -37,16 +37,18 @@ namespace {
 constexpr size_t kPrefetchBytes = 4096;
 
 // Where the decode kernels prefetch the codes: 4 KiB ahead into L2 (tuned
-// on a Sapphire Rapids-class Xeon; also the best of 2, 4 and 8 KiB on a
-// Zen 4 VM), or 1 KiB ahead into L1 (_l1pf: on a 2-core Zen 5 VM ~10 %
-// faster a one-thread step than the first, which there was itself faster
-// at 1 KiB than at 4; on Zen 4 20–30 % slower; docs/BENCHMARK.md "A Zen 5
-// VM", "The 4-bit decode prefetch on AMD", and "A Zen 4 VM").
-enum class Prefetch { kL2Far, kL1Near };
+// on a Sapphire Rapids-class Xeon), 1.5 KiB ahead into L2 (_l2near: on a
+// 2-core Zen 4 VM 5 % faster a one-thread step and 3 % a two-thread one
+// than 4 KiB, 2 KiB in between), or 1 KiB ahead into L1 (_l1pf: on a 2-core
+// Zen 5 VM ~10 % faster a one-thread step than 4 KiB into L2; on Zen 4
+// 20–30 % slower); docs/BENCHMARK.md "A Zen 5 VM", "The 4-bit decode
+// prefetch on AMD", "A Zen 4 VM" and "The Zen 4 decode prefetch, nearer".
+enum class Prefetch { kL2Far, kL2Near, kL1Near };
 
 template <Prefetch P>
 __attribute__((always_inline)) inline void prefetch_codes(const uint8_t* group) {
   if constexpr (P == Prefetch::kL1Near) _mm_prefetch(reinterpret_cast<const char*>(group + 1024), _MM_HINT_T0);
+  else if constexpr (P == Prefetch::kL2Near) _mm_prefetch(reinterpret_cast<const char*>(group + 1536), _MM_HINT_T1);
   else _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes), _MM_HINT_T1);
 }
 
@@ -246,6 +248,11 @@ void q4_gemv_streams_ukernel_1x16s4__avx512vnni_l1pf(size_t streams, const Q4Wei
                                                      const Q4Acts& a, float* const* c, const size_t* nc) {
   streams_kernel<A, Prefetch::kL1Near>(streams, w, panel, a, c, nc);
 }
+template <Q4Act A>
+void q4_gemv_streams_ukernel_1x16s4__avx512vnni_l2near(size_t streams, const Q4Weights* const* w, const size_t* panel,
+                                                       const Q4Acts& a, float* const* c, const size_t* nc) {
+  streams_kernel<A, Prefetch::kL2Near>(streams, w, panel, a, c, nc);
+}
 template void q4_gemv_streams_ukernel_1x16s4__avx512vnni<Q4Act::kInt8Row>(size_t, const Q4Weights* const*,
                                                                            const size_t*, const Q4Acts&,
                                                                            float* const*, const size_t*);
@@ -297,5 +304,12 @@ INSTANTIATE(Q4Act::kInt8Row, true)
 INSTANTIATE(Q4Act::kInt8Block, false)
 INSTANTIATE(Q4Act::kInt8Block, true)
 #undef INSTANTIATE
+
+template void q4_gemv_streams_ukernel_1x16s4__avx512vnni_l2near<Q4Act::kInt8Row>(size_t, const Q4Weights* const*,
+                                                                                  const size_t*, const Q4Acts&,
+                                                                                  float* const*, const size_t*);
+template void q4_gemv_streams_ukernel_1x16s4__avx512vnni_l2near<Q4Act::kInt8Block>(size_t, const Q4Weights* const*,
+                                                                                    const size_t*, const Q4Acts&,
+                                                                                    float* const*, const size_t*);
 
 }  // namespace onebit
