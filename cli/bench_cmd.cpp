@@ -107,6 +107,7 @@ void add_bench_command(CLI::App& app, Action& action) {
         json["rows"].push_back({{"prompt", a->lengths[i]},
                                 {"gen", r.tokens.size()},
                                 {"prefill_ms", r.prefill_ms},
+                                {"reserve_ms", r.reserve_ms},
                                 {"decode_ms_per_token", ms},
                                 {"weight_gbs", gbs},
                                 {"kv_gbs", kv_gbs},

@@ -130,6 +130,7 @@ Json generation_record(Model& model, const GenerateResult& r, const Sampler* sam
               {"timings",
                {{"load_s", model.load_seconds()},
                 {"prefill_ms", r.prefill_ms},
+                {"reserve_ms", r.reserve_ms},
                 {"prefill_tok_s", r.prefill_ms > 0 ? r.prefill_tokens / (r.prefill_ms / 1000.0) : 0.0},
                 {"decode_ms", r.decode_ms},
                 {"decode_ms_per_token", steps > 0 ? r.decode_ms / steps : 0.0},

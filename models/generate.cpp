@@ -214,15 +214,23 @@ GenerateResult Generator::generate(GenerateResult r, const GenerateOptions& opti
   const auto size = [&] { return static_cast<int64_t>(sequence_.size()); };
   // Size the arena and output buffers once, for the prefill and for the
   // last step (the largest cache), so the decode steps allocate nothing.
+  // Largest first: a KV state kept in the session is then allocated and
+  // its pages populated once, at its final size, where reserving the
+  // prompt first populated a prompt-sized one only to replace it (0.25–0.3
+  // s of a 1024-token prompt's time to first token, docs/BENCHMARK.md
+  // "Reserving the KV state once").
+  const auto reserving = Clock::now();
   const int64_t past0 = cached_positions();
   int64_t last = size() + options.max_new_tokens - 1;
   if (ctx > 0) last = std::min(last, ctx - 1);
-  session_.reserve(kv ? inputs_for(nullptr, size() - past0, past0, false) : inputs_for(nullptr, size(), 0, false));
-  if (last > size()) session_.reserve(kv ? inputs_for(nullptr, 1, last, false) : inputs_for(nullptr, last, 0, false));
   if (const int64_t n = std::min(1 + options.lookup, ctx > 0 ? ctx - last : INT64_MAX);
       options.lookup > 0 && last > size() && n > 1) {
     session_.reserve(kv ? inputs_for(nullptr, n, last, false, n) : inputs_for(nullptr, last + n - 1, 0, false, n));
   }
+  if (last > size()) session_.reserve(kv ? inputs_for(nullptr, 1, last, false) : inputs_for(nullptr, last, 0, false));
+  session_.reserve(kv ? inputs_for(nullptr, size() - past0, past0, false) : inputs_for(nullptr, size(), 0, false));
+  r.reserve_ms = ms_since(reserving);
+  r.prefill_ms = r.reserve_ms;
 
   std::unique_ptr<StreamDecoder> decoder;
   StopStrings stops(options.stop_strings);

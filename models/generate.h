@@ -72,7 +72,8 @@ struct GenerateResult {
   int64_t vocab = 0;
   int64_t past = 0;             // positions the cache held when this call began
   int64_t prefill_tokens = 0;   // tokens the first pass ran
-  double prefill_ms = 0;        // the first step
+  double prefill_ms = 0;        // the first step, with reserve_ms: the time to the first token
+  double reserve_ms = 0;        // sizing the arena, output buffers and KV state for every step, before the first
   double decode_ms = 0;         // every later step
   double choose_ms = 0;         // choosing tokens (argmax or sampler), every step; in the two above
   int64_t passes = 0;            // forward passes (one per token without lookup)

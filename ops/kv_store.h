@@ -30,6 +30,12 @@
 
 namespace onebit {
 
+// KV states allocated in this process so far (each store's first
+// allocation and every regrowth): for tests and traces.
+int64_t kv_state_allocations();
+
+void count_kv_state_allocation();
+
 class KvStore {
  public:
   explicit KvStore(DType dtype = DType::F32) : dtype_(dtype) {
@@ -102,6 +108,7 @@ class KvStore {
     const size_t bytes = (std::max<size_t>(want, 1) + page - 1) / page * page;
     std::shared_ptr<void> fresh(huge ? budgeted_huge_pages(bytes, what) : budgeted_pages(bytes, 4096, what),
                                 [bytes](void* q) { budgeted_pages_free(q, bytes); });
+    count_kv_state_allocation();
     const int64_t room = static_cast<int64_t>(bytes / (static_cast<size_t>(kvh * row_elems()) * elem));
     const std::shared_ptr<void> old = std::move(data_);
     const int64_t old_capacity = capacity_;

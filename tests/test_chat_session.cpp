@@ -18,6 +18,7 @@
 #include "models/chat_session.h"
 #include "models/model.h"
 #include "models/sampler.h"
+#include "ops/kv_store.h"
 #include "models/tokenizer/tokenizer.h"
 
 using namespace onebit;
@@ -261,3 +262,24 @@ TEST_CASE("chat: the same seed gives the same tokens across thread counts on rea
   CHECK(runs[0] == runs[2]);
   CHECK(runs[0] == runs[3]);
 }
+
+TEST_CASE("generate on the tiny export: each KV state allocated once, at the last step's size", "[.tiny]") {
+  // The reserves before the first step size the stores for the last step:
+  // reserving the prompt first made each store twice (a 5-token prompt's
+  // page holds 32 positions of this model, 40 new tokens need more), and
+  // populated both, the first never written.
+  for (int64_t steps : {1, 40}) {
+    INFO(steps << " new tokens");
+    const auto model = open_tiny("model-cached.onnx");
+    REQUIRE(model->session().keeps_kv_state());
+    GenerateOptions o;
+    o.max_new_tokens = steps;
+    const int64_t before = kv_state_allocations();
+    const GenerateResult r = model->generator().run({9707, 11, 1879, 0, 358}, o);
+    CHECK(r.tokens.size() == static_cast<size_t>(steps));
+    CHECK(kv_state_allocations() - before == model->session().pass_report().get("kv_state"));
+    CHECK(r.reserve_ms > 0);
+    CHECK(r.prefill_ms >= r.reserve_ms);
+  }
+}
+
