@@ -154,10 +154,13 @@ TEST_CASE("f16w prompt tile computes every output bit for bit as the decode tile
 }
 
 TEST_CASE("f16w one-row streams kernel computes every output bit for bit as the decode tile", "[ukernel][f16w]") {
-  int checked = 0;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-    const F16wGemmConfig* c = f16w_gemm_config_for(isa);
-    if (!c || !c->gemv_streams) continue;  // this CPU lacks it, or the family decodes on its gemm tile
+  // Every variant (the AVX-512 family's two decode prefetches, one of which
+  // this CPU is not given).
+  int checked = 0, variants = 0;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+  for (const F16wGemmConfig* c : f16w_gemm_config_variants(isa)) {
+    if (!c->gemv_streams) continue;  // the family decodes on its gemm tile
+    ++variants;
     INFO(c->gemv_streams_name << " against " << c->gemm_name);
     REQUIRE(c->streams >= 1);
     REQUIRE(c->streams <= kF16wStreams);
@@ -189,7 +192,21 @@ TEST_CASE("f16w one-row streams kernel computes every output bit for bit as the 
         ++checked;
       }
   }
-  if (cpu_supports(Isa::Avx512)) CHECK(checked > 0);
+  if (cpu_supports(Isa::Avx512)) {
+    CHECK(checked > 0);
+    CHECK(variants == 3);  // AVX2's and the two AVX-512 prefetches
+  }
+}
+
+TEST_CASE("f16w: the decode prefetch follows the CPU generation", "[ukernel][f16w]") {
+  // 1 KiB ahead on AMD before family 0x1A (Zen 4), 2 KiB elsewhere.
+  if (const F16wGemmConfig* c = f16w_gemm_config_for(Isa::Avx512)) {
+    const CpuFeatures& f = cpu_features();
+    INFO("amd " << f.amd() << " family " << f.family << " " << c->gemv_streams_name);
+    const std::string want = std::string("f32_f16w_gemv_streams_ukernel_1x16s4__avx512") +
+                             (f.amd() && f.family < 0x1A ? "_l2near" : "");
+    CHECK(c->gemv_streams_name == want);
+  }
 }
 
 TEST_CASE("f16w: the same bits on one thread and two, decode runs and prompt tiles split over the pool",

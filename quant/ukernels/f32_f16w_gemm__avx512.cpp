@@ -48,8 +48,11 @@ void tile(size_t k, const float* a, size_t lda, const uint16_t* b, float* c, siz
 
 // One row against up to kF16wStreams panels that lie apart in memory, read
 // side by side: each panel a stream of its own for the prefetchers, its
-// columns summed by the same two chains in the same order as tile<1>.
-template <int S>
+// columns summed by the same two chains in the same order as tile<1>. Each
+// stream prefetched PF bytes ahead into L2: 2 KiB (tuned on a Xeon), or 1
+// KiB (_l2near: 9-12 % faster a one-thread step on a Zen 4 VM than 2 KiB,
+// docs/BENCHMARK.md "The float16 decode prefetch on Zen 4").
+template <int S, int PF>
 void streams(size_t k, const float* a, const uint16_t* const* b, float* const* c, const size_t* nc) {
   __m512 e[S], o[S];
 #pragma GCC unroll 4
@@ -60,7 +63,7 @@ void streams(size_t k, const float* a, const uint16_t* const* b, float* const* c
 #pragma GCC unroll 4
     for (int s = 0; s < S; ++s) {
       const uint16_t* p = b[s] + i * kF16wNR;
-      _mm_prefetch(reinterpret_cast<const char*>(p) + 2048, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(p) + PF, _MM_HINT_T1);
       e[s] = _mm512_fmadd_ps(ae, widen16(p), e[s]);
       o[s] = _mm512_fmadd_ps(ao, widen16(p + kF16wNR), o[s]);
     }
@@ -76,8 +79,21 @@ void streams(size_t k, const float* a, const uint16_t* const* b, float* const* c
 }
 
 using Streams = void (*)(size_t, const float*, const uint16_t* const*, float* const*, const size_t*);
-constexpr Streams kStreams[kF16wStreams + 1] = {nullptr, streams<1>, streams<2>, streams<3>, streams<4>};
+template <int PF>
+constexpr Streams kStreams[kF16wStreams + 1] = {nullptr, streams<1, PF>, streams<2, PF>, streams<3, PF>,
+                                                streams<4, PF>};
 static_assert(kF16wStreams == 4, "kStreams lists one instantiation per stream count");
+
+template <int PF>
+void gemv_streams(size_t streams, size_t k, const float* a, const uint16_t* const* b, float* const* c,
+                  const size_t* nc) {
+  // More streams than the kernel reads at once (callers send at most
+  // kF16wStreams): the rest in further passes, every output still written.
+  for (size_t s = 0; s < streams; s += kF16wStreams) {
+    const size_t now = streams - s < kF16wStreams ? streams - s : kF16wStreams;
+    kStreams<PF>[now](k, a, b + s, c + s, nc + s);
+  }
+}
 
 using Tile = void (*)(size_t, const float*, size_t, const uint16_t*, float*, size_t, size_t);
 constexpr Tile kTiles[kF16wWideMR + 1] = {nullptr,   tile<1>,  tile<2>,  tile<3>, tile<4>,  tile<5>, tile<6>,
@@ -93,12 +109,12 @@ void f32_f16w_gemm_ukernel_12x16__avx512(size_t m, size_t k, const float* a, siz
 
 void f32_f16w_gemv_streams_ukernel_1x16s4__avx512(size_t streams, size_t k, const float* a, const uint16_t* const* b,
                                           float* const* c, const size_t* nc) {
-  // More streams than the kernel reads at once (callers send at most
-  // kF16wStreams): the rest in further passes, every output still written.
-  for (size_t s = 0; s < streams; s += kF16wStreams) {
-    const size_t now = streams - s < kF16wStreams ? streams - s : kF16wStreams;
-    kStreams[now](k, a, b + s, c + s, nc + s);
-  }
+  gemv_streams<2048>(streams, k, a, b, c, nc);
+}
+
+void f32_f16w_gemv_streams_ukernel_1x16s4__avx512_l2near(size_t streams, size_t k, const float* a,
+                                                         const uint16_t* const* b, float* const* c, const size_t* nc) {
+  gemv_streams<1024>(streams, k, a, b, c, nc);
 }
 
 }  // namespace onebit

@@ -228,13 +228,27 @@ const F16wGemmConfig kF16wAvx2{Isa::Avx2, F16W_TILE(f32_f16w_gemm_ukernel_4x16__
 // docs/BENCHMARK.md).
 const F16wGemmConfig kF16wAvx512{Isa::Avx512, F16W_TILE(f32_f16w_gemm_ukernel_12x16__avx512, kF16wWideMR),
                                  F16W_STREAMS(f32_f16w_gemv_streams_ukernel_1x16s4__avx512, 4)};
+// The same with each decode stream prefetched 1 KiB ahead, not 2: on AMD
+// before family 0x1A (with AVX-512: Zen 4), 9-12 % faster a one-thread step
+// there (docs/BENCHMARK.md "The float16 decode prefetch on Zen 4"; Zen 5
+// not measured, so it keeps the first).
+const F16wGemmConfig kF16wAvx512Near{Isa::Avx512, F16W_TILE(f32_f16w_gemm_ukernel_12x16__avx512, kF16wWideMR),
+                                     F16W_STREAMS(f32_f16w_gemv_streams_ukernel_1x16s4__avx512_l2near, 4)};
 #undef F16W_STREAMS
 #undef F16W_TILE
 
 const F16wGemmConfig* f16w_gemm_config_for(Isa isa) {
   if (!cpu_supports(isa)) return nullptr;
   if (isa == Isa::Scalar) return &kF16wScalar;
-  return isa == Isa::Avx2 ? &kF16wAvx2 : &kF16wAvx512;
+  if (isa == Isa::Avx2) return &kF16wAvx2;
+  const CpuFeatures& f = cpu_features();
+  return f.amd() && f.family < 0x1A ? &kF16wAvx512Near : &kF16wAvx512;
+}
+
+std::vector<const F16wGemmConfig*> f16w_gemm_config_variants(Isa isa) {
+  if (!cpu_supports(isa)) return {};
+  if (isa == Isa::Avx512 || isa == Isa::Avx512Vnni) return {&kF16wAvx512, &kF16wAvx512Near};
+  return {f16w_gemm_config_for(isa)};
 }
 
 const F16wGemmConfig& f16w_gemm_config() {

@@ -106,6 +106,9 @@ struct F16wGemmConfig {
 
 const F16wGemmConfig& f16w_gemm_config();
 const F16wGemmConfig* f16w_gemm_config_for(Isa isa);
+// Every config of `isa` this CPU runs, including the other decode prefetch
+// (equal results): for tests.
+std::vector<const F16wGemmConfig*> f16w_gemm_config_variants(Isa isa);
 
 // Attention over a KV cache, float32 or float16 (ops/kv_gemm.cpp).
 struct KvConfig {
