@@ -400,11 +400,15 @@ TEST_CASE("q8 gemm: a decode row on several streams a thread, every output exact
   // and the family's one-stream gemv (the config without gemv_streams) each
   // against the exact reference: shares and sub-ranges of uneven length,
   // a last panel cut short, outputs float and requantized, one and two threads.
-  int checked = 0;
+  // Every variant (the VNNI family's two decode prefetches, one of which
+  // this CPU is not given).
+  int checked = 0, variants = 0;
   ThreadPool two(2);
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni}) {
-    const Q8GemmConfig* cfg = q8_gemm_config_for(isa);
-    if (!cfg || !cfg->gemv_streams[0]) continue;  // this CPU lacks it, or the family decodes on its gemv
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni})
+  for (const Q8GemmConfig* cfg : q8_gemm_config_variants(isa)) {
+    if (!cfg->gemv_streams[0]) continue;  // the family decodes on its gemv
+    ++variants;
+    INFO(cfg->gemv_streams_name);
     REQUIRE(cfg->streams >= 1);
     REQUIRE(cfg->streams <= kQ8Streams);
     Q8GemmConfig plain = *cfg;
@@ -418,5 +422,19 @@ TEST_CASE("q8 gemm: a decode row on several streams a thread, every output exact
           ++checked;
         }
   }
-  if (cpu_supports(Isa::Avx512Vnni)) CHECK(checked > 0);
+  if (cpu_supports(Isa::Avx512Vnni)) {
+    CHECK(checked > 0);
+    CHECK(variants == 2);  // the VNNI family's two prefetches (AVX2 decodes on its gemv)
+  }
+}
+
+TEST_CASE("q8 gemm: the VNNI decode prefetch follows the CPU generation", "[q8][streams]") {
+  // Into L2 on AMD before family 0x1A (Zen 4), into L1 elsewhere.
+  if (const Q8GemmConfig* cfg = q8_gemm_config_for(Isa::Avx512Vnni)) {
+    const CpuFeatures& f = cpu_features();
+    INFO("amd " << f.amd() << " family " << f.family << " " << cfg->gemv_streams_name);
+    const std::string want =
+        std::string("q8_gemv_streams_ukernel_1x16s4__avx512vnni") + (f.amd() && f.family < 0x1A ? "_l2" : "");
+    CHECK(cfg->gemv_streams_name == want);
+  }
 }

@@ -58,6 +58,16 @@ const Q8GemmConfig kQ8Vnni{
     Q8_FAMILY(q8_gemm_ukernel_8x32c4__avx512vnni, q8_gemv_ukernel_1x64c4__avx512vnni, q8_pack_ukernel_c4__avx2),
     {q8_gemv_streams_ukernel_1x16s4__avx512vnni<false>, q8_gemv_streams_ukernel_1x16s4__avx512vnni<true>}, 4,
     "q8_gemv_streams_ukernel_1x16s4__avx512vnni"};
+// The decode prefetch into L2, not L1: on AMD before family 0x1A (with VNNI:
+// Zen 4), 9-13 % faster a one-thread step there (docs/BENCHMARK.md "The
+// int8 decode prefetch on Zen 4"; Zen 5 not measured, so it keeps the first).
+const Q8GemmConfig kQ8VnniL2 = [] {
+  Q8GemmConfig c = kQ8Vnni;
+  c.gemv_streams[0] = q8_gemv_streams_ukernel_1x16s4__avx512vnni_l2<false>;
+  c.gemv_streams[1] = q8_gemv_streams_ukernel_1x16s4__avx512vnni_l2<true>;
+  c.gemv_streams_name = "q8_gemv_streams_ukernel_1x16s4__avx512vnni_l2";
+  return c;
+}();
 #undef Q8_FAMILY
 
 // Rows of a Q4 family: {int8-row, int8-block, float} kernels, each {no zp, zp}.
@@ -164,9 +174,15 @@ const Q8GemmConfig* q8_gemm_config_for(Isa isa) {
     case Isa::Scalar: return &kQ8Scalar;
     case Isa::Avx2:
     case Isa::Avx512: return &kQ8Avx2;  // no 512-bit family without VNNI
-    case Isa::Avx512Vnni: return &kQ8Vnni;
+    case Isa::Avx512Vnni: return cpu_features().amd() && cpu_features().family < 0x1A ? &kQ8VnniL2 : &kQ8Vnni;
   }
   return nullptr;
+}
+
+std::vector<const Q8GemmConfig*> q8_gemm_config_variants(Isa isa) {
+  if (!cpu_supports(isa)) return {};
+  if (isa == Isa::Avx512Vnni) return {&kQ8Vnni, &kQ8VnniL2};
+  return {q8_gemm_config_for(isa)};
 }
 
 const Q8GemmConfig& q8_gemm_config() {

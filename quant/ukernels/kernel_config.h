@@ -62,6 +62,9 @@ struct Q8GemmConfig {
 
 const Q8GemmConfig& q8_gemm_config();
 const Q8GemmConfig* q8_gemm_config_for(Isa isa);
+// Every config of `isa` this CPU runs, including the other decode prefetch
+// (equal results): for tests.
+std::vector<const Q8GemmConfig*> q8_gemm_config_variants(Isa isa);
 
 // Q4NX (quant/q4_gemm.h). Indexed [Q4Act][has zero points].
 struct Q4GemmConfig {

@@ -25,6 +25,12 @@ namespace {
 constexpr size_t kGroup = kQ8VnniNR * kQ8VnniKR;  // 64 bytes: 16 columns × 4 k
 constexpr size_t kPrefetchBytes = 1024;            // decode stream look-ahead per panel
 
+// Where the decode prefetch puts the lines: L1 (as first tuned), or L2
+// (_l2: on a 2-core Zen 4 VM, where any L1 hint of the 4-bit decode was
+// slow too, 9-13 % faster a one-thread `--int8` step and ~8 % a two-thread
+// one; docs/BENCHMARK.md "The int8 decode prefetch on Zen 4").
+enum class Hint { kL1, kL2 };
+
 inline __m512i bcast_tail(const uint8_t* p, size_t n) {
   uint8_t b[4] = {0, 0, 0, 0};
   for (size_t i = 0; i < n; ++i) b[i] = p[i];
@@ -153,9 +159,10 @@ void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, s
 // first column, nc[p] the columns stored, c[p] where they go. Adjacent
 // panels (gemv_tile) or panels apart in memory (the streams kernel), the
 // same sums and epilogue.
-template <bool XS, int P>
+template <bool XS, int P, Hint H = Hint::kL1>
 void gemv_panels(size_t k, const uint8_t* x, const uint8_t* const* w, const size_t* n0, const size_t* nc,
                  size_t m0, const Q8Epilogue& ep, void* const* c) {
+  constexpr int kHint = H == Hint::kL1 ? _MM_HINT_T0 : _MM_HINT_T1;
   __m512i acc[P], acc2[P];
 #pragma GCC unroll 16
   for (int p = 0; p < P; ++p) acc[p] = acc2[p] = _mm512_setzero_si512();
@@ -177,8 +184,8 @@ void gemv_panels(size_t k, const uint8_t* x, const uint8_t* const* w, const size
 #pragma GCC unroll 16
     for (int p = 0; p < P; ++p) {
       const uint8_t* wp = w[p] + g * kGroup;
-      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), static_cast<_mm_hint>(kHint));
+      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes + 64), static_cast<_mm_hint>(kHint));
       acc[p] = dot<XS>(acc[p], x0, _mm512_load_si512(wp));
       acc2[p] = dot<XS>(acc2[p], x1, _mm512_load_si512(wp + kGroup));
     }
@@ -242,20 +249,42 @@ void q8_gemv_ukernel_1x64c4__avx512vnni(size_t nc, size_t k, const void* a, cons
   }
 }
 
+namespace {
+
+template <bool XS, Hint H>
+void gemv_streams(size_t streams, size_t k, const void* a, const uint8_t* const* w, const size_t* n0,
+                  const size_t* nc, const Q8Epilogue& ep, void* const* c) {
+  const uint8_t* x = static_cast<const uint8_t*>(a);
+  size_t s = 0;
+  for (; s + 4 <= streams; s += 4) gemv_panels<XS, 4, H>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
+  switch (streams - s) {
+    case 1: return gemv_panels<XS, 1, H>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
+    case 2: return gemv_panels<XS, 2, H>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
+    case 3: return gemv_panels<XS, 3, H>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
+    default: return;
+  }
+}
+
+}  // namespace
+
 template <bool XS>
 void q8_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, size_t k, const void* a, const uint8_t* const* w,
                                                 const size_t* n0, const size_t* nc, const Q8Epilogue& ep,
                                                 void* const* c) {
-  const uint8_t* x = static_cast<const uint8_t*>(a);
-  size_t s = 0;
-  for (; s + 4 <= streams; s += 4) gemv_panels<XS, 4>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
-  switch (streams - s) {
-    case 1: return gemv_panels<XS, 1>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
-    case 2: return gemv_panels<XS, 2>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
-    case 3: return gemv_panels<XS, 3>(k, x, w + s, n0 + s, nc + s, 0, ep, c + s);
-    default: return;
-  }
+  gemv_streams<XS, Hint::kL1>(streams, k, a, w, n0, nc, ep, c);
 }
+template <bool XS>
+void q8_gemv_streams_ukernel_1x16s4__avx512vnni_l2(size_t streams, size_t k, const void* a, const uint8_t* const* w,
+                                                   const size_t* n0, const size_t* nc, const Q8Epilogue& ep,
+                                                   void* const* c) {
+  gemv_streams<XS, Hint::kL2>(streams, k, a, w, n0, nc, ep, c);
+}
+template void q8_gemv_streams_ukernel_1x16s4__avx512vnni_l2<false>(size_t, size_t, const void*, const uint8_t* const*,
+                                                                   const size_t*, const size_t*, const Q8Epilogue&,
+                                                                   void* const*);
+template void q8_gemv_streams_ukernel_1x16s4__avx512vnni_l2<true>(size_t, size_t, const void*, const uint8_t* const*,
+                                                                  const size_t*, const size_t*, const Q8Epilogue&,
+                                                                  void* const*);
 template void q8_gemv_streams_ukernel_1x16s4__avx512vnni<false>(size_t, size_t, const void*, const uint8_t* const*,
                                                                 const size_t*, const size_t*, const Q8Epilogue&,
                                                                 void* const*);
