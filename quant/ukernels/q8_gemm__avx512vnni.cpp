@@ -162,7 +162,6 @@ void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, s
 template <bool XS, int P, Hint H = Hint::kL1>
 void gemv_panels(size_t k, const uint8_t* x, const uint8_t* const* w, const size_t* n0, const size_t* nc,
                  size_t m0, const Q8Epilogue& ep, void* const* c) {
-  constexpr int kHint = H == Hint::kL1 ? _MM_HINT_T0 : _MM_HINT_T1;
   __m512i acc[P], acc2[P];
 #pragma GCC unroll 16
   for (int p = 0; p < P; ++p) acc[p] = acc2[p] = _mm512_setzero_si512();
@@ -184,8 +183,13 @@ void gemv_panels(size_t k, const uint8_t* x, const uint8_t* const* w, const size
 #pragma GCC unroll 16
     for (int p = 0; p < P; ++p) {
       const uint8_t* wp = w[p] + g * kGroup;
-      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), static_cast<_mm_hint>(kHint));
-      _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes + 64), static_cast<_mm_hint>(kHint));
+      if constexpr (H == Hint::kL1) {
+        _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes + 64), _MM_HINT_T0);
+      } else {
+        _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(wp + kPrefetchBytes + 64), _MM_HINT_T1);
+      }
       acc[p] = dot<XS>(acc[p], x0, _mm512_load_si512(wp));
       acc2[p] = dot<XS>(acc2[p], x1, _mm512_load_si512(wp + kGroup));
     }
