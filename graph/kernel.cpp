@@ -36,6 +36,7 @@ const InputInfo& ReshapeContext::input(int i) const {
 void RunContext::missing(int i, const char* what) { fail("{} {} is required but missing", what, i); }
 
 const Tensor& ReshapeContext::value(int i) const {
+  note_read(i);
   const InputInfo& in = input(i);
   if (!in.value) throw NeedsValue{i};
   return *in.value;

@@ -96,7 +96,15 @@ class ReshapeContext {
   // The input's value, needed to plan (Reshape's shape, Slice's starts, ...).
   // Throws NeedsValue when it is only known at run time.
   const Tensor& value(int i) const;
-  const Tensor* value_if_known(int i) const { return has_input(i) ? input(i).value : nullptr; }
+  const Tensor* value_if_known(int i) const {
+    note_read(i);
+    return has_input(i) ? input(i).value : nullptr;
+  }
+  // Bit i (bit 63: input 63 or later) set when the kernel asked for input
+  // i's value (value, value_if_known). A reshape is a function of its
+  // inputs' dtypes, shapes and the values it asked for: a plan whose other
+  // inputs changed only in value need not reshape it (Planner::patch).
+  uint64_t data_read() const { return data_read_; }
 
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
   bool has_output(int i) const { return i < num_outputs() && present_[static_cast<size_t>(i)]; }
@@ -116,10 +124,12 @@ class ReshapeContext {
 
  private:
   const InputInfo& input(int i) const;
+  void note_read(int i) const { data_read_ |= uint64_t{1} << (i >= 0 && i < 63 ? i : 63); }
   std::vector<InputInfo> inputs_;
   std::vector<OutputPlan> outputs_;
   std::vector<bool> present_;
   size_t workspace_ = 0;
+  mutable uint64_t data_read_ = 0;
 };
 
 class RunContext {

@@ -30,6 +30,29 @@ Planner::Planner(const Graph& g, const std::vector<std::unique_ptr<Kernel>>& ker
     for (int v : g_.nodes[n].inputs)
       if (v >= 0) last_use_[static_cast<size_t>(v)] = static_cast<int>(n);
   for (int v : g_.outputs) last_use_[static_cast<size_t>(v)] = kNever;
+  // Readers per value, counted then filled: one entry per (value, node),
+  // its slots the inputs the node reads it at.
+  readers_at_.assign(g_.values.size() + 1, 0);
+  auto first_slot = [](const std::vector<int>& in, size_t i) {
+    return std::find(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(i), in[i]) ==
+           in.begin() + static_cast<std::ptrdiff_t>(i);
+  };
+  for (const Node& node : g_.nodes)
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] >= 0 && first_slot(node.inputs, i)) ++readers_at_[static_cast<size_t>(node.inputs[i]) + 1];
+  for (size_t v = 0; v < g_.values.size(); ++v) readers_at_[v + 1] += readers_at_[v];
+  readers_.resize(static_cast<size_t>(readers_at_.back()));
+  std::vector<int> filled(readers_at_.begin(), readers_at_.end() - 1);
+  for (size_t n = 0; n < g_.nodes.size(); ++n) {
+    const std::vector<int>& in = g_.nodes[n].inputs;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i] < 0 || !first_slot(in, i)) continue;
+      uint64_t slots = 0;
+      for (size_t j = i; j < in.size(); ++j)
+        if (in[j] == in[i]) slots |= uint64_t{1} << (j < 63 ? j : 63);
+      readers_[static_cast<size_t>(filled[static_cast<size_t>(in[i])]++)] = Reader{static_cast<int>(n), slots};
+    }
+  }
 }
 
 std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) const {
@@ -81,6 +104,7 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
         if (o >= 0) p.value(o).dynamic = true;
       continue;
     }
+    np.reads_data = rc->data_read();
     size_t out_bytes = 0;
     bool holds = false;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -216,31 +240,48 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 
 bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
   if (!p.patchable) return false;
-  // Values whose shape or folded data this patch changed: the nodes reading
-  // one are reshaped, the rest keep what they had.
-  std::vector<char> changed(g_.values.size(), 0);
+  // The nodes reading a value whose shape or folded data this patch changed
+  // (due): only those are reshaped, the rest keep what they had. A value
+  // whose data alone changed (a fold's new result, same shape) leaves due
+  // only the readers that fold or whose reshape asked for its data: a
+  // static node's reshape is a function of its inputs' shapes and the
+  // values it asked for (ReshapeContext::data_read), and it reads the new
+  // data when it runs. A node's readers come after it (graph order is
+  // topological), so the nodes due are visited once each, in order, as the
+  // walk marks them; no other node's inputs are read (a steady decode step
+  // reaches ~130 of ~1100 nodes, and every node's input list is a cache
+  // miss after the weights went by).
+  std::vector<uint64_t> due((g_.nodes.size() + 63) / 64, 0);
+  auto mark = [&](int v, bool data_only) {
+    for (const Reader* r = readers_begin(v); r != readers_end(v); ++r) {
+      if (data_only) {
+        const NodePlan& rp = p.nodes[static_cast<size_t>(r->node)];
+        if (rp.mode == NodePlan::Mode::Static && (rp.reads_data & r->slots) == 0) continue;
+      }
+      due[static_cast<size_t>(r->node) >> 6] |= uint64_t{1} << (r->node & 63);
+    }
+  };
   for (size_t i = 0; i < g_.inputs.size(); ++i) {
     ValuePlan& vp = p.value(g_.inputs[i]);
     if (vp.dtype != inputs[i]->dtype()) return false;
     if (vp.shape == inputs[i]->shape()) continue;
     vp.shape = inputs[i]->shape();
-    changed[static_cast<size_t>(g_.inputs[i])] = 1;
+    mark(g_.inputs[i], false);
   }
-  for (size_t n = 0; n < g_.nodes.size(); ++n) {
+  // Node n, one of its inputs changed: false when the plan cannot take it.
+  auto patch_node = [&](size_t n) {
     const Node& node = g_.nodes[n];
-    bool touched = false;
-    for (int v : node.inputs) touched = touched || (v >= 0 && changed[static_cast<size_t>(v)]);
-    if (!touched) continue;
     NodePlan& np = p.nodes[n];
     if (np.mode == NodePlan::Mode::Dynamic) {  // planned when it runs; what it feeds is dynamic too
       for (int o : node.outputs)
-        if (o >= 0) changed[static_cast<size_t>(o)] = 1;
-      continue;
+        if (o >= 0) mark(o, false);
+      return true;
     }
     if (np.mode != NodePlan::Mode::Static && np.mode != NodePlan::Mode::Folded) return false;
     std::optional<ReshapeContext> rc;
     bool all_known = true;
     if (!reshape_node(p, n, rc, all_known)) return false;
+    np.reads_data = rc->data_read();
     size_t out_bytes = 0;
     bool holds = false;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -250,26 +291,25 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       ValuePlan& vp = p.value(v);
       if (op.dtype != vp.dtype || op.held != vp.held) return false;
       const size_t bytes = output_bytes(node, o, op);
+      bool moved = false;
       if (np.mode == NodePlan::Mode::Static && !op.held && !g_.value(v).is_output) {
         const int src = op.alias_of >= 0 ? node.inputs[static_cast<size_t>(op.alias_of)] : -1;
         if (src != vp.alias_of) return false;
         if (src < 0 && std::max<size_t>(1, bytes) > vp.slot_bytes) return false;
         if (src >= 0 && vp.alias_offset != op.alias_offset) {
           vp.alias_offset = op.alias_offset;
-          changed[static_cast<size_t>(v)] = 1;
+          moved = true;
         }
       }
       out_bytes += bytes;
       holds = holds || op.held;
       if (vp.shape != op.shape) {
         vp.shape = op.shape;
-        changed[static_cast<size_t>(v)] = 1;
+        moved = true;
       }
+      if (moved) mark(v, false);
     }
-    if (np.mode == NodePlan::Mode::Static) {
-      if (rc->workspace() > np.workspace_bytes) return false;
-      continue;
-    }
+    if (np.mode == NodePlan::Mode::Static) return rc->workspace() <= np.workspace_bytes;
     // Folded: evaluated again; new data reaches its readers.
     if (!all_known || out_bytes > kPlanFoldBytes || holds) return false;
     std::vector<Tensor> outs = fold(p, n);
@@ -281,9 +321,18 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       Tensor& kept = p.folded[static_cast<size_t>(vp.folded_at)];
       if (same_tensor(kept, outs[o])) continue;
       kept = std::move(outs[o]);
-      changed[static_cast<size_t>(v)] = 1;
+      mark(v, kept.shape() == vp.shape);
     }
-  }
+    return true;
+  };
+  p.patched_nodes = 0;
+  for (size_t word = 0; word < due.size(); ++word)
+    while (due[word] != 0) {
+      const size_t n = word * 64 + static_cast<size_t>(__builtin_ctzll(due[word]));
+      due[word] &= due[word] - 1;  // what this node marks lies further on
+      if (!patch_node(n)) return false;
+      ++p.patched_nodes;
+    }
   return true;
 }
 

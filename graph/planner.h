@@ -6,7 +6,8 @@
 // its output. The executor (graph/session.cpp) runs what this decides. A
 // plan can also be patched to other input shapes that fit in its slots,
 // reshaping only the nodes the change reaches (a decode step's past length
-// reaches the attention nodes: ~300 of the default model's ~1100 nodes).
+// reaches the KV appends, the attention products and the folds of the mask
+// and position: ~130 of the Qwen3-0.6B shape's ~1100 nodes).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,7 @@ struct NodePlan {
   Mode mode = Mode::Static;
   int64_t workspace_at = -1;  // arena offset of its workspace, -1 none
   size_t workspace_bytes = 0; // reserved there
+  uint64_t reads_data = ~uint64_t{0};  // inputs whose values its reshape asked for (ReshapeContext::data_read)
 };
 
 struct ValuePlan {
@@ -59,6 +61,7 @@ struct Plan {
   // Planner::patch may move it to other input shapes (no Concat placed
   // into a graph output: those offsets follow the shapes).
   bool patchable = true;
+  int64_t patched_nodes = 0;  // nodes the last patch reshaped or folded again
 
   NodePlan& node(int n) { return nodes[static_cast<size_t>(n)]; }
   const NodePlan& node(int n) const { return nodes[static_cast<size_t>(n)]; }
@@ -91,6 +94,14 @@ class Planner {
   // Per value: the last node reading it (kNever for graph outputs, -1 unread).
   static constexpr int kNever = 0x7fffffff;
   int last_use(int v) const { return last_use_[static_cast<size_t>(v)]; }
+  // Per value: the nodes reading it, in graph order, each once, with the
+  // input slots it is read at (bit i: input i; bit 63: input 63 or later).
+  struct Reader {
+    int node;
+    uint64_t slots;
+  };
+  const Reader* readers_begin(int v) const { return readers_.data() + readers_at_[static_cast<size_t>(v)]; }
+  const Reader* readers_end(int v) const { return readers_.data() + readers_at_[static_cast<size_t>(v) + 1]; }
 
  private:
   void place_concat_inputs(Plan& p) const;
@@ -105,6 +116,8 @@ class Planner {
   const std::vector<std::unique_ptr<Kernel>>& kernels_;
   ThreadPool& pool_;
   std::vector<int> last_use_;
+  std::vector<int> readers_at_;  // per value, where its readers start in readers_ (one past the last value: the end)
+  std::vector<Reader> readers_;
 };
 
 }  // namespace onebit

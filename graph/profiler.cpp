@@ -11,7 +11,7 @@ namespace onebit {
 
 void Profiler::reset() {
   std::fill(node_ms_.begin(), node_ms_.end(), 0.0);
-  runs_ = plans_ = patches_ = 0;
+  runs_ = plans_ = patches_ = patch_nodes_ = 0;
   plan_ms_ = patch_ms_ = 0;
 }
 
@@ -35,8 +35,9 @@ std::string Profiler::report(const Graph& g, const std::vector<std::unique_ptr<K
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
   std::string s = fmt::format(
       "profile: {:.1f} ms in kernels over {} runs, {:.1f} ms planning {} new shapes, {:.1f} ms patching {} plans to new "
-      "shapes\n",
-      total, runs_, plan_ms_, plans_, patch_ms_, patches_);
+      "shapes{}\n",
+      total, runs_, plan_ms_, plans_, patch_ms_, patches_,
+      patches_ > 0 ? fmt::format(" ({:.0f} nodes each)", double(patch_nodes_) / double(patches_)) : std::string());
   for (const auto& [op, r] : rows) {
     if (r.ms <= 0) continue;
     s += fmt::format("  {:<28} {:>9.1f} ms {:>5.1f}%  {:>4} nodes  worst '{}' {}\n", op, r.ms, 100 * r.ms / total,

@@ -24,9 +24,10 @@ class Profiler {
     plan_ms_ += ms;
     ++plans_;
   }
-  void add_patch(double ms) {  // a kept plan moved to new shapes (Planner::patch)
+  void add_patch(double ms, int64_t nodes) {  // a kept plan moved to new shapes (Planner::patch)
     patch_ms_ += ms;
     ++patches_;
+    patch_nodes_ += nodes;
   }
   void add_run() { ++runs_; }
   void reset();
@@ -42,6 +43,7 @@ class Profiler {
   double plan_ms_ = 0;           // time building them
   int64_t patches_ = 0;          // plans patched meanwhile
   double patch_ms_ = 0;          // time patching them
+  int64_t patch_nodes_ = 0;      // nodes they reshaped or folded again
 };
 
 }  // namespace onebit

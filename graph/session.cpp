@@ -238,9 +238,10 @@ const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
     if (best != plans_.end()) {
       if (planner_->patch(*best->plan, inputs)) {
         ++stats_.plans_patched;
+        stats_.nodes_patched += best->plan->patched_nodes;
         best->shapes = std::move(key);
         plans_.splice(plans_.begin(), plans_, best);
-        if (options_.profile) profiler_.add_patch(ms_since(t0));
+        if (options_.profile) profiler_.add_patch(ms_since(t0), best->plan->patched_nodes);
         return *plans_.front().plan;
       }
       plans_.erase(best);  // left half-patched: unusable

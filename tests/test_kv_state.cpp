@@ -365,6 +365,65 @@ TEST_CASE("plan patching: a decode loop reuses the reserved plan and runs bit-id
 // The kv-state pass gives GqaMatMul (input 4) and GroupedAttention (inputs 10
 // and 11) the cache's head stride, which run() reads as one int64: any other
 // tensor there is refused when planned, by input number.
+TEST_CASE("plan patching: a value whose data alone changed reaches only the nodes that fold or read it", "[plan]") {
+  // x's length L reaches, folded each step: Shape -> Gather -> Unsqueeze ->
+  // Cast -> Add(z, L), a static node whose reshape reads shapes only (not
+  // reshaped: it runs on the new L); Concat -> Reshape(x, [L, 1]), whose
+  // reshape reads the shape's data; Div(L, 4) -> Expand(w, [L / 4]), whose
+  // data changes every fourth step. Patched plans must give what plans built
+  // afresh give, and reshape exactly the nodes that need it.
+  ModelBuilder b;
+  b.input("x", kFloat, {1, -1}).input("z", kFloat, {1, 4}).input("w", kFloat, {1});
+  b.output("y1", kFloat, {1, 4}).output("y2", kFloat, {-1, 1}).output("y3", kFloat, {-1});
+  b.initializer<int64_t>("i1", kInt64, {}, {1});
+  b.initializer<int64_t>("i0", kInt64, {1}, {0});
+  b.initializer<int64_t>("one", kInt64, {1}, {1});
+  b.initializer<int64_t>("four", kInt64, {1}, {4});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i1"}, {"len"});
+  b.node("Unsqueeze", {"len", "i0"}, {"len1"});
+  ModelBuilder::attr_int(b.node("Cast", {"len1"}, {"lenf"}), "to", kFloat);
+  b.node("Add", {"z", "lenf"}, {"y1"});
+  ModelBuilder::attr_int(b.node("Concat", {"len1", "one"}, {"shp"}), "axis", 0);
+  b.node("Reshape", {"x", "shp"}, {"y2"});
+  b.node("Div", {"len1", "four"}, {"q"});
+  b.node("Expand", {"w", "q"}, {"y3"});
+  const std::string path = scratch_dir("plan_data_only") + "/model.onnx";
+  b.save(path);
+  auto open_session = [&](bool patch) {
+    SessionOptions o;
+    o.patch_plans = patch;
+    return Session(load_onnx(path), default_op_registry(), o);
+  };
+  Session patched = open_session(true), fresh = open_session(false);
+  const std::vector<float> z{0.25f, -1.f, 3.5f, 8.f};
+  auto inputs = [&](int64_t len) {
+    std::vector<float> x(static_cast<size_t>(len));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f * static_cast<float>(i) - 1.f;
+    return std::vector<NamedTensor>{{"x", test::make_tensor<float>({1, len}, x)},
+                                    {"z", test::make_tensor<float>({1, 4}, z)},
+                                    {"w", test::make_tensor<float>({1}, {-2.5f})}};
+  };
+  patched.reserve(inputs(12));
+  fresh.reserve(inputs(12));
+  const std::vector<int64_t> lengths{4, 5, 6, 7, 8, 9, 10, 11, 12, 7};
+  for (int64_t len : lengths) {
+    INFO("L = " << len);
+    const std::vector<Tensor> got = patched.run(inputs(len)), want = fresh.run(inputs(len));
+    REQUIRE(got.size() == 3);
+    for (size_t o = 0; o < got.size(); ++o) require_same(got[o], want[o], true);
+    for (size_t i = 0; i < z.size(); ++i) CHECK(got[0].data<float>()[i] == z[i] + static_cast<float>(len));
+    CHECK(got[1].shape() == Shape{len, 1});
+    CHECK(got[2].shape() == Shape{len / 4});
+  }
+  CHECK(fresh.stats().plans_patched == 0);
+  CHECK(patched.stats().plans_patched == static_cast<int64_t>(lengths.size()));
+  // Each patch: Shape, Gather, Unsqueeze, Cast, Concat, Div and Reshape (x's
+  // shape and the new [L, 1]), and Expand where L / 4 changed (4, 8, 12 and
+  // back to 7): 7 × 10 + 4. The Add is never reshaped.
+  CHECK(patched.stats().nodes_patched == 74);
+}
+
 TEST_CASE("kv state: a head-stride input that is not one int64 is refused", "[kv_state]") {
   using test::make_tensor;
   using test::OpTest;
