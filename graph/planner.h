@@ -81,7 +81,10 @@ class Planner {
 
   // Moves `p` to inputs of other shapes without planning it again: only the
   // nodes an input change reaches (a shape, or data folded at plan time) are
-  // reshaped, and their outputs keep their arena slots. A steady decode step
+  // reshaped, and their outputs keep their arena slots; data folded anew
+  // with the same shape reaches only the nodes that fold it or whose reshape
+  // asked for it (NodePlan::reads_data; the others read it when they run).
+  // A steady decode step
   // differs from the one before only in the past length, which reaches the
   // attention nodes alone. Returns false, with `p` unusable, when the plan
   // cannot take the shapes: a value or workspace outgrowing its slot, a node
