@@ -30,6 +30,17 @@ Planner::Planner(const Graph& g, const std::vector<std::unique_ptr<Kernel>>& ker
     for (int v : g_.nodes[n].inputs)
       if (v >= 0) last_use_[static_cast<size_t>(v)] = static_cast<int>(n);
   for (int v : g_.outputs) last_use_[static_cast<size_t>(v)] = kNever;
+  // A patch visits readers after their producers, in one pass: the order
+  // must be topological (validation makes it so; a pass must keep it).
+  std::vector<int> producer(g_.values.size(), -1);
+  for (size_t n = 0; n < g_.nodes.size(); ++n)
+    for (int v : g_.nodes[n].outputs)
+      if (v >= 0) producer[static_cast<size_t>(v)] = static_cast<int>(n);
+  for (size_t n = 0; n < g_.nodes.size(); ++n)
+    for (int v : g_.nodes[n].inputs)
+      if (v >= 0 && producer[static_cast<size_t>(v)] >= static_cast<int>(n))
+        fail("{}: reads '{}' before its producer runs (the node order is not topological)",
+             g_.node_label(g_.nodes[n]), g_.value(v).name);
   // Readers per value, counted then filled: one entry per (value, node),
   // its slots the inputs the node reads it at.
   readers_at_.assign(g_.values.size() + 1, 0);

@@ -61,7 +61,7 @@ struct Plan {
   // Planner::patch may move it to other input shapes (no Concat placed
   // into a graph output: those offsets follow the shapes).
   bool patchable = true;
-  int64_t patched_nodes = 0;  // nodes the last patch reshaped or folded again
+  int64_t patched_nodes = 0;  // nodes the last patch visited: reshaped, folded again or (dynamic) passed through
 
   NodePlan& node(int n) { return nodes[static_cast<size_t>(n)]; }
   const NodePlan& node(int n) const { return nodes[static_cast<size_t>(n)]; }
@@ -84,14 +84,15 @@ class Planner {
   // reshaped, and their outputs keep their arena slots; data folded anew
   // with the same shape reaches only the nodes that fold it or whose reshape
   // asked for it (NodePlan::reads_data; the others read it when they run).
-  // A steady decode step
-  // differs from the one before only in the past length, which reaches the
-  // attention nodes alone. Returns false, with `p` unusable, when the plan
-  // cannot take the shapes: a value or workspace outgrowing its slot, a node
-  // whose mode (folded, static, dynamic), dtype, view or held state would
-  // change; the caller builds a new plan then. A plan built for the largest
-  // shapes (Session::reserve, for the last decode step) takes every smaller
-  // step this way.
+  // A steady decode step differs from the one before only in the past
+  // length, which reaches the KV appends, the attention products and the
+  // folds of mask and position. Returns false, with `p` unusable, when the
+  // plan cannot take the shapes: a value or workspace outgrowing its slot, a
+  // node whose mode (folded, static, dynamic), dtype, view or held state
+  // would change; the caller builds a new plan then. A kernel that refuses
+  // the shapes throws, leaving `p` unusable too. A plan built for the
+  // largest shapes (Session::reserve, for the last decode step) takes every
+  // smaller step this way.
   bool patch(Plan& p, const std::vector<const Tensor*>& inputs) const;
 
   // Per value: the last node reading it (kNever for graph outputs, -1 unread).

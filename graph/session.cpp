@@ -236,7 +236,14 @@ const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
         best_differ = *d;
       }
     if (best != plans_.end()) {
-      if (planner_->patch(*best->plan, inputs)) {
+      bool patched = false;
+      try {
+        patched = planner_->patch(*best->plan, inputs);
+      } catch (...) {
+        plans_.erase(best);  // a kernel refused these shapes partway: the plan is half-patched
+        throw;
+      }
+      if (patched) {
         ++stats_.plans_patched;
         stats_.nodes_patched += best->plan->patched_nodes;
         best->shapes = std::move(key);

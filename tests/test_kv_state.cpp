@@ -362,9 +362,6 @@ TEST_CASE("plan patching: a decode loop reuses the reserved plan and runs bit-id
   }
 }
 
-// The kv-state pass gives GqaMatMul (input 4) and GroupedAttention (inputs 10
-// and 11) the cache's head stride, which run() reads as one int64: any other
-// tensor there is refused when planned, by input number.
 TEST_CASE("plan patching: a value whose data alone changed reaches only the nodes that fold or read it", "[plan]") {
   // x's length L reaches, folded each step: Shape -> Gather -> Unsqueeze ->
   // Cast -> Add(z, L), a static node whose reshape reads shapes only (not
@@ -424,6 +421,39 @@ TEST_CASE("plan patching: a value whose data alone changed reaches only the node
   CHECK(patched.stats().nodes_patched == 74);
 }
 
+TEST_CASE("plan patching: a patch that fails leaves no half-patched plan behind", "[plan]") {
+  // Reshape(Relu(x), [2, -1]) refuses an odd length. The plan reserved for
+  // 12 is patched to 10, then a patch to 9 fails at the Reshape after the
+  // Relu was moved: the next run of 10 must not find that plan kept under
+  // its old shapes.
+  ModelBuilder b;
+  b.input("x", kFloat, {1, -1}).output("y", kFloat, {2, -1}).output("s", kFloat, {1, -1});
+  b.initializer<int64_t>("two_rows", kInt64, {2}, {2, -1});
+  b.node("Relu", {"x"}, {"r"});
+  b.node("Reshape", {"r", "two_rows"}, {"y"});
+  b.node("Add", {"x", "x"}, {"s"});
+  const std::string path = scratch_dir("plan_patch_fails") + "/model.onnx";
+  b.save(path);
+  Session s(load_onnx(path), default_op_registry());
+  auto x = [](int64_t len) {
+    std::vector<float> v(static_cast<size_t>(len));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) - 4.5f;
+    return std::vector<NamedTensor>{{"x", test::make_tensor<float>({1, len}, v)}};
+  };
+  s.reserve(x(12));
+  const std::vector<Tensor> first = s.run(x(10));
+  CHECK(s.stats().plans_patched == 1);
+  CHECK_THROWS_WITH(s.run(x(9)), Catch::Contains("Reshape"));
+  std::vector<Tensor> again;
+  REQUIRE_NOTHROW(again = s.run(x(10)));
+  REQUIRE(again.size() == 2);
+  require_same(again[0], first[0], true);
+  require_same(again[1], first[1], true);
+}
+
+// The kv-state pass gives GqaMatMul (input 4) and GroupedAttention (inputs 10
+// and 11) the cache's head stride, which run() reads as one int64: any other
+// tensor there is refused when planned, by input number.
 TEST_CASE("kv state: a head-stride input that is not one int64 is refused", "[kv_state]") {
   using test::make_tensor;
   using test::OpTest;
