@@ -30,39 +30,27 @@ Planner::Planner(const Graph& g, const std::vector<std::unique_ptr<Kernel>>& ker
     for (int v : g_.nodes[n].inputs)
       if (v >= 0) last_use_[static_cast<size_t>(v)] = static_cast<int>(n);
   for (int v : g_.outputs) last_use_[static_cast<size_t>(v)] = kNever;
-  // A patch visits readers after their producers, in one pass: the order
-  // must be topological (validation makes it so; a pass must keep it).
-  std::vector<int> producer(g_.values.size(), -1);
-  for (size_t n = 0; n < g_.nodes.size(); ++n)
-    for (int v : g_.nodes[n].outputs)
-      if (v >= 0) producer[static_cast<size_t>(v)] = static_cast<int>(n);
-  for (size_t n = 0; n < g_.nodes.size(); ++n)
-    for (int v : g_.nodes[n].inputs)
-      if (v >= 0 && producer[static_cast<size_t>(v)] >= static_cast<int>(n))
-        fail("{}: reads '{}' before its producer runs (the node order is not topological)",
-             g_.node_label(g_.nodes[n]), g_.value(v).name);
-  // Readers per value, counted then filled: one entry per (value, node),
-  // its slots the inputs the node reads it at.
+  // Readers per value, from the graph's consumer lists (a node per input
+  // slot, in graph order): one entry per (value, node), its slots the inputs
+  // the node reads it at. A patch visits readers after their producers in
+  // one pass, so the order must be topological (validation makes it so; a
+  // pass must keep it).
+  const std::vector<std::vector<int>> consumers = g_.consumers();
   readers_at_.assign(g_.values.size() + 1, 0);
-  auto first_slot = [](const std::vector<int>& in, size_t i) {
-    return std::find(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(i), in[i]) ==
-           in.begin() + static_cast<std::ptrdiff_t>(i);
-  };
-  for (const Node& node : g_.nodes)
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-      if (node.inputs[i] >= 0 && first_slot(node.inputs, i)) ++readers_at_[static_cast<size_t>(node.inputs[i]) + 1];
-  for (size_t v = 0; v < g_.values.size(); ++v) readers_at_[v + 1] += readers_at_[v];
-  readers_.resize(static_cast<size_t>(readers_at_.back()));
-  std::vector<int> filled(readers_at_.begin(), readers_at_.end() - 1);
-  for (size_t n = 0; n < g_.nodes.size(); ++n) {
-    const std::vector<int>& in = g_.nodes[n].inputs;
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (in[i] < 0 || !first_slot(in, i)) continue;
+  for (size_t v = 0; v < consumers.size(); ++v) {
+    for (size_t c = 0; c < consumers[v].size(); ++c) {
+      const int n = consumers[v][c];
+      if (g_.values[v].producer >= n)
+        fail("{}: reads '{}' before its producer runs (the node order is not topological)",
+             g_.node_label(g_.nodes[static_cast<size_t>(n)]), g_.values[v].name);
+      if (c > 0 && consumers[v][c - 1] == n) continue;  // the same node at another slot
+      const std::vector<int>& in = g_.nodes[static_cast<size_t>(n)].inputs;
       uint64_t slots = 0;
-      for (size_t j = i; j < in.size(); ++j)
-        if (in[j] == in[i]) slots |= uint64_t{1} << (j < 63 ? j : 63);
-      readers_[static_cast<size_t>(filled[static_cast<size_t>(in[i])]++)] = Reader{static_cast<int>(n), slots};
+      for (size_t i = 0; i < in.size(); ++i)
+        if (in[i] == static_cast<int>(v)) slots |= uint64_t{1} << (i < 63 ? i : 63);
+      readers_.push_back(Reader{n, slots});
     }
+    readers_at_[v + 1] = static_cast<int>(readers_.size());
   }
 }
 
