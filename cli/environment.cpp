@@ -96,10 +96,11 @@ void SessionFlags::add_to(CLI::App* cmd) {
       ->check(one_of(acts))
       ->capture_default_str();
   cmd->add_option("--kv-dtype", kv_dtype,
-                  "What the KV cache the session keeps stores: f32, f16 (half the bytes to read per step at "
+                  "What the KV cache the session keeps stores: auto (the model's own: float16 for a float16 "
+                  "model's cache, exactly; float32 otherwise), f32, f16 (half the bytes to read per step at "
                   "long contexts; each position rounded once), or q8 (int8 with a scale per position and head: "
                   "a little over a quarter of the bytes)")
-      ->check(one_of({"f32", "f16", "q8"}))
+      ->check(one_of({"auto", "f32", "f16", "q8"}))
       ->capture_default_str();
   std::vector<std::string> modes;
   for (npu::Mode m : {npu::Mode::kOff, npu::Mode::kAuto, npu::Mode::kXrt, npu::Mode::kReference})
@@ -142,7 +143,10 @@ SessionOptions SessionFlags::options() const {
   o.debug_refusals = env.qdq_debug;
   o.profile = env.profile;
   o.kernel.act_precision = parse_act_precision(act_precision).value();  // validated by one_of
-  o.kernel.kv_dtype = kv_dtype == "f16" ? DType::F16 : kv_dtype == "q8" ? DType::I8 : DType::F32;  // one_of checked
+  o.kernel.kv_dtype = kv_dtype == "f16"   ? DType::F16
+                      : kv_dtype == "q8"  ? DType::I8
+                      : kv_dtype == "f32" ? DType::F32
+                                          : DType::Undefined;  // auto (one_of checked): Session resolves it
   o.kernel.huge_pages = env.huge_pages;
   o.kernel.map_weights = !pack_weights;
   o.kernel.trace = env.trace;

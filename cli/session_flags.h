@@ -48,7 +48,7 @@ struct SessionFlags {
   bool int8 = false;
   bool pack_weights = false;
   std::string act_precision = "auto";
-  std::string kv_dtype = "f32";
+  std::string kv_dtype = "auto";
   std::string npu = "auto";
   std::string npu_designs;
   bool npu_trace = false;

@@ -31,10 +31,26 @@ std::vector<Shape> shapes_of(const std::vector<const Tensor*>& inputs) {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
+// KernelOptions::kv_dtype left Undefined: the model's own, float16 when
+// every cache input the session is asked to keep is declared float16 (the
+// store then holds exactly what the graph computes), float32 otherwise.
+DType kv_dtype_for(const Graph& g, const SessionOptions& o) {
+  if (o.kernel.kv_dtype != DType::Undefined) return o.kernel.kv_dtype;
+  if (!o.kv_state || o.kv_state_inputs.empty()) return DType::F32;
+  size_t f16 = 0;
+  for (int v : g.inputs) {
+    const Value& val = g.value(v);
+    const auto& names = o.kv_state_inputs;
+    if (val.dtype == DType::F16 && std::find(names.begin(), names.end(), val.name) != names.end()) ++f16;
+  }
+  return f16 == o.kv_state_inputs.size() ? DType::F16 : DType::F32;
+}
+
 }  // namespace
 
 Session::Session(Graph graph, const OpRegistry& registry, const SessionOptions& options)
     : graph_(std::move(graph)), options_(options) {
+  options_.kernel.kv_dtype = kv_dtype_for(graph_, options_);
   pool_ = std::make_unique<ThreadPool>(options_.threads > 0 ? options_.threads : ThreadPool::default_threads());
   PassContext ctx{options_, registry, report_, *pool_};
   run_passes(graph_, ctx);

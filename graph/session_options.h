@@ -43,7 +43,13 @@ struct KernelOptions {
   // kept state): F32, F16 at half the bytes (rounded to nearest even
   // once, when a position is appended; attention computes in float32), or
   // I8: int8 codes and a float32 scale per position (ops/kv_store.h).
-  DType kv_dtype = DType::F32;
+  // Undefined (the default): the model's own. The Session makes it F16 when
+  // every cache input it keeps is float16 (the new keys and values are
+  // float16 already, so storing them as float16 is exact, and attention
+  // computes on the widened values as for float32: the same logits bit for
+  // bit, half the bytes read), F32 otherwise. A kernel given Undefined
+  // outside a session stores float32.
+  DType kv_dtype = DType::Undefined;
   // The accelerator the session routes integer GEMMs to; null: host only.
   // Owned by whoever made the session (models/, cli/), alive as long as it.
   npu::Dispatcher* npu = nullptr;

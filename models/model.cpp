@@ -106,7 +106,7 @@ std::unique_ptr<Model> Model::open(const std::string& given, const ModelOptions&
     fail("{}: the tokenizer {} has {} ids but the model's logits have {}: it is not this model's tokenizer", path, tok,
          m->tokenizer_->vocab_size(), m->vocab_);
   m->session_ = std::make_unique<Session>(std::move(graph), default_op_registry(), so);
-  if (so.kernel.kv_dtype != DType::F32 && !m->session_->keeps_kv_state())
+  if (so.kernel.kv_dtype != DType::F32 && so.kernel.kv_dtype != DType::Undefined && !m->session_->keeps_kv_state())
     fail("{}: a {} KV cache was asked for (--kv-dtype), but this session keeps no KV cache: {}", path,
          dtype_name(so.kernel.kv_dtype),
          m->binding_.past_inputs.empty() ? "the graph has no past inputs (export it with a cache)"

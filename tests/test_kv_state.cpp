@@ -142,7 +142,7 @@ int index_of(const std::vector<std::string>& names, const std::string& name) {
 }
 
 Session open(Cache cache, Extra extra, bool state, const std::string& name, int64_t rep = kRep,
-             bool patch_plans = true, DType kv_dtype = DType::F32) {
+             bool patch_plans = true, DType kv_dtype = DType::Undefined) {
   const std::string path = scratch_dir(name) + "/model.onnx";
   attention(cache, extra, rep).save(path);
   SessionOptions o;
@@ -197,6 +197,7 @@ TEST_CASE("kv state: attention is bit-identical to the exported cache, step by s
     CHECK(plain.pass_report().get("kv_state") == 0);
     REQUIRE(state.pass_report().get("kv_state") == 2);
     CHECK(state.output_names() == std::vector<std::string>{"y"});
+    CHECK(state.options().kernel.kv_dtype == DType::F32);  // the model's own: its cache inputs are float32
     // Prefill of 5 (the packed GEMM path), one-token and two-token steps
     // (the dot path), past the state's first capacity (it grows).
     decode_both(plain, state, cache, {5, 1, 1, 2, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1});

@@ -78,6 +78,31 @@ def test_float16_export_parity(onebit, tmp_path, float16_export):
     assert np.array_equal(np.load(out), got)
 
 
+def test_float16_export_keeps_a_float16_cache(onebit, pytestconfig, tmp_path, float16_export):
+    """The float16 export's keys and values are float16, so the KV state
+    stores them as float16 by default (--kv-dtype auto): half the bytes a
+    step reads, the logits bit for bit those of a float32 cache. A float32
+    export's default stays float32."""
+    import json
+
+    import numpy as np
+
+    prompt = ["--prompt-ids", ",".join(map(str, PROMPT))]
+
+    def run(model, extra, name):
+        d = parity.run_onebit(onebit, str(model), prompt, STEPS, extra, str(tmp_path / name))
+        p = subprocess.run([onebit, "ort-run", str(model), *prompt, "-n", "2", "--json", *extra],
+                           capture_output=True, text=True, check=True)
+        return d[0], d[1], json.loads(p.stdout[p.stdout.index("{"):])["kv_dtype"]
+
+    auto, ids_auto, kv_auto = run(float16_export, [], "auto.npy")
+    f32, ids32, kv32 = run(float16_export, ["--kv-dtype", "f32"], "f32.npy")
+    assert (kv_auto, kv32) == ("float16", "float32")
+    assert list(ids_auto) == list(ids32)
+    assert np.array_equal(auto.view(np.uint32), f32.view(np.uint32))
+    assert run(tiny(pytestconfig) / "model-cached.onnx", [], "f32export.npy")[2] == "float32"
+
+
 def test_q4f16_parity(onebit, tmp_path, float16_export):
     """transformers.js' model_q4f16.onnx recipe: the float16 export with
     every MatMul weight quantized by onnxruntime's MatMulNBitsQuantizer

@@ -136,12 +136,20 @@ def test_kv_state(onebit, pytestconfig, build):
 
 
 def test_fp16_cache_is_lossless(onebit, pytestconfig, tmp_path):
-    """On the fp16 build the keys and values are float16 already, so
-    --kv-dtype f16 stores them exactly: the logits are bit for bit those of
-    the float32 cache."""
+    """On the fp16 build the keys and values are float16 already, so a
+    float16 cache stores them exactly: the logits are bit for bit those of
+    the float32 cache. The session keeps the model's own float16 by default
+    (--kv-dtype auto); the fp32 build's default stays float32."""
     model = genai_dir(pytestconfig, "fp16") / "model.onnx"
-    f32, ids32, _ = parity.run_onebit(onebit, str(model), ["--prompt", PROMPTS[2]], STEPS, [], str(tmp_path / "f32.npy"))
+    f32, ids32, _ = parity.run_onebit(onebit, str(model), ["--prompt", PROMPTS[2]], STEPS, ["--kv-dtype", "f32"],
+                                      str(tmp_path / "f32.npy"))
     f16, ids16, _ = parity.run_onebit(onebit, str(model), ["--prompt", PROMPTS[2]], STEPS, ["--kv-dtype", "f16"],
                                       str(tmp_path / "f16.npy"))
-    assert list(ids16) == list(ids32)
-    assert np.array_equal(f16, f32)
+    auto, ids_auto, _ = parity.run_onebit(onebit, str(model), ["--prompt", PROMPTS[2]], STEPS, [],
+                                          str(tmp_path / "auto.npy"))
+    assert list(ids16) == list(ids32) == list(ids_auto)
+    assert np.array_equal(f16.view(np.uint32), f32.view(np.uint32))
+    assert np.array_equal(auto.view(np.uint32), f32.view(np.uint32))
+    assert onebit_generate(onebit, model, PROMPTS[2])["kv_dtype"] == "float16"
+    assert onebit_generate(onebit, model, PROMPTS[2], ["--kv-dtype", "f32"])["kv_dtype"] == "float32"
+    assert onebit_generate(onebit, genai_dir(pytestconfig, "fp32") / "model.onnx", PROMPTS[2])["kv_dtype"] == "float32"
