@@ -59,7 +59,8 @@ constexpr int64_t kSkipRows = 32;
 // The mask as rows over the scores [b,h,S,T]: rank 1 to 4, each dim 1 or
 // the scores', the keys dim the scores' own.
 struct MaskRows {
-  const float* data = nullptr;
+  const float* data = nullptr;     // a float32 mask (the only kind rows may skip keys by)
+  const uint16_t* half = nullptr;  // a float16 mask (a float16 export's)
   int64_t sb = 0, sh = 0, ss = 0;  // element strides of batch, head, query row (0: broadcast)
 
   // Whether a float32 mask of this shape is rows over the scores: it
@@ -78,17 +79,20 @@ struct MaskRows {
   static MaskRows of(const Tensor& mask, const Shape& scores) {
     MaskRows r;
     const Shape& ms = mask.shape();
-    if (mask.dtype() != DType::F32 || !fits(ms, scores)) return r;
+    if ((mask.dtype() != DType::F32 && mask.dtype() != DType::F16) || !fits(ms, scores)) return r;
     const size_t rank = ms.size();
     int64_t dims[4] = {1, 1, 1, 1};
     for (size_t i = 0; i < rank; ++i) dims[4 - 1 - i] = ms[rank - 1 - i];
     r.ss = dims[2] == 1 ? 0 : dims[3];
     r.sh = dims[1] == 1 ? 0 : dims[2] * dims[3];
     r.sb = dims[0] == 1 ? 0 : dims[1] * dims[2] * dims[3];
-    r.data = mask.data<float>();
+    if (mask.dtype() == DType::F32) r.data = mask.data<float>();
+    else r.half = mask.data<uint16_t>();
     return r;
   }
-  const float* row(int64_t bi, int64_t hi, int64_t i) const { return data + bi * sb + hi * sh + i * ss; }
+  int64_t at(int64_t bi, int64_t hi, int64_t i) const { return bi * sb + hi * sh + i * ss; }
+  const float* row(int64_t bi, int64_t hi, int64_t i) const { return data + at(bi, hi, i); }
+  const uint16_t* half_row(int64_t bi, int64_t hi, int64_t i) const { return half + at(bi, hi, i); }
   // Keys a row keeps: one past its last unmasked key, or t (computed whole)
   // when it has none or the last one's mask value is below kKeptFloor.
   int64_t keep(int64_t bi, int64_t hi, int64_t i, int64_t t) const {
@@ -167,11 +171,11 @@ class GqaMatMulKernel : public Kernel {
       fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * rep, kv[2], kv[3]);
     const Shape y{a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]};
     if (softmax_) {
-      // The pass saw float32 scores and a mask that cannot widen them
-      // (declared shapes); the file's values must agree.
-      if (t != DType::F32 || ctx.dtype(5) != DType::F32)
-        fail("scores and mask are {} and {}: the fused ·scale + mask -> Softmax takes float32 only", dtype_name(t),
-             dtype_name(ctx.dtype(5)));
+      // The pass saw float32 (or float16) scores and mask of one dtype, the
+      // mask unable to widen them (declared shapes); the file's values must agree.
+      if ((t != DType::F32 && t != DType::F16) || ctx.dtype(5) != t)
+        fail("scores and mask are {} and {}: the fused ·scale + mask -> Softmax takes both float32 or both float16",
+             dtype_name(t), dtype_name(ctx.dtype(5)));
       if (!MaskRows::fits(ctx.shape(5), y))
         fail("mask {} does not broadcast into the scores {} along their rows, as the graph declared",
              shape_str(ctx.shape(5)), shape_str(y));
@@ -228,6 +232,35 @@ class GqaMatMulKernel : public Kernel {
       auto kept = [&](int64_t r) {
         return keeps[static_cast<size_t>((bi * mask_heads + (mask_heads > 1 ? g * rep + r / s : 0)) * s + r % s)];
       };
+      if (softmax_ && half) {
+        // A float16 export's chain, each of its nodes rounding to float16:
+        // the product (its GqaMatMul's output), ·scale and + mask (the
+        // float16 Mul and Add compute in float and round once), then the
+        // Softmax row on the widened values; its output is rounded by the
+        // narrow below, as the float16 Softmax rounds it. No key is left
+        // out (the float16 mask gives no row a skip).
+        return scores_in_blocks(kept, false, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1) {
+          const VecMathConfig& vm = vec_math_config();
+          const size_t n16 = static_cast<size_t>(t);
+          std::vector<uint16_t> h(n16);
+          std::vector<float> mw(n16);
+          auto to_half = [&](float* v) {  // round to float16 and back, in place
+            vm.narrow(n16, v, h.data());
+            vm.widen(n16, h.data(), v);
+          };
+          for (int64_t r = r0; r < r1; ++r) {
+            float* yr = yb + r * t;
+            const float sc = score_scale_;
+            to_half(yr);
+            for (int64_t j = 0; j < t; ++j) yr[j] = yr[j] * sc;
+            to_half(yr);
+            vm.widen(n16, mask.half_row(bi, g * rep + r / s, r % s), mw.data());
+            for (int64_t j = 0; j < t; ++j) yr[j] = yr[j] + mw[static_cast<size_t>(j)];
+            to_half(yr);
+            softmax_row(yr, yr, t);
+          }
+        });
+      }
       if (softmax_) {
         // Row r of this task is head g·rep + r / s, position r % s.
         auto mask_row = [&](int64_t r) { return mask.row(bi, g * rep + r / s, r % s); };

@@ -478,21 +478,24 @@ namespace {
 // `scores_out` also makes the raw scores a graph output.
 // `mask_dims` declares the mask's shape (default [1,1,s,t]); `scores_dims`,
 // when given, the scores' (value_info; -1 is a symbolic dim, sym<i> at
-// position i).
+// position i). `dtype` 10: a float16 export's, every tensor and the scale
+// float16 (`mask_dtype` apart, for the must-not-fire case).
 ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d,
                               const char* softmax_op = "Softmax", int64_t axis = -1, bool scores_out = false,
-                              std::vector<int64_t> mask_dims = {}, std::vector<int64_t> scores_dims = {}) {
+                              std::vector<int64_t> mask_dims = {}, std::vector<int64_t> scores_dims = {},
+                              int32_t dtype = kFloat, int32_t mask_dtype = 0) {
   const int64_t h = kvh * rep;
   ModelBuilder b;
-  b.input("q", kFloat, {1, h, s, d}).input("k", kFloat, {1, kvh, t, d}).input("v", kFloat, {1, kvh, t, d});
-  b.input("mask", kFloat, mask_dims.empty() ? std::vector<int64_t>{1, 1, s, t} : mask_dims);
-  b.output("y", kFloat, {1, h, s, d});
-  if (!scores_dims.empty()) b.declare("scores", kFloat, scores_dims);
-  if (scores_out) b.output("scores", kFloat, {1, h, s, t});
+  b.input("q", dtype, {1, h, s, d}).input("k", dtype, {1, kvh, t, d}).input("v", dtype, {1, kvh, t, d});
+  b.input("mask", mask_dtype ? mask_dtype : dtype, mask_dims.empty() ? std::vector<int64_t>{1, 1, s, t} : mask_dims);
+  b.output("y", dtype, {1, h, s, d});
+  if (!scores_dims.empty()) b.declare("scores", dtype, scores_dims);
+  if (scores_out) b.output("scores", dtype, {1, h, s, t});
   b.initializer<int64_t>("ax", kInt64, {1}, {2});
   b.initializer<int64_t>("e", kInt64, {5}, {1, kvh, rep, t, d});
   b.initializer<int64_t>("r", kInt64, {4}, {1, h, t, d});
-  b.initializer<float>("scale", kFloat, {}, {1.0f / std::sqrt(float(d))});
+  if (dtype == kFloat) b.initializer<float>("scale", kFloat, {}, {1.0f / std::sqrt(float(d))});
+  else b.initializer<uint16_t>("scale", dtype, {}, {float_to_half(1.0f / std::sqrt(float(d)))});
   for (const char* x : {"k", "v"}) {
     const std::string n = x;
     b.node("Unsqueeze", {n, "ax"}, {"u_" + n});
@@ -685,6 +688,70 @@ TEST_CASE("scores softmax: scale, mask and Softmax in the scores product, bit-id
   }
 }
 
+TEST_CASE("scores softmax on float16: each node's rounding repeated, bit-identical", "[fusion][scores_softmax]") {
+  constexpr int32_t kHalf = 10;
+  const float lowest16 = -65504.f, inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char* name;
+    int64_t kvh, rep, s, past;
+    float masked;
+    float q_scale = 1.f;  // 100: products past float16's range (inf, then NaN rows)
+    bool per_head_mask = false;
+    bool bias = false;  // kept keys get a random additive bias, not 0
+    int64_t d = 16;
+  } cases[] = {{"causal float16 lowest, past", 2, 2, 70, 9, lowest16},
+               {"causal -inf", 2, 3, 45, 0, -inf},
+               {"a decode step", 2, 2, 1, 37, lowest16},
+               {"one KV head (the inner pool)", 1, 4, 40, 3, lowest16},
+               {"mask per head, a bias on the kept keys", 2, 2, 33, 4, lowest16, 1.f, true, true},
+               {"scores past float16's range", 2, 2, 20, 3, lowest16, 100.f},
+               {"scale 1/sqrt(24) (inexact in float16)", 2, 2, 50, 6, lowest16, 1.f, false, true, 24}};
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const int64_t h = c.kvh * c.rep, s = c.s, t = c.past + s, d = c.d;
+    Tensor mask32 = causal_mask(s, t, c.masked);
+    if (c.bias) {
+      const auto r = randoms(static_cast<size_t>(s * t), 4);
+      for (int64_t i = 0; i < s * t; ++i)
+        if (mask32.data<float>()[i] == 0.0f) mask32.data<float>()[i] = r[static_cast<size_t>(i)];
+    }
+    const int64_t mh = c.per_head_mask ? h : 1;
+    Tensor mask = Tensor::allocate(DType::F16, {1, mh, s, t});
+    for (int64_t hi = 0; hi < mh; ++hi)  // per head: head 1 unmasked, the others as the one mask
+      for (int64_t i = 0; i < s * t; ++i)
+        mask.data<uint16_t>()[hi * s * t + i] = float_to_half(c.per_head_mask && hi == 1 ? 0.0f : mask32.data<float>()[i]);
+    const std::vector<NamedTensor> in = {{"q", half_tensor({1, h, s, d}, 1, c.q_scale)},
+                                         {"k", half_tensor({1, c.kvh, t, d}, 2, c.q_scale)},
+                                         {"v", half_tensor({1, c.kvh, t, d}, 3)},
+                                         {"mask", mask}};
+    const Pair p = run_both(masked_attention(c.kvh, c.rep, s, t, d, "Softmax", -1, false, {1, mh, -1, -1},
+                                             {1, h, -1, -1}, kHalf),
+                            "scores_softmax_f16", "masked-scores", "scores_softmax_fused", in);
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 2);  // the scores' GqaMatMul, now with the Mul, Add and Softmax, and P·V
+    REQUIRE(p.fused.dtype() == DType::F16);
+    REQUIRE(p.fused.shape() == p.plain.shape());
+    CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
+    if (c.q_scale > 1.f) {
+      int64_t nan = 0;
+      for (int64_t i = 0; i < p.fused.size(); ++i) nan += std::isnan(half_to_float(p.fused.data<uint16_t>()[i]));
+      CHECK(nan > 0);  // overflowed scores reach the output as the unfused float16 chain gives them
+    }
+  }
+  SECTION("a float32 mask on float16 scores (Add widens them) must not fire") {
+    const int64_t kvh = 1, rep = 2, h = 2, s = 6, t = 6, d = 8;
+    const std::vector<NamedTensor> in = {{"q", half_tensor({1, h, s, d}, 1)},
+                                         {"k", half_tensor({1, kvh, t, d}, 2)},
+                                         {"v", half_tensor({1, kvh, t, d}, 3)},
+                                         {"mask", causal_mask(s, t, -1e30f)}};
+    const std::string path = scratch_dir("scores_softmax_f16_mixed") + "/model.onnx";
+    masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {1, 1, s, t}, {1, h, s, t}, kHalf, kFloat).save(path);
+    Session fused(load_onnx(path), default_op_registry());
+    CHECK(fused.pass_report().get("scores_softmax_fused") == 0);
+    CHECK(fused.pass_report().get("scores_softmax_refused:mask_not_the_scores_dtype") == 1);
+  }
+}
+
 TEST_CASE("scores softmax must not fire unless the mask is known to keep the scores' shape",
           "[fusion][scores_softmax][must-not-fire]") {
   const int64_t kvh = 1, rep = 2, h = 2, s = 6, t = 6, d = 8;
@@ -696,7 +763,7 @@ TEST_CASE("scores softmax must not fire unless the mask is known to keep the sco
     const char* name;
     std::vector<int64_t> mask_dims, scores_dims;
     const char* why;
-  } cases[] = {{"scores not declared", {1, 1, s, t}, {}, "scores_softmax_refused:not_declared_float32"},
+  } cases[] = {{"scores not declared", {1, 1, s, t}, {}, "scores_softmax_refused:not_declared_float32_or_float16"},
                {"keys dims not known equal", {1, 1, s, -1}, {1, h, s, t},
                 "scores_softmax_refused:mask_not_known_to_fit_the_scores"},
                {"rows dims not known equal", {1, 1, -1, t}, {1, h, s, t},

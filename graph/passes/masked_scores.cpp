@@ -15,9 +15,11 @@
 // whole chain (attribute softmax = 1; the Mul, Add and Softmax dropped):
 // the kernel applies ·s, + mask and the Softmax row while each block of
 // scores is in cache, instead of three more passes over [b,h,S,T] in
-// memory. It needs what makes the output shape the scores' own: s a float32
-// scalar, the scores and mask declared float32, and the mask's declared
-// dims each 1 or known equal to the scores' (its keys dim equal).
+// memory. It needs what makes the output shape the scores' own: s a scalar,
+// the scores, s and mask all declared float32 or all float16 (a float16
+// export: the kernel rounds to float16 after each node, as they do), and the
+// mask's declared dims each 1 or known equal to the scores' (its keys dim
+// equal).
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 
@@ -119,8 +121,12 @@ Match<ScoresChain> match_softmax(const FusionScan& scan, int node) {
   const Value& scores = g.value(n.outputs[0]);
   const Value& mask = g.value(c->mask);
   const Tensor& s = *g.value(c->scale).constant;
-  if (s.dtype() != DType::F32 || s.rank() > 4) return Refusal{"scale_not_float32_of_rank_4"};
-  if (scores.dtype != DType::F32 || mask.dtype != DType::F32) return Refusal{"not_declared_float32"};
+  // float32 throughout, or a float16 export's float16 throughout (each
+  // node of the chain rounding to float16, which the kernel repeats).
+  const DType t = scores.dtype;
+  if (t != DType::F32 && t != DType::F16) return Refusal{"not_declared_float32_or_float16"};
+  if (s.dtype() != t || s.rank() > 4) return Refusal{"scale_not_the_scores_dtype_of_rank_4"};
+  if (mask.dtype != t) return Refusal{"mask_not_the_scores_dtype"};
   if (!mask_fits_rows(mask, scores)) return Refusal{"mask_not_known_to_fit_the_scores"};
   return m;
 }
