@@ -511,11 +511,14 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
   return b;
 }
 
-// A causal mask over the last s of t positions: `masked` above the diagonal.
-Tensor causal_mask(int64_t s, int64_t t, float masked) {
+// A causal mask over the last s of t positions: `masked` above the diagonal;
+// with `bias`, the kept keys get a random additive bias instead of 0.
+Tensor causal_mask(int64_t s, int64_t t, float masked, bool bias = false) {
   Tensor m = Tensor::allocate(DType::F32, {1, 1, s, t});
+  const auto r = randoms(static_cast<size_t>(s * t), 4);
   for (int64_t i = 0; i < s; ++i)
-    for (int64_t j = 0; j < t; ++j) m.data<float>()[i * t + j] = j > t - s + i ? masked : 0.0f;
+    for (int64_t j = 0; j < t; ++j)
+      m.data<float>()[i * t + j] = j > t - s + i ? masked : bias ? r[static_cast<size_t>(i * t + j)] : 0.0f;
   return m;
 }
 
@@ -657,12 +660,7 @@ TEST_CASE("scores softmax: scale, mask and Softmax in the scores product, bit-id
   for (const Case& c : cases) {
     INFO(c.name);
     const int64_t h = c.kvh * c.rep, s = c.s, t = c.past + s, d = c.d;
-    Tensor mask = causal_mask(s, t, c.masked);
-    if (c.bias) {
-      const auto r = randoms(static_cast<size_t>(s * t), 4);
-      for (int64_t i = 0; i < s * t; ++i)
-        if (mask.data<float>()[i] == 0.0f) mask.data<float>()[i] = r[static_cast<size_t>(i)];
-    }
+    Tensor mask = causal_mask(s, t, c.masked, c.bias);
     if (c.per_head_mask) {  // head 1 unmasked, the others causal
       Tensor m = Tensor::allocate(DType::F32, {1, h, s, t});
       for (int64_t hi = 0; hi < h; ++hi)
@@ -709,12 +707,7 @@ TEST_CASE("scores softmax on float16: each node's rounding repeated, bit-identic
   for (const Case& c : cases) {
     INFO(c.name);
     const int64_t h = c.kvh * c.rep, s = c.s, t = c.past + s, d = c.d;
-    Tensor mask32 = causal_mask(s, t, c.masked);
-    if (c.bias) {
-      const auto r = randoms(static_cast<size_t>(s * t), 4);
-      for (int64_t i = 0; i < s * t; ++i)
-        if (mask32.data<float>()[i] == 0.0f) mask32.data<float>()[i] = r[static_cast<size_t>(i)];
-    }
+    const Tensor mask32 = causal_mask(s, t, c.masked, c.bias);
     const int64_t mh = c.per_head_mask ? h : 1;
     Tensor mask = Tensor::allocate(DType::F16, {1, mh, s, t});
     for (int64_t hi = 0; hi < mh; ++hi)  // per head: head 1 unmasked, the others as the one mask
