@@ -15,7 +15,13 @@
 //                 decode case where the weight streams from DRAM.
 //   q4_act/…      cold M = 1 with int8-block or float activations (range 2:
 //                 1 = int8-block, 2 = float).
+//   q4_block/…    hot prompt rows (M 64 and 256) with int8-block activations,
+//                 the default (--act-precision auto).
 //   q8_gemm/…, q8_gemm_cold/…   the same for the q8 GEMM (int8 × int8, float out).
+//   vnni_peak/threads   the int8 peak the prompt rows are measured against:
+//                 a bare loop of independent 512-bit vpdpbusd (64
+//                 multiply-adds each, 128 ops), every thread its own,
+//                 counted as GOP/s like the GEMM rows (0 without VNNI).
 //   stream/MiB/threads    read bandwidth: a buffer of that size read with
 //                 64-byte (AVX-512) or 32-byte (AVX2) loads, each thread one
 //                 contiguous part (as decode splits the weight); 1024 MiB is
@@ -143,6 +149,7 @@ void run_q4(benchmark::State& state, Q4Act act, bool cold) {
 
 void BM_q4(benchmark::State& state) { run_q4(state, Q4Act::kInt8Row, false); }
 void BM_q4_cold(benchmark::State& state) { run_q4(state, Q4Act::kInt8Row, true); }
+void BM_q4_block(benchmark::State& state) { run_q4(state, Q4Act::kInt8Block, false); }
 void BM_q4_act(benchmark::State& state) {
   const Q4Act act = static_cast<Q4Act>(state.range(2));
   state.counters["act"] = double(state.range(2));
@@ -218,6 +225,34 @@ uint64_t read_lines(const char* p, size_t bytes) {
   return wide ? read_lines_avx512(p, bytes) : read_lines_avx2(p, bytes);
 }
 
+// `iters` rounds of 16 independent vpdpbusd: enough chains to cover the
+// instruction's latency on every core that has it, no loads.
+__attribute__((target("avx512f,avx512vnni"))) int32_t dpbusd_loop(int64_t iters) {
+  __m512i acc[16];
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_set1_epi32(j);
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], u, s);
+  for (int j = 1; j < 16; ++j) acc[0] = _mm512_add_epi32(acc[0], acc[j]);
+  return _mm512_reduce_add_epi32(acc[0]);
+}
+
+void BM_vnni_peak(benchmark::State& state) {
+  const int threads = int(state.range(0));
+  if (!cpu_supports(Isa::Avx512Vnni)) {
+    state.SkipWithError("no AVX-512 VNNI on this CPU");
+    return;
+  }
+  ThreadPool pool(threads);
+  constexpr int64_t kIters = 1 << 16;
+  for (auto _ : state)
+    pool.parallel_for(threads, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) benchmark::DoNotOptimize(dpbusd_loop(kIters));
+    });
+  state.counters["GOP/s"] = benchmark::Counter(double(threads) * kIters * 16 * 128 / 1e9,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_stream(benchmark::State& state) {
   const size_t bytes = size_t(state.range(0)) << 20;
   ThreadPool pool(int(state.range(1)));
@@ -260,6 +295,14 @@ void act_args(benchmark::internal::Benchmark* b) {
       for (int64_t t : {1, 2}) b->Args({s[0], s[1], act, t});
 }
 
+void block_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"K", "N", "M", "threads"});
+  for (int64_t m : {64, 256})
+    for (const auto& s : kShapes)
+      if (s[1] < 100000)  // the LM head runs on the last position only
+        for (int64_t t : {1, 2}) b->Args({s[0], s[1], m, t});
+}
+
 void stream_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"MiB", "threads"});
   for (int64_t mib : {4, 16, 64, 1024})
@@ -272,6 +315,8 @@ BENCHMARK(BM_stream)->Apply(stream_args)->UseRealTime()->Unit(benchmark::kMicros
 BENCHMARK(BM_q4)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_q4_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_q4_act)->Apply(act_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_q4_block)->Apply(block_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_vnni_peak)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_q8_gemm)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_q8_gemm_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 
