@@ -111,18 +111,24 @@ inline void store_row(__m512i raw, const Cols& cols, size_t m, size_t nc, const 
 inline size_t elem_bytes(const Q8Epilogue& ep) { return ep.out == Q8Out::kF32 ? 4 : 1; }
 
 // R rows × P panels of 16 columns; each activation broadcast feeds P
-// vpdpbusd (8×32: 16 accumulators, 10 loads per 16 vpdpbusd).
+// vpdpbusd (8×32: 16 accumulators, 10 loads per 16 vpdpbusd). Each panel's
+// accumulators are an array of their own: one [R][P] array (1 KiB) GCC 12
+// kept on the stack, a load and a store around every vpdpbusd, at 40-48 %
+// of the int8 peak (docs/BENCHMARK.md, "The prompt GEMMs against the int8
+// peak").
 template <bool XS, int R, int P>
 void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, size_t ps, size_t m0, size_t n0,
           const Q8Epilogue& ep, void* c, size_t ldc) {
-  __m512i acc[R][P];
+  static_assert(P == 1 || P == 2, "one or two panels");
+  __m512i acc0[R], acc1[R];
   const uint8_t* ar[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     ar[r] = a + r * lda;
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_si512();
+    acc0[r] = _mm512_setzero_si512();
+    if constexpr (P == 2) acc1[r] = _mm512_setzero_si512();
   }
+  const uint8_t* w1 = w + ps;
   // The K tail first: after the main loop it makes GCC 12 copy every
   // accumulator between registers on each iteration.
   const size_t groups = k / 4;
@@ -130,28 +136,29 @@ void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, s
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512i x = bcast_tail(ar[r] + 4 * groups, k % 4);
-#pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) acc[r][p] = dot<XS>(acc[r][p], x, _mm512_load_si512(w + p * ps + groups * kGroup));
+      acc0[r] = dot<XS>(acc0[r], x, _mm512_load_si512(w + groups * kGroup));
+      if constexpr (P == 2) acc1[r] = dot<XS>(acc1[r], x, _mm512_load_si512(w1 + groups * kGroup));
     }
   }
   for (size_t g = 0; g < groups; ++g) {
-    __m512i wv[P];
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) wv[p] = _mm512_load_si512(w + p * ps + g * kGroup);
+    const __m512i wv0 = _mm512_load_si512(w + g * kGroup);
+    const __m512i wv1 = P == 2 ? _mm512_load_si512(w1 + g * kGroup) : wv0;
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512i x = bcast4(ar[r] + 4 * g);
-#pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) acc[r][p] = dot<XS>(acc[r][p], x, wv[p]);
+      acc0[r] = dot<XS>(acc0[r], x, wv0);
+      if constexpr (P == 2) acc1[r] = dot<XS>(acc1[r], x, wv1);
     }
   }
   const size_t es = elem_bytes(ep);
-#pragma GCC unroll 4
-  for (int p = 0; p < P; ++p) {
-    const Cols cols = load_cols(ep, n0 + 16 * p);
+  const Cols cols0 = load_cols(ep, n0);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) store_row(acc0[r], cols0, m0 + r, nc, ep, static_cast<char*>(c) + r * ldc * es);
+  if constexpr (P == 2) {
+    const Cols cols1 = load_cols(ep, n0 + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
-      store_row(acc[r][p], cols, m0 + r, nc - 16 * p, ep, static_cast<char*>(c) + (r * ldc + 16 * p) * es);
+      store_row(acc1[r], cols1, m0 + r, nc - 16, ep, static_cast<char*>(c) + (r * ldc + 16) * es);
   }
 }
 
