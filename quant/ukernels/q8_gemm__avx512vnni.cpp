@@ -90,7 +90,11 @@ inline __m256i requant(__m512d x, __m512d s, const Q8Requant& q) {
 }
 
 // One row of 16 outputs from its raw sums; c points at element (m, n0).
-inline void store_row(__m512i raw, const Cols& cols, size_t m, size_t nc, const Q8Epilogue& ep, void* c) {
+// Called, not inlined: inlined into the 8x32 tile's sixteen stores it spilled
+// ~1,800 vector registers a tile (docs/BENCHMARK.md, "The prompt GEMMs
+// against the int8 peak").
+__attribute__((noinline)) void store_row(__m512i raw, const Cols& cols, size_t m, size_t nc, const Q8Epilogue& ep,
+                                        void* c) {
   __m512i acc = _mm512_sub_epi32(raw, _mm512_mullo_epi32(cols.c1, _mm512_set1_epi32(ep.row_sum[m])));
   if (ep.cz) acc = _mm512_sub_epi32(acc, _mm512_mullo_epi32(cols.cz, _mm512_set1_epi32(ep.zx[m * ep.zx_step])));
   const __m512d sx = _mm512_set1_pd(double(ep.sx[m * ep.sx_step]));
