@@ -67,8 +67,13 @@ class MatMulKernel : public Kernel {
     // A transposed B that another node also reads (the embedding table of a
     // tied LM head, which the Gather keeps) is read in place by dot
     // products: packing it would hold a second copy of the table.
+    // Its pages are mapped now, as a weight read in place below: otherwise the
+    // first prefill's LM head took ~20 ms of page faults over the 622 MB
+    // table of the 0.6B shape (docs/BENCHMARK.md, "Float32 prefill beside
+    // onnxruntime").
     if (trans_b_ && info.readers(1) > 1) {
       shared_bt_ = b;
+      prefault_read(b->raw(), b->bytes());
       return;
     }
     if (b && b->dtype() == DType::F32 && b->rank() == 2) {
