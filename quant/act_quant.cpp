@@ -1,6 +1,12 @@
 // Row quantizers (quant/act_quant.h). Plain loops the compiler vectorizes
 // at the x86-64-v3 baseline; division (not a reciprocal multiply) so the
-// rounding is that of x/scale, as QuantizeLinear defines it.
+// rounding is that of x/scale, as QuantizeLinear defines it. The row's
+// extremes are found in kLanes independent running extremes combined at the
+// end: one running value is a chain of dependent compares the compiler may
+// not split (it would reorder float operations), and it was the scalar half
+// of these functions. The extreme is the same: `>` and `<` never pick a NaN
+// and never replace a zero with a zero of the other sign, so every order of
+// the compares ends on the same value.
 #include "quant/act_quant.h"
 
 #include <cfloat>
@@ -16,14 +22,45 @@ namespace {
 // quantizes to the low end. The result is then defined, not meaningful.
 inline float clampf(float v, float lo, float hi) { return v >= lo ? (v > hi ? hi : v) : lo; }
 
+constexpr size_t kLanes = 16;
+
+// min(0, x...) and max(0, x...) as `x < lo ? x : lo` and `x > hi ? x : hi`.
+void row_extremes(const float* x, size_t n, float& lo_out, float& hi_out) {
+  float lo[kLanes] = {}, hi[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) {
+      lo[l] = x[i + l] < lo[l] ? x[i + l] : lo[l];
+      hi[l] = x[i + l] > hi[l] ? x[i + l] : hi[l];
+    }
+  for (size_t l = 0; i < n; ++i, ++l) {
+    lo[l] = x[i] < lo[l] ? x[i] : lo[l];
+    hi[l] = x[i] > hi[l] ? x[i] : hi[l];
+  }
+  lo_out = hi_out = 0.0f;
+  for (size_t l = 0; l < kLanes; ++l) {
+    lo_out = lo[l] < lo_out ? lo[l] : lo_out;
+    hi_out = hi[l] > hi_out ? hi[l] : hi_out;
+  }
+}
+
+// max(0, |x|...) as `|x| > m ? |x| : m`.
+float row_absmax(const float* x, size_t n) {
+  float m[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) m[l] = std::fabs(x[i + l]) > m[l] ? std::fabs(x[i + l]) : m[l];
+  for (size_t l = 0; i < n; ++i, ++l) m[l] = std::fabs(x[i]) > m[l] ? std::fabs(x[i]) : m[l];
+  float amax = 0.0f;
+  for (size_t l = 0; l < kLanes; ++l) amax = m[l] > amax ? m[l] : amax;
+  return amax;
+}
+
 }  // namespace
 
 QD8Params quantize_qd8(const float* x, size_t n, int8_t* q) {
   float lo = 0.0f, hi = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
-  }
+  row_extremes(x, n, lo, hi);
   const float scale = (hi - lo) / 255.0f;
   if (!(scale >= FLT_MIN)) {
     if (n != 0) std::memset(q, 0, n);
@@ -35,9 +72,7 @@ QD8Params quantize_qd8(const float* x, size_t n, int8_t* q) {
 }
 
 float quantize_symmetric(const float* x, size_t n, int8_t* q) {
-  float amax = 0.0f;
-  for (size_t i = 0; i < n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
-  const float scale = amax / 127.0f;
+  const float scale = row_absmax(x, n) / 127.0f;
   if (!(scale >= FLT_MIN)) {
     if (n != 0) std::memset(q, 0, n);
     return 0.0f;

@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -406,6 +407,77 @@ Q4_ISA_CASES("q4 per-channel int8-block uses its own activation block", "[q4]", 
 Q4_ISA_CASES("q4 strided activations and outputs, one and two threads", "[q4]", isa_case_5)
 
 Q4_ISA_CASES("q4 pack ukernel equals its scalar twin", "[q4]", isa_case_6)
+
+namespace {
+
+// The row quantizers as first written: one running extreme, element by
+// element. quant/act_quant.cpp splits the extremes over lanes; the scales
+// and codes must be these.
+float clamp_ref(float v, float lo, float hi) { return v >= lo ? (v > hi ? hi : v) : lo; }
+
+QD8Params qd8_sequential(const float* x, size_t n, int8_t* q) {
+  float lo = 0.0f, hi = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+  const float scale = (hi - lo) / 255.0f;
+  if (!(scale >= FLT_MIN)) {
+    for (size_t i = 0; i < n; ++i) q[i] = 0;
+    return {0, 0.0f};
+  }
+  const float zp = clamp_ref(std::nearbyint(-128.0f - lo / scale), -128.0f, 127.0f);
+  for (size_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(clamp_ref(std::nearbyint(x[i] / scale) + zp, -128.0f, 127.0f));
+  return {static_cast<int32_t>(zp), scale};
+}
+
+float symmetric_sequential(const float* x, size_t n, int8_t* q) {
+  float amax = 0.0f;
+  for (size_t i = 0; i < n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
+  const float scale = amax / 127.0f;
+  if (!(scale >= FLT_MIN)) {
+    for (size_t i = 0; i < n; ++i) q[i] = 0;
+    return 0.0f;
+  }
+  for (size_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(clamp_ref(std::nearbyint(x[i] / scale), -127.0f, 127.0f));
+  return scale;
+}
+
+}  // namespace
+
+TEST_CASE("act quant: the rows' extremes over lanes give the sequential loops' scales and codes", "[q4][act_quant]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  size_t rows = 0;
+  for (size_t n : {0, 1, 5, 15, 16, 17, 31, 32, 33, 100, 1024, 1031})
+    for (int kind = 0; kind < 8; ++kind)
+      for (int rep = 0; rep < 6; ++rep) {
+        std::vector<float> x(n);
+        for (float& v : x) v = d(rng);
+        const size_t at = n ? rng() % n : 0, at2 = n ? rng() % n : 0;
+        if (n) switch (kind) {
+            case 0: break;
+            case 1: x[at] = NAN; break;                                    // a NaN: never the extreme
+            case 2: x[at] = INFINITY; x[at2] = -INFINITY; break;            // infinite scale
+            case 3: for (float& v : x) v = (rng() & 1) ? 0.0f : -0.0f; break;  // zeros of both signs
+            case 4: for (float& v : x) v = -std::fabs(v) - 1.0f; break;      // all negative
+            case 5: for (float& v : x) v = std::fabs(v) + 1.0f; x[at] = -0.0f; break;  // all positive
+            case 6: for (float& v : x) v = NAN; x[at] = 2.5f; break;        // one number among NaNs
+            case 7: x[at] = -40.0f; x[at2] = 40.0f; break;                  // a tie of magnitudes
+          }
+        INFO("n " << n << " kind " << kind << " rep " << rep);
+        std::vector<int8_t> got(n + 1, 9), want(n + 1, 9);
+        const QD8Params p = quantize_qd8(x.data(), n, got.data()), pw = qd8_sequential(x.data(), n, want.data());
+        CHECK(std::memcmp(&p.scale, &pw.scale, sizeof(float)) == 0);
+        CHECK(p.zero_point == pw.zero_point);
+        CHECK(got == want);
+        const float s = quantize_symmetric(x.data(), n, got.data()), sw = symmetric_sequential(x.data(), n, want.data());
+        CHECK(std::memcmp(&s, &sw, sizeof(float)) == 0);
+        CHECK(got == want);
+        ++rows;
+      }
+  CHECK(rows == 12 * 8 * 6);
+}
 
 TEST_CASE("q4: bad inputs are errors that name the value", "[q4]") {
   std::vector<uint8_t> data(64);
