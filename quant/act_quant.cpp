@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/ukernels/kernel_config.h"
+
 namespace onebit {
 
 namespace {
@@ -69,6 +71,10 @@ QD8Params quantize_qd8(const float* x, size_t n, int8_t* q) {
   const float zp = clampf(std::nearbyint(-128.0f - lo / scale), -128.0f, 127.0f);
   for (size_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(clampf(std::nearbyint(x[i] / scale) + zp, -128.0f, 127.0f));
   return {static_cast<int32_t>(zp), scale};
+}
+
+void quantize_symmetric_blocks(const float* x, size_t n, size_t kb, int8_t* q, float* scale, int32_t* sum) {
+  vec_math_config().qs8_blocks(n, kb, x, q, scale, sum);
 }
 
 float quantize_symmetric(const float* x, size_t n, int8_t* q) {

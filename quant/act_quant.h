@@ -31,5 +31,10 @@ static_assert(sizeof(QD8Params) == 8, "matches xnn_qd8_quantization_params");
 QD8Params quantize_qd8(const float* x, size_t n, int8_t* q);
 // Returns the scale.
 float quantize_symmetric(const float* x, size_t n, int8_t* q);
+// A row of n elements in blocks of kb (the last one shorter when kb does not
+// divide n), each as quantize_symmetric quantizes it: scale[b] its scale and
+// sum[b] the sum of its codes (VecMathConfig::qs8_blocks; vectorized for
+// blocks of 32, Q4's int8-block).
+void quantize_symmetric_blocks(const float* x, size_t n, size_t kb, int8_t* q, float* scale, int32_t* sum);
 
 }  // namespace onebit

@@ -131,12 +131,15 @@ void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act
         scale[i] = p.scale;
         zero[i] = p.zero_point + 128;
       } else {
+        // Blocks past K (where K was padded by a block or more) have scale 0.
+        const size_t live = div_up(k_, kb);
+        quantize_symmetric_blocks(xi, k_, kb, q, scale + i * blocks, qbias + i * blocks);
         for (size_t b = 0; b < blocks; ++b) {
-          const size_t k0 = b * kb, k1 = k0 + kb < k_ ? k0 + kb : k_;
-          scale[i * blocks + b] = k0 < k_ ? quantize_symmetric(xi + k0, k1 - k0, q + k0) : 0.0f;
-          int32_t sum = 0;
-          for (size_t k = k0; k < k1; ++k) sum += q[k];
-          qbias[i * blocks + b] = -8 * sum;
+          if (b >= live) {
+            scale[i * blocks + b] = 0.0f;
+            qbias[i * blocks + b] = 0;
+          }
+          qbias[i * blocks + b] *= -8;  // −8·Σq
         }
         std::memset(q + k_, 0, kp_ - k_);
         continue;

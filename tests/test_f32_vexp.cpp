@@ -3,11 +3,13 @@
 // the scalar reference bit for bit.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "quant/act_quant.h"
 #include "quant/ukernels/kernel_config.h"
 #include "tests/isa_test_util.h"
 
@@ -118,14 +120,19 @@ ONEBIT_ISA_CASE("vexp and vsigmoid equal the scalar reference bit for bit", "[ve
 // tail, with ties, NaNs, infinities and signed zeros.
 namespace {
 
+// A 64-bit LCG's high bits: the rows' values, reproducible everywhere.
+struct Lcg {
+  uint64_t state;
+  uint32_t operator()() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  }
+};
+
 void argmax_matches_scalar(Isa isa) {
   const VecMathConfig* cfg = vec_math_config_for(isa);
   REQUIRE(cfg);
-  uint64_t state = 12345;
-  const auto next = [&] {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<uint32_t>(state >> 33);
-  };
+  Lcg next{12345};
   size_t cases = 0;
   for (size_t n : {1, 2, 7, 8, 9, 31, 32, 33, 40, 63, 64, 65, 100, 1000, 49152, 151936})
     for (int kind = 0; kind < 9; ++kind)
@@ -163,3 +170,60 @@ void argmax_matches_scalar(Isa isa) {
 
 ONEBIT_ISA_CASE("argmax equals the scalar reference", "[vec_math][argmax]", Scalar, argmax_matches_scalar)
 ONEBIT_ISA_CASE("argmax equals the scalar reference", "[vec_math][argmax]", Avx2, argmax_matches_scalar)
+
+// Block quantization (Q4's int8-block activations): every family gives the
+// scalar reference's scales, codes and sums, on rows with NaNs, infinities,
+// zeros of both signs, values too small for a scale, exact halves of a
+// step, block sizes of 32 (the vector path) and others, and short last
+// blocks; the reference is quantize_symmetric block by block.
+namespace {
+
+void qs8_blocks_match_scalar(Isa isa) {
+  const VecMathConfig* cfg = vec_math_config_for(isa);
+  REQUIRE(cfg);
+  Lcg next{777};
+  size_t rows = 0;
+  for (size_t kb : {32, 16, 64, 7})
+    for (size_t n : {1, 8, 31, 32, 33, 64, 95, 96, 100, 1024})
+      for (int kind = 0; kind < 8; ++kind)
+        for (int rep = 0; rep < 6; ++rep) {
+          std::vector<float> x(n);
+          for (float& v : x) v = static_cast<float>(static_cast<int>(next() % 20001) - 10000) / 1000.0f;
+          const size_t at = next() % n, at2 = next() % n;
+          switch (kind) {
+            case 0: break;
+            case 1: x[at] = NAN; break;
+            case 2: x[at] = INFINITY; x[at2] = -INFINITY; break;
+            case 3: for (float& v : x) v = (next() & 1) ? 0.0f : -0.0f; break;
+            case 4: for (float& v : x) v *= 1e-39f; break;  // a scale below FLT_MIN
+            case 5: for (float& v : x) v = static_cast<float>(static_cast<int>(next() % 255) - 127) + 0.5f; x[at] = 127.0f; break;
+            case 6: for (float& v : x) v = NAN; x[at] = -3.0f; break;
+            case 7: x[at] = 1e30f; x[at2] = -1e-30f; break;
+          }
+          const size_t blocks = (n + kb - 1) / kb;
+          std::vector<int8_t> q(n, 5), qw(n, 5);
+          std::vector<float> s(blocks, -1.0f), sw(blocks, -1.0f);
+          std::vector<int32_t> sum(blocks, -1), sumw(blocks, -1);
+          cfg->qs8_blocks(n, kb, x.data(), q.data(), s.data(), sum.data());
+          f32_qs8_vquant_blocks_ukernel__scalar(n, kb, x.data(), qw.data(), sw.data(), sumw.data());
+          INFO("kb " << kb << " n " << n << " kind " << kind << " rep " << rep);
+          REQUIRE(q == qw);
+          REQUIRE(std::memcmp(s.data(), sw.data(), s.size() * sizeof(float)) == 0);
+          REQUIRE(sum == sumw);
+          // The reference is quantize_symmetric's quantization, block by block.
+          for (size_t b = 0; b < blocks; ++b) {
+            const size_t k0 = b * kb, len = std::min(kb, n - k0);
+            std::vector<int8_t> qs(len);
+            const float sb = quantize_symmetric(x.data() + k0, len, qs.data());
+            REQUIRE(std::memcmp(&sb, &sw[b], sizeof(float)) == 0);
+            REQUIRE(std::equal(qs.begin(), qs.end(), qw.begin() + static_cast<std::ptrdiff_t>(k0)));
+          }
+          ++rows;
+        }
+  CHECK(rows == 4 * 10 * 8 * 6);
+}
+
+}  // namespace
+
+ONEBIT_ISA_CASE("qs8 blocks equal the scalar reference", "[vec_math][qs8]", Scalar, qs8_blocks_match_scalar)
+ONEBIT_ISA_CASE("qs8 blocks equal the scalar reference", "[vec_math][qs8]", Avx2, qs8_blocks_match_scalar)

@@ -474,6 +474,22 @@ TEST_CASE("act quant: the rows' extremes over lanes give the sequential loops' s
         const float s = quantize_symmetric(x.data(), n, got.data()), sw = symmetric_sequential(x.data(), n, want.data());
         CHECK(std::memcmp(&s, &sw, sizeof(float)) == 0);
         CHECK(got == want);
+        for (size_t kb : {32, 16, 64, 7}) {  // by blocks: each block as its own sequential call
+          INFO("block " << kb);
+          const size_t blocks = (n + kb - 1) / kb;
+          std::vector<float> sb(blocks + 1, -1.0f), sbw(blocks + 1, -1.0f);
+          std::vector<int32_t> sum(blocks + 1, -1), sumw(blocks + 1, -1);
+          quantize_symmetric_blocks(x.data(), n, kb, got.data(), sb.data(), sum.data());
+          for (size_t b = 0; b < blocks; ++b) {
+            const size_t k0 = b * kb, len = std::min(kb, n - k0);
+            sbw[b] = symmetric_sequential(x.data() + k0, len, want.data() + k0);
+            sumw[b] = 0;
+            for (size_t k = k0; k < k0 + len; ++k) sumw[b] += want[k];
+          }
+          CHECK(std::memcmp(sb.data(), sbw.data(), sb.size() * sizeof(float)) == 0);
+          CHECK(sum == sumw);
+          CHECK(got == want);
+        }
         ++rows;
       }
   CHECK(rows == 12 * 8 * 6);

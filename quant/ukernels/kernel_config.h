@@ -10,6 +10,7 @@
 #include "base/cpu_features.h"
 #include "quant/ukernels/f16w_ukernels.h"
 #include "quant/ukernels/f32_ukernels.h"
+#include "quant/ukernels/f32_qs8_vquant_ukernels.h"
 #include "quant/ukernels/f32_vargmax_ukernels.h"
 #include "quant/ukernels/f32_vexp_ukernels.h"
 #include "quant/ukernels/kv_ukernels.h"
@@ -144,6 +145,8 @@ struct VecMathConfig {
   F32ToF16Ukernel narrow;
   F32VArgmaxUkernel argmax;
   const char* argmax_name;
+  F32Qs8BlocksUkernel qs8_blocks;  // Q4's int8-block activations
+  const char* qs8_blocks_name;
 };
 
 const VecMathConfig& vec_math_config();
