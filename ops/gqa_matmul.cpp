@@ -217,7 +217,8 @@ class GqaMatMulKernel : public Kernel {
     // Keys each row keeps, found once for every task: per head only when
     // the mask has heads of its own.
     const int64_t mask_heads = mask.sh ? h : 1;
-    std::vector<int64_t> keeps(mask.data ? static_cast<size_t>(b * mask_heads * s) : 0);
+    std::vector<int64_t>& keeps = keeps_;  // kept across runs: a decode step allocates nothing here
+    keeps.resize(mask.data ? static_cast<size_t>(b * mask_heads * s) : 0);
     for (size_t i = 0; i < keeps.size(); ++i) {
       const int64_t row = static_cast<int64_t>(i);
       keeps[i] = mask.keep(row / (mask_heads * s), row / s % mask_heads, row % s, t);
@@ -242,8 +243,13 @@ class GqaMatMulKernel : public Kernel {
         return scores_in_blocks(kept, false, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1) {
           const VecMathConfig& vm = vec_math_config();
           const size_t n16 = static_cast<size_t>(t);
-          std::vector<uint16_t> h(n16);
-          std::vector<float> mw(n16);
+          // Per thread, kept: blocks run on the pool's threads at once.
+          thread_local std::vector<uint16_t> h;
+          thread_local std::vector<float> mw;
+          if (h.size() < n16) {
+            h.resize(n16);
+            mw.resize(n16);
+          }
           auto to_half = [&](float* v) {  // round to float16 and back, in place
             vm.narrow(n16, v, h.data());
             vm.widen(n16, h.data(), v);
@@ -378,6 +384,7 @@ class GqaMatMulKernel : public Kernel {
 
   bool trans_b_, allowzero_, state_, masked_, softmax_;
   float score_scale_;
+  std::vector<int64_t> keeps_;  // run's keys kept per row, reused
   const SgemmConfig* config_;
   KvGemmConfig kv_config_;
 };
