@@ -244,15 +244,15 @@ class GqaMatMulKernel : public Kernel {
           const VecMathConfig& vm = vec_math_config();
           const size_t n16 = static_cast<size_t>(t);
           // Per thread, kept: blocks run on the pool's threads at once.
-          thread_local std::vector<uint16_t> h;
+          thread_local std::vector<uint16_t> halves;
           thread_local std::vector<float> mw;
-          if (h.size() < n16) {
-            h.resize(n16);
+          if (halves.size() < n16) {
+            halves.resize(n16);
             mw.resize(n16);
           }
           auto to_half = [&](float* v) {  // round to float16 and back, in place
-            vm.narrow(n16, v, h.data());
-            vm.widen(n16, h.data(), v);
+            vm.narrow(n16, v, halves.data());
+            vm.widen(n16, halves.data(), v);
           };
           for (int64_t r = r0; r < r1; ++r) {
             float* yr = yb + r * t;
