@@ -41,7 +41,7 @@ class KvStore {
   // Undefined: float32 (a Session resolves "the model's own" before it
   // creates kernels; SessionOptions' KernelOptions::kv_dtype).
   explicit KvStore(DType dtype = DType::F32) : dtype_(dtype == DType::Undefined ? DType::F32 : dtype) {
-    if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::I8)
+    if (dtype_ != DType::F32 && dtype_ != DType::F16 && dtype_ != DType::I8)
       fail("a KV cache of {} is not supported (float32, float16 or int8)", dtype_name(dtype));
   }
 

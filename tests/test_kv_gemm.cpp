@@ -348,6 +348,8 @@ TEST_CASE("kv f16: the store narrows on put and keeps what it holds when it grow
     }
   CHECK(f16.head(0).dtype == DType::F16);
   CHECK_THROWS_WITH(KvStore(DType::BF16), Catch::Contains("bfloat16"));
+  // Undefined ("the model's own", which a Session resolves first) outside a session: float32.
+  CHECK(KvStore(DType::Undefined).dtype() == DType::F32);
 }
 
 // A store of 1 MiB or more lives on huge pages (base/memory_budget.h): 2 MiB
