@@ -37,13 +37,13 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 DType kv_dtype_for(const Graph& g, const SessionOptions& o) {
   if (o.kernel.kv_dtype != DType::Undefined) return o.kernel.kv_dtype;
   if (!o.kv_state || o.kv_state_inputs.empty()) return DType::F32;
+  const std::vector<std::string>& names = o.kv_state_inputs;
   size_t f16 = 0;
   for (int v : g.inputs) {
     const Value& val = g.value(v);
-    const auto& names = o.kv_state_inputs;
     if (val.dtype == DType::F16 && std::find(names.begin(), names.end(), val.name) != names.end()) ++f16;
   }
-  return f16 == o.kv_state_inputs.size() ? DType::F16 : DType::F32;
+  return f16 == names.size() ? DType::F16 : DType::F32;
 }
 
 }  // namespace

@@ -131,16 +131,13 @@ void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act
         scale[i] = p.scale;
         zero[i] = p.zero_point + 128;
       } else {
-        // Blocks past K (where K was padded by a block or more) have scale 0.
+        // The blocks K covers, then −8·Σq from their sums; blocks past K
+        // (K padded by a block or more) have scale 0 and no codes.
         const size_t live = div_up(k_, kb);
         quantize_symmetric_blocks(xi, k_, kb, q, scale + i * blocks, qbias + i * blocks);
-        for (size_t b = 0; b < blocks; ++b) {
-          if (b >= live) {
-            scale[i * blocks + b] = 0.0f;
-            qbias[i * blocks + b] = 0;
-          }
-          qbias[i * blocks + b] *= -8;  // −8·Σq
-        }
+        for (size_t b = 0; b < live; ++b) qbias[i * blocks + b] *= -8;
+        std::fill(scale + i * blocks + live, scale + (i + 1) * blocks, 0.0f);
+        std::fill(qbias + i * blocks + live, qbias + (i + 1) * blocks, 0);
         std::memset(q + k_, 0, kp_ - k_);
         continue;
       }
