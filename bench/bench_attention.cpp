@@ -6,7 +6,9 @@
 //
 //   ninja -C build bench_attention && build/bench/bench_attention
 //
-// BM_kv/T/TYPE/MIX (TYPE 0 float32, 1 float16, 2 int8 + scales) reports the
+// BM_kv/T/TYPE/MIX/D/ROWS (TYPE 0 float32, 1 float16, 2 int8 + scales; D
+// the head size and ROWS the query heads per KV head: 128/2 is Qwen3-0.6B,
+// 64/3 SmolLM2, 64/4 Llama 3.2 1B, each over 224 heads) reports the
 // cache bytes read per second (keys for scores, values for mix); BM_sgemm/T/MIX the float32 cache on the float
 // GEMM (its dot kernel for Q·Kᵀ, its tile kernel in place for P·V), the
 // path before the KV kernels; BM_read a plain read of as many bytes, the
@@ -39,44 +41,45 @@ constexpr size_t kHeads = 28 * 8, kDim = 128, kRows = 2;
 
 // state.range: T, cache type (0 float32, 1 float16, 2 int8 codes with a
 // float32 scale per position, as --kv-dtype q8 keeps them), product (0
-// scores, 1 mix).
+// scores, 1 mix), head size, query rows per KV head.
 void BM_kv(benchmark::State& state) {
   const size_t t = static_cast<size_t>(state.range(0));
+  const size_t dim = static_cast<size_t>(state.range(3)), qrows = static_cast<size_t>(state.range(4));
   const int type = static_cast<int>(state.range(1));
   const bool mix = state.range(2) != 0;
   const DType dtype = type == 0 ? DType::F32 : type == 1 ? DType::F16 : DType::I8;
   // A head: its rows, then (int8) its t scales.
-  const size_t head_bytes = type == 2 ? t * (kDim + 4) : t * kDim * (type == 1 ? 2 : 4);
+  const size_t head_bytes = type == 2 ? t * (dim + 4) : t * dim * (type == 1 ? 2 : 4);
   std::vector<unsigned char> cache(kHeads * head_bytes);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (size_t h = 0; h < kHeads; ++h) {
     unsigned char* head = cache.data() + h * head_bytes;
-    for (size_t i = 0; i < t * kDim; ++i) {
+    for (size_t i = 0; i < t * dim; ++i) {
       const float x = u(rng);
       if (type == 0) reinterpret_cast<float*>(head)[i] = x;
       else if (type == 1) reinterpret_cast<uint16_t*>(head)[i] = float_to_half(x);
       else reinterpret_cast<int8_t*>(head)[i] = static_cast<int8_t>(std::lround(x * 127));
     }
     if (type == 2)
-      for (size_t j = 0; j < t; ++j) reinterpret_cast<float*>(head + t * kDim)[j] = 0.01f * u(rng);
+      for (size_t j = 0; j < t; ++j) reinterpret_cast<float*>(head + t * dim)[j] = 0.01f * u(rng);
   }
-  std::vector<float> a(kRows * std::max(t, kDim)), y(kRows * std::max(t, kDim));
+  std::vector<float> a(qrows * std::max(t, dim)), y(qrows * std::max(t, dim));
   for (float& x : a) x = u(rng);
   const KvGemmConfig cfg = kv_gemm_config();
-  std::vector<unsigned char> ws(kv_mix_workspace(cfg, kRows, t, kDim, dtype) + 64);
+  std::vector<unsigned char> ws(kv_mix_workspace(cfg, qrows, t, dim, dtype) + 64);
   void* work = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
   for (auto _ : state) {
     for (size_t h = 0; h < kHeads; ++h) {
       const unsigned char* head = cache.data() + h * head_bytes;
-      const KvRows rows{head, dtype, type == 2 ? reinterpret_cast<const float*>(head + t * kDim) : nullptr};
-      if (mix) kv_mix(cfg, kRows, t, kDim, a.data(), t, rows, y.data(), kDim, work, nullptr);
-      else kv_scores(cfg, kRows, t, kDim, a.data(), kDim, rows, y.data(), t, nullptr);
+      const KvRows rows{head, dtype, type == 2 ? reinterpret_cast<const float*>(head + t * dim) : nullptr};
+      if (mix) kv_mix(cfg, qrows, t, dim, a.data(), t, rows, y.data(), dim, work, nullptr);
+      else kv_scores(cfg, qrows, t, dim, a.data(), dim, rows, y.data(), t, nullptr);
     }
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kHeads * head_bytes));
-  state.SetLabel(fmt::format("{} {}", mix ? "P.V" : "Q.K^T", dtype_name(dtype)));
+  state.SetLabel(fmt::format("{} {}, heads of {}, {} rows", mix ? "P.V" : "Q.K^T", dtype_name(dtype), dim, qrows));
 }
 
 // BM_kv as a decode step meets it: each layer's eight heads (one GqaMatMul
@@ -168,7 +171,8 @@ void BM_sgemm(benchmark::State& state) {
 
 BENCHMARK(BM_read)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sgemm)->ArgsProduct({{256, 1024, 4096}, {0, 1}})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_kv)->ArgsProduct({{256, 1024, 4096}, {0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_kv)->ArgsProduct({{256, 1024, 4096}, {0, 1, 2}, {0, 1}, {128}, {2}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_kv)->ArgsProduct({{256, 1024}, {0, 1, 2}, {0, 1}, {64}, {3, 4}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_kv_layers)->ArgsProduct({{256, 1024}, {0, 1, 2}, {0, 1}, {0, 1}})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

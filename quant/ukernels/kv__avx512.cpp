@@ -3,14 +3,15 @@
 // register, each key in its own 256-bit half, so every lane keeps the chain
 // kv_qk.h's 256-bit code gives it (half the widening and FMA instructions
 // per key: an int8 or float16 cache's scores were bound by them, not by the
-// read), the stream prefetched kQkAhead bytes ahead. P·V: 2 rows × 128
-// columns of accumulators
-// (16 zmm), so a value row of up to 128 elements is read once, in order, for
-// both rows (prefetched kPvAhead bytes ahead), and sixteen independent FMA
-// chains hide the FMA latency. Wider heads go 128 columns at a time, the
-// rest by 16-column masked blocks. Each element is one FMA chain over the
-// positions from zero, as kv_ukernels.h fixes (the AVX2 and scalar kernels,
-// and the float GEMM, compute the same).
+// read), the stream prefetched kQkAhead bytes ahead. P·V: R rows × B
+// blocks of 16 columns of accumulators (two rows × 128 columns, or up to
+// four rows × 64 for heads of 64 or less: at most 16 zmm), so a value row
+// is read once, in order, for all R rows (prefetched kPvAhead bytes ahead),
+// and R·B independent FMA chains hide the FMA latency; a head's last
+// columns are one narrower block, its last lanes masked. Each element is
+// one FMA chain over the positions from zero, as kv_ukernels.h fixes (the
+// AVX2 and scalar kernels, and the float GEMM, compute the same), however
+// rows and columns are blocked.
 #include "quant/ukernels/simd_avx512.h"
 
 #include <algorithm>
@@ -137,7 +138,7 @@ template <int R, int B, class V>
 void block(size_t t, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy, __mmask16 tail,
            const float* sc) {
   __m512 acc[R][B];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_ps();
@@ -150,33 +151,55 @@ void block(size_t t, const float* p, size_t ldp, const V* v, size_t ldv, float* 
     const __m512 vs = sc ? _mm512_set1_ps(sc[j]) : _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int b = 0; b < B; ++b) x[b] = load16(v + 16 * b, b == B - 1 ? tail : __mmask16(0xFFFF), vs);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 s = _mm512_set1_ps(p[r * ldp + j]);
 #pragma GCC unroll 8
       for (int b = 0; b < B; ++b) acc[r][b] = _mm512_fmadd_ps(s, x[b], acc[r][b]);
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int b = 0; b < B; ++b) _mm512_mask_storeu_ps(y + r * ldy + 16 * b, b == B - 1 ? tail : __mmask16(0xFFFF), acc[r][b]);
 }
 
+// Columns [0, w) of R rows, w ≤ 16·B, as one block of the fewest 16-column
+// blocks that hold them (the last one masked).
+template <int R, int B, class V>
+void narrow(size_t t, size_t w, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy,
+            const float* sc) {
+  if constexpr (B > 1)
+    if (w <= 16 * (B - 1)) return narrow<R, B - 1>(t, w, p, ldp, v, ldv, y, ldy, sc);
+  block<R, B>(t, p, ldp, v, ldv, y, ldy, mask16(w - 16 * (B - 1)), sc);
+}
+
+// R rows: blocks of 16·kB columns (R·kB accumulators, at most 16), the
+// rest as one narrower block, so every value row is read once per call.
 template <int R, class V>
 void rows(size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy,
           const float* sc) {
+  constexpr int kB = R <= 2 ? 8 : 4;
   size_t c = 0;
-  for (; c + 128 <= d; c += 128) block<R, 8>(t, p, ldp, v + c, ldv, y + c, ldy, __mmask16(0xFFFF), sc);
-  for (; c < d; c += 16) block<R, 1>(t, p, ldp, v + c, ldv, y + c, ldy, mask16(d - c), sc);
+  for (; c + 16 * kB <= d; c += 16 * kB) block<R, kB>(t, p, ldp, v + c, ldv, y + c, ldy, __mmask16(0xFFFF), sc);
+  if (c < d) narrow<R, kB>(t, d - c, p, ldp, v + c, ldv, y + c, ldy, sc);
 }
 
+// Heads of up to 64 take four rows a pass over the values (a decode step of
+// three or four query heads per KV head reads them once), wider heads two.
 template <class V>
 void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy,
         const float* sc = nullptr) {
-  for (size_t r = 0; r < m; r += 2) {
-    if (m - r >= 2) rows<2>(t, d, p + r * ldp, ldp, v, ldv, y + r * ldy, ldy, sc);
-    else rows<1>(t, d, p + r * ldp, ldp, v, ldv, y + r * ldy, ldy, sc);
+  const size_t group = d <= 64 ? 4 : 2;
+  for (size_t r = 0; r < m; r += group) {
+    const float* pr = p + r * ldp;
+    float* yr = y + r * ldy;
+    switch (std::min(group, m - r)) {
+      case 4: rows<4>(t, d, pr, ldp, v, ldv, yr, ldy, sc); break;
+      case 3: rows<3>(t, d, pr, ldp, v, ldv, yr, ldy, sc); break;
+      case 2: rows<2>(t, d, pr, ldp, v, ldv, yr, ldy, sc); break;
+      default: rows<1>(t, d, pr, ldp, v, ldv, yr, ldy, sc); break;
+    }
   }
 }
 
