@@ -100,7 +100,7 @@ void kernels(Isa isa) {
   const KvConfig* cfg = kv_config_for(isa);
   const KvConfig* ref = kv_config_for(Isa::Scalar);
   REQUIRE(cfg);
-  for (size_t m : {1, 2, 3, 4, 5, 9})
+  for (size_t m : {1, 2, 3, 4, 5, 7, 9})
     for (size_t t : {1, 3, 5, 33, 64, 130})
       for (size_t d : {8, 12, 32, 40, 64, 128}) {
         INFO("m " << m << " t " << t << " d " << d);
@@ -183,7 +183,7 @@ void q8_kernels(Isa isa) {
   const KvConfig* cfg = kv_config_for(isa);
   const KvConfig* ref = kv_config_for(Isa::Scalar);
   REQUIRE(cfg);
-  for (size_t m : {1, 2, 3, 4, 5, 9})
+  for (size_t m : {1, 2, 3, 4, 5, 7, 9})
     for (size_t t : {1, 3, 5, 33, 64, 130})
       for (size_t d : {8, 12, 32, 40, 64, 128, 144}) {
         INFO("m " << m << " t " << t << " d " << d);

@@ -103,8 +103,8 @@ void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t 
   }
 }
 
-// S = Q·Kᵀ with row blocks of up to MaxRows (2 or 4); a decode's stream
-// prefetched Ahead bytes on.
+// S = Q·Kᵀ with row blocks of up to MaxRows (2 or 4; with 4, three last rows
+// are one block too); a decode's stream prefetched Ahead bytes on.
 template <int MaxRows, size_t Ahead, class K>
 void kv_qk(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s,
            size_t lds, const float* sc = nullptr) {
@@ -118,9 +118,14 @@ void kv_qk(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k,
     const size_t n = std::min(kBlock, t - j0);
     const float* scj = sc ? sc + j0 : nullptr;
     size_t r = 0;
-    if constexpr (MaxRows >= 4)
+    if constexpr (MaxRows >= 4) {
       for (; r + 4 <= m; r += 4)
         qk_rows<4, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+      if (m - r == 3) {  // three rows in one pass over the block (a decode of three query heads per KV head)
+        qk_rows<3, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+        r += 3;
+      }
+    }
     for (; r + 2 <= m; r += 2)
       qk_rows<2, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
     if (r < m) qk_rows<1, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
