@@ -298,15 +298,15 @@ void Session::bind_outputs(const Plan& p, const Node& node, const std::vector<co
     if (v < 0) continue;
     const ValuePlan& vp = p.value(v);
     if (vp.held) {
-      outs[o] = Tensor(vp.dtype, vp.shape, nullptr);
+      outs[o].rebind(vp.dtype, vp.shape, nullptr);
     } else if (vp.alias_of >= 0) {
       const Tensor& src = *at[static_cast<size_t>(vp.alias_of)];
-      outs[o] = Tensor(vp.dtype, vp.shape, static_cast<uint8_t*>(src.raw()) + vp.alias_offset, src.owner());
+      outs[o].rebind(vp.dtype, vp.shape, static_cast<uint8_t*>(src.raw()) + vp.alias_offset, src.owner());
     } else if (vp.placed_in >= 0) {
       const Tensor& dst = *at[static_cast<size_t>(vp.placed_in)];
-      outs[o] = Tensor(vp.dtype, vp.shape, static_cast<uint8_t*>(dst.raw()) + vp.placed_offset, dst.owner());
+      outs[o].rebind(vp.dtype, vp.shape, static_cast<uint8_t*>(dst.raw()) + vp.placed_offset, dst.owner());
     } else if (vp.offset >= 0) {
-      outs[o] = Tensor(vp.dtype, vp.shape, arena + vp.offset);
+      outs[o].rebind(vp.dtype, vp.shape, arena + vp.offset);
     } else {
       outs[o] = outputs_->buffer(output_slot_[static_cast<size_t>(v)], vp.dtype, vp.shape);
     }
@@ -337,15 +337,18 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
     at_[static_cast<size_t>(o)] = &made_[static_cast<size_t>(o)];
   }
   // Whatever happens, no tensor a node made outlives the run.
+  // (Their shapes' storage is kept: the next run binds outputs into it.)
   struct Forget {
     std::vector<Tensor>& made;
+    std::vector<Tensor>& outs;
     ~Forget() {
-      for (Tensor& t : made) t = Tensor();
+      for (Tensor& t : made) t.release();
+      for (Tensor& t : outs) t.release();
     }
-  } forget{made_};
+  } forget{made_, outs_};
 
-  std::vector<const Tensor*> ins;
-  std::vector<Tensor> outs;
+  std::vector<const Tensor*>& ins = ins_;
+  std::vector<Tensor>& outs = outs_;
   stats_.nodes_run = 0;
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const NodePlan::Mode mode = p.nodes[n].mode;
@@ -356,7 +359,8 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
     ins.assign(node.inputs.size(), nullptr);
     for (size_t i = 0; i < node.inputs.size(); ++i)
       if (node.inputs[i] >= 0) ins[i] = at_[static_cast<size_t>(node.inputs[i])];
-    outs.assign(node.outputs.size(), Tensor());
+    outs.resize(node.outputs.size());
+    for (Tensor& t : outs) t.release();
 
     if (mode == NodePlan::Mode::Static) {
       with_context([&] { return graph_.node_label(node); }, [&] { bind_outputs(p, node, at_, arena, outs); });
@@ -384,7 +388,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const int v = node.outputs[o];
       if (v < 0) continue;
-      made_[static_cast<size_t>(v)] = std::move(outs[o]);
+      std::swap(made_[static_cast<size_t>(v)], outs[o]);  // outs[o] takes the released tensor's shape storage
       at_[static_cast<size_t>(v)] = &made_[static_cast<size_t>(v)];
     }
   }

@@ -128,10 +128,14 @@ class Session {
   Profiler profiler_;
   // A run's values, kept between runs so a decode step allocates neither:
   // made_[v] what a node produced (emptied when the run ends, so no buffer
-  // stays held), at_[v] where value v is (made_, an input, a constant or a
-  // value the plan knows; constants and known values are not copied).
+  // stays held, their shapes' storage kept for the next run's outputs),
+  // at_[v] where value v is (made_, an input, a constant or a value the plan
+  // knows; constants and known values are not copied); ins_ and outs_ the
+  // node being run's inputs and outputs.
   std::vector<Tensor> made_;
   std::vector<const Tensor*> at_;
+  std::vector<const Tensor*> ins_;
+  std::vector<Tensor> outs_;
 };
 
 }  // namespace onebit

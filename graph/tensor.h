@@ -66,6 +66,26 @@ class Tensor {
   template <class T> T* data() const { return static_cast<T*>(data_); }
   const std::shared_ptr<const void>& owner() const { return owner_; }
 
+  // This tensor made again as Tensor(dtype, shape, data, owner), reusing its
+  // shape's storage: the executor binds every node's outputs this way each
+  // run, so a steady decode step allocates no shapes.
+  void rebind(DType dtype, const Shape& shape, void* data, std::shared_ptr<const void> owner = nullptr) {
+    const int64_t count = numel(shape);  // checked first: a throw leaves the tensor as it was
+    shape_.assign(shape.begin(), shape.end());
+    count_ = count;
+    dtype_ = dtype;
+    data_ = data;
+    owner_ = std::move(owner);
+  }
+  // The empty default tensor again, keeping its shape's storage for rebind.
+  void release() {
+    dtype_ = DType::Undefined;
+    shape_.clear();
+    count_ = 0;
+    data_ = nullptr;
+    owner_.reset();
+  }
+
   // Same storage, other shape (caller checked the element count).
   Tensor reshaped(Shape shape) const { return Tensor(dtype_, std::move(shape), data_, owner_); }
 
