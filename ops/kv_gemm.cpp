@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "base/error.h"
@@ -48,11 +49,34 @@ void split(ThreadPool* pool, size_t n, size_t block, size_t work, Fn&& fn) {
 // always runs past the last value row holding one.
 constexpr size_t kMixRows = 64;
 
-// One past the last nonzero of p's n elements (0 when all are zero; NaN counts).
+// A float's bits without the sign: 0 for ±0 only.
+inline uint32_t magnitude_bits(const float* p) {
+  uint32_t b;
+  std::memcpy(&b, p, sizeof b);
+  return b & 0x7fffffffu;
+}
+
+// The largest of n elements' bits without the sign, masked by `mask`: one
+// max over the run, a loop the compiler vectorises (not inlined, so it stays
+// a loop and is not unrolled into scalar code for a constant n).
+[[gnu::noinline]] uint32_t max_bits(const float* p, size_t n, uint32_t mask) {
+  uint32_t top = 0;
+  for (size_t i = 0; i < n; ++i) top = std::max(top, magnitude_bits(p + i) & mask);
+  return top;
+}
+
+// One past the last nonzero of p's n elements (0 when all are zero; NaN
+// counts): whole blocks of 64 from the end first (a prompt's rows of P end
+// in long runs of zeros), then element by element.
 size_t nonzero_end(const float* p, size_t n) {
+  constexpr size_t kBlock = 64;
+  while (n >= kBlock && max_bits(p + n - kBlock, kBlock, 0x7fffffffu) == 0) n -= kBlock;
   while (n > 0 && p[n - 1] == 0.0f) --n;
   return n;
 }
+
+// Whether all n elements are finite: no exponent field is all ones.
+bool all_finite(const float* p, size_t n) { return max_bits(p, n, 0x7f800000u) != 0x7f800000u; }
 
 void mix_blocks(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v,
                 float* y, size_t ldy, void* workspace, ThreadPool* pool) {
@@ -71,15 +95,11 @@ void mix_blocks(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const flo
   }
   if (lowest == t) return sgemm(*cfg.f32, m, d, t, p, ldp, false, v, d, false, nullptr, y, ldy, workspace, pool);
   size_t finite_from = lowest;  // past the last value row that is not all finite
-  for (size_t j = t; j > lowest; --j) {
-    const float* row = v + (j - 1) * d;
-    bool finite = true;
-    for (size_t i = 0; i < d; ++i) finite = finite && std::isfinite(row[i]);
-    if (!finite) {
+  for (size_t j = t; j > lowest; --j)
+    if (!all_finite(v + (j - 1) * d, d)) {
       finite_from = j;
       break;
     }
-  }
   for (size_t& e : ends) e = std::max(e, finite_from);
   sgemm_row_blocks(*cfg.f32, m, d, t, p, ldp, v, d, starts.data(), ends.data(), starts.size(), y, ldy, workspace, pool);
 }

@@ -410,7 +410,8 @@ TEST_CASE("kv: a large store is on 2 MiB-aligned pages, keeps its rows as it gro
 namespace {
 
 // A prompt's P·V: each row's P ends in exact zeros from its own column on
-// (the causal half after Softmax), a NaN P somewhere kept; against the float
+// (the causal half after Softmax; some rows' zeros negative), a NaN P and a
+// value deep among the zeros kept; against the float
 // GEMM over every key, bit for bit, with the values all finite and with an
 // infinity in a value row where P is 0 (0·inf is NaN: that row is not left out).
 void mix_trailing_zeros(Isa isa) {
@@ -423,8 +424,9 @@ void mix_trailing_zeros(Isa isa) {
         INFO("m " << m << (inf_value ? ", an infinite value" : "") << (tp ? ", 2 threads" : ", 1 thread"));
         std::vector<float> p = randn(m * t, 11), v = randn(t * d, 12);
         for (size_t r = 0; r < m; ++r)
-          for (size_t j = std::min(t, 10 + r * t / m); j < t; ++j) p[r * t + j] = 0.0f;
+          for (size_t j = std::min(t, 10 + r * t / m); j < t; ++j) p[r * t + j] = r % 3 == 1 ? -0.0f : 0.0f;
         p[7 * t + t - 1] = std::numeric_limits<float>::quiet_NaN();
+        if (m > 80) p[80 * t + t - 40] = 0.25f;  // one value deep in a run of zeros (a block the NaN is not in)
         if (inf_value) v[(t - 5) * d + 3] = std::numeric_limits<float>::infinity();
         const size_t ws = kv_mix_workspace(cfg, m, t, d, DType::F32);
         REQUIRE(ws > 0);  // the GEMM path, not the in-place kernel
