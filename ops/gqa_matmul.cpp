@@ -103,6 +103,18 @@ struct MaskRows {
   }
 };
 
+// Σ v[i]² in double over four running sums: the norms below are bounds,
+// not results, so any order serves, and four chains run four times faster
+// than one (a prompt's rows and keys made a third of this node's own time).
+double sum_squares(const float* v, int64_t n) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) s[j] += double(v[i + j]) * double(v[i + j]);
+  for (; i < n; ++i) s[0] += double(v[i]) * double(v[i]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 // The largest Euclidean norm of the t keys as the kernels read them:
 // float32, float16, or int8 scale · code.
 double max_norm(KvRows r, int64_t t, int64_t d, const KvConfig& kv) {
@@ -120,8 +132,7 @@ double max_norm(KvRows r, int64_t t, int64_t d, const KvConfig& kv) {
       for (int64_t i = 0; i < d; ++i) wide[static_cast<size_t>(i)] = q8_value(r.scales[j], codes[i]);
       v = wide.data();
     }
-    double sum = 0;
-    for (int64_t i = 0; i < d; ++i) sum += double(v[i]) * double(v[i]);
+    const double sum = sum_squares(v, d);
     if (!(sum <= best * best)) best = std::sqrt(sum);  // NaN lands here and stays
     if (std::isnan(best)) return best;
   }
@@ -305,8 +316,7 @@ class GqaMatMulKernel : public Kernel {
     if (left_out == 0) return false;
     double qmax = 0;
     for (int64_t r = 0; r < rep * s; ++r) {
-      double sum = 0;
-      for (int64_t i = 0; i < d; ++i) sum += double(q[r * d + i]) * double(q[r * d + i]);
+      const double sum = sum_squares(q + r * d, d);
       qmax = std::max(qmax, std::sqrt(sum));
       if (std::isnan(sum)) return false;
     }
