@@ -253,27 +253,9 @@ class GqaMatMulKernel : public Kernel {
         // out (the float16 mask gives no row a skip).
         return scores_in_blocks(kept, false, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1) {
           const VecMathConfig& vm = vec_math_config();
-          const size_t n16 = static_cast<size_t>(t);
-          // Per thread, kept: blocks run on the pool's threads at once.
-          thread_local std::vector<uint16_t> halves;
-          thread_local std::vector<float> mw;
-          if (halves.size() < n16) {
-            halves.resize(n16);
-            mw.resize(n16);
-          }
-          auto to_half = [&](float* v) {  // round to float16 and back, in place
-            vm.narrow(n16, v, halves.data());
-            vm.widen(n16, halves.data(), v);
-          };
           for (int64_t r = r0; r < r1; ++r) {
             float* yr = yb + r * t;
-            const float sc = score_scale_;
-            to_half(yr);
-            for (int64_t j = 0; j < t; ++j) yr[j] = yr[j] * sc;
-            to_half(yr);
-            vm.widen(n16, mask.half_row(bi, g * rep + r / s, r % s), mw.data());
-            for (int64_t j = 0; j < t; ++j) yr[j] = yr[j] + mw[static_cast<size_t>(j)];
-            to_half(yr);
+            vm.f16_scale_add(static_cast<size_t>(t), yr, score_scale_, mask.half_row(bi, g * rep + r / s, r % s));
             softmax_row(yr, yr, t);
           }
         });

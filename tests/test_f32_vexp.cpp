@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/dtype.h"
 #include "quant/act_quant.h"
 #include "quant/ukernels/kernel_config.h"
 #include "tests/isa_test_util.h"
@@ -227,3 +228,56 @@ void qs8_blocks_match_scalar(Isa isa) {
 
 ONEBIT_ISA_CASE("qs8 blocks equal the scalar reference", "[vec_math][qs8]", Scalar, qs8_blocks_match_scalar)
 ONEBIT_ISA_CASE("qs8 blocks equal the scalar reference", "[vec_math][qs8]", Avx2, qs8_blocks_match_scalar)
+
+// A float16 export's scores chain (GqaMatMul's fused ·scale + mask): every
+// family gives what the unfused nodes give, each rounding to float16 once:
+// the product, the Mul by the scale, the Add of the widened mask. Rows with
+// NaNs, infinities, values that overflow float16 when scaled, subnormal
+// halves, both zeros; masks of 0, float16's lowest and -inf; exact and
+// inexact scales; lengths around the vector width.
+namespace {
+
+void f16_scale_add_matches_nodes(Isa isa) {
+  const VecMathConfig* cfg = vec_math_config_for(isa);
+  REQUIRE(cfg);
+  Lcg next{4242};
+  const auto h = [](float v) { return half_to_float(float_to_half(v)); };
+  const uint16_t lowest = 0xfbff, minus_inf = 0xfc00;
+  size_t rows = 0;
+  for (float scale : {0.125f, 0.08838835f, 1.0f, 3.0f})
+    for (size_t n : {1, 7, 8, 9, 16, 31, 300})
+      for (int kind = 0; kind < 6; ++kind) {
+        std::vector<float> y(n);
+        std::vector<uint16_t> mask(n);
+        for (size_t i = 0; i < n; ++i) {
+          y[i] = static_cast<float>(static_cast<int>(next() % 20001) - 10000) / 37.0f;
+          mask[i] = next() % 4 == 0 ? lowest : float_to_half(static_cast<float>(next() % 7) - 3.0f);
+        }
+        const size_t at = next() % n, at2 = next() % n;
+        switch (kind) {
+          case 0: break;
+          case 1: y[at] = NAN; mask[at2] = minus_inf; break;
+          case 2: y[at] = INFINITY; y[at2] = -INFINITY; break;
+          case 3: for (float& v : y) v *= 6000.0f; break;  // past 65504 once scaled
+          case 4: for (float& v : y) v *= 1e-7f; break;    // float16 subnormals
+          case 5: y[at] = -0.0f; y[at2] = 0.0f; mask[at] = 0x8000; break;
+        }
+        std::vector<float> got = y, want(n);
+        cfg->f16_scale_add(n, got.data(), scale, mask.data());
+        for (size_t i = 0; i < n; ++i) want[i] = h(h(h(y[i]) * scale) + half_to_float(mask[i]));
+        INFO("scale " << scale << " n " << n << " kind " << kind);
+        size_t differ = 0;
+        for (size_t i = 0; i < n; ++i)
+          differ += std::isnan(want[i]) ? !std::isnan(got[i]) : std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        CHECK(differ == 0);
+        ++rows;
+      }
+  CHECK(rows == 4 * 7 * 6);
+}
+
+}  // namespace
+
+ONEBIT_ISA_CASE("float16 scores: scale and mask rounded as the nodes round them", "[vec_math][f16]", Scalar,
+                f16_scale_add_matches_nodes)
+ONEBIT_ISA_CASE("float16 scores: scale and mask rounded as the nodes round them", "[vec_math][f16]", Avx2,
+                f16_scale_add_matches_nodes)

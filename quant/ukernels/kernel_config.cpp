@@ -39,11 +39,13 @@ const VecMathConfig kVecScalar{Isa::Scalar, f32_vexp_ukernel__scalar, f32_vsigmo
                                "f32_vexp_ukernel__scalar", "f32_vsigmoid_ukernel__scalar",
                                f16_f32_vcvt_ukernel__scalar, f32_f16_vcvt_ukernel__scalar,
                                f32_vargmax_ukernel__scalar, "f32_vargmax_ukernel__scalar",
-                               f32_qs8_vquant_blocks_ukernel__scalar, "f32_qs8_vquant_blocks_ukernel__scalar"};
+                               f32_qs8_vquant_blocks_ukernel__scalar, "f32_qs8_vquant_blocks_ukernel__scalar",
+                               f32_f16_vscaleadd_ukernel__scalar};
 const VecMathConfig kVecAvx2{Isa::Avx2, f32_vexp_ukernel__avx2, f32_vsigmoid_ukernel__avx2, "f32_vexp_ukernel__avx2",
                              "f32_vsigmoid_ukernel__avx2", f16_f32_vcvt_ukernel__avx2, f32_f16_vcvt_ukernel__avx2,
                              f32_vargmax_ukernel__avx2, "f32_vargmax_ukernel__avx2",
-                             f32_qs8_vquant_blocks_ukernel__avx2, "f32_qs8_vquant_blocks_ukernel__avx2"};
+                             f32_qs8_vquant_blocks_ukernel__avx2, "f32_qs8_vquant_blocks_ukernel__avx2",
+                             f32_f16_vscaleadd_ukernel__avx2};
 
 #define Q8_FAMILY(gemm, gemv, pack) {gemm<false>, gemm<true>}, {gemv<false>, gemv<true>}, #gemm, #gemv, pack, #pack
 

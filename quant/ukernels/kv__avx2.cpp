@@ -31,6 +31,18 @@ void f32_f16_vcvt_ukernel__avx2(size_t n, const float* x, uint16_t* y) {
   for (; i < n; ++i) y[i] = float_to_half(x[i]);
 }
 
+void f32_f16_vscaleadd_ukernel__avx2(size_t n, float* y, float scale, const uint16_t* mask) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const auto h = [](__m256 v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, kRound)); };
+  const __m256 s = _mm256_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mask + i)));
+    _mm256_storeu_ps(y + i, h(_mm256_add_ps(h(_mm256_mul_ps(h(_mm256_loadu_ps(y + i)), s)), m)));
+  }
+  if (i < n) f32_f16_vscaleadd_ukernel__scalar(n - i, y + i, scale, mask + i);
+}
+
 namespace {
 
 // The reference kernel for the columns past the last block of 32: the same

@@ -43,6 +43,11 @@ void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, si
 
 }  // namespace
 
+void f32_f16_vscaleadd_ukernel__scalar(size_t n, float* y, float scale, const uint16_t* mask) {
+  const auto h = [](float v) { return half_to_float(float_to_half(v)); };
+  for (size_t i = 0; i < n; ++i) y[i] = h(h(h(y[i]) * scale) + half_to_float(mask[i]));
+}
+
 void f16_f32_vcvt_ukernel__scalar(size_t n, const uint16_t* x, float* y) {
   for (size_t i = 0; i < n; ++i) y[i] = half_to_float(x[i]);
 }

@@ -29,6 +29,12 @@ namespace onebit {
 
 using F16ToF32Ukernel = void (*)(size_t n, const uint16_t* x, float* y);
 using F32ToF16Ukernel = void (*)(size_t n, const float* x, uint16_t* y);
+// A float16 export's scores after its product, in place: each y rounded to
+// float16, times `scale` rounded to float16, plus the widened float16 mask
+// rounded to float16 (the product, Mul and Add nodes, each computing in
+// float and rounding once): y = h(h(h(y)·scale) + m), h = round to float16
+// and back, as base/dtype.h's float_to_half / half_to_float.
+using F16ScaleAddUkernel = void (*)(size_t n, float* y, float scale, const uint16_t* mask);
 // Q rows ldq apart, K rows ldk apart, S rows lds apart.
 template <class K>
 using KvQkUkernel = void (*)(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk,
@@ -58,6 +64,9 @@ void f32_q8_pv_ukernel_2x32__avx2(size_t m, size_t t, size_t d, const float* p, 
                                   size_t ldv, const float* scales, float* y, size_t ldy);
 void f32_q8_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* p, size_t ldp, const int8_t* v,
                                      size_t ldv, const float* scales, float* y, size_t ldy);
+
+void f32_f16_vscaleadd_ukernel__scalar(size_t n, float* y, float scale, const uint16_t* mask);
+void f32_f16_vscaleadd_ukernel__avx2(size_t n, float* y, float scale, const uint16_t* mask);
 
 void f16_f32_vcvt_ukernel__scalar(size_t n, const uint16_t* x, float* y);
 void f16_f32_vcvt_ukernel__avx2(size_t n, const uint16_t* x, float* y);
