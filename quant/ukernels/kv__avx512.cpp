@@ -167,10 +167,10 @@ void block(size_t t, const float* p, size_t ldp, const V* v, size_t ldv, float* 
 // Columns [0, w) of R rows, w ≤ 16·B, as one block of the fewest 16-column
 // blocks that hold them (the last one masked).
 template <int R, int B, class V>
-void narrow(size_t t, size_t w, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy,
+void last_columns(size_t t, size_t w, const float* p, size_t ldp, const V* v, size_t ldv, float* y, size_t ldy,
             const float* sc) {
   if constexpr (B > 1)
-    if (w <= 16 * (B - 1)) return narrow<R, B - 1>(t, w, p, ldp, v, ldv, y, ldy, sc);
+    if (w <= 16 * (B - 1)) return last_columns<R, B - 1>(t, w, p, ldp, v, ldv, y, ldy, sc);
   block<R, B>(t, p, ldp, v, ldv, y, ldy, mask16(w - 16 * (B - 1)), sc);
 }
 
@@ -182,7 +182,7 @@ void rows(size_t t, size_t d, const float* p, size_t ldp, const V* v, size_t ldv
   constexpr int kB = R <= 2 ? 8 : 4;
   size_t c = 0;
   for (; c + 16 * kB <= d; c += 16 * kB) block<R, kB>(t, p, ldp, v + c, ldv, y + c, ldy, __mmask16(0xFFFF), sc);
-  if (c < d) narrow<R, kB>(t, d - c, p, ldp, v + c, ldv, y + c, ldy, sc);
+  if (c < d) last_columns<R, kB>(t, d - c, p, ldp, v + c, ldv, y + c, ldy, sc);
 }
 
 // Heads of up to 64 take four rows a pass over the values (a decode step of
