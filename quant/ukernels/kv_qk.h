@@ -14,7 +14,9 @@
 //     on its own qk_pairs instead (two keys a 512-bit register, the same
 //     lane chains);
 //   more rows: keys in blocks of 64 kept in L1 while every row block runs
-//     over them, the four keys side by side (more FMAs per load).
+//     over them, the four keys side by side (more FMAs per load); when
+//     one row block takes every row (a decode of three or four query heads
+//     per KV head), prefetched Ahead bytes on as well.
 #pragma once
 
 #include <immintrin.h>
@@ -71,12 +73,12 @@ void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t 
     __m256 acc[R][4];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
+    if constexpr (Ahead > 0) {
+      const char* ahead = reinterpret_cast<const char*>(k + j * ldk) + Ahead;
+      for (size_t off = 0; off < 4 * ldk * sizeof(K); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+      if (sc) _mm_prefetch(reinterpret_cast<const char*>(sc + j) + 256, _MM_HINT_T0);
+    }
     if (Streamed) {
-      if constexpr (Ahead > 0) {
-        const char* ahead = reinterpret_cast<const char*>(k + j * ldk) + Ahead;
-        for (size_t off = 0; off < 4 * ldk * sizeof(K); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-        if (sc) _mm_prefetch(reinterpret_cast<const char*>(sc + j) + 256, _MM_HINT_T0);
-      }
 #pragma GCC unroll 4
       for (int x = 0; x < 4; ++x)
         for (size_t i = 0; i < d; i += 8) {
@@ -103,8 +105,36 @@ void qk_rows(size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t 
   }
 }
 
-// S = Q·Kᵀ with row blocks of up to MaxRows (2 or 4; with 4, three last rows
-// are one block too); a decode's stream prefetched Ahead bytes on.
+// S = Q·Kᵀ over blocks of 64 keys kept in L1 while row blocks of up to
+// MaxRows (2 or 4; with 4, three last rows are one block too) run over them;
+// each group of four keys prefetches Ahead bytes on.
+template <int MaxRows, size_t Ahead, class K>
+void qk_blocks(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s,
+               size_t lds, const float* sc) {
+  constexpr size_t kBlock = 64;
+  for (size_t j0 = 0; j0 < t; j0 += kBlock) {
+    const size_t n = std::min(kBlock, t - j0);
+    const float* scj = sc ? sc + j0 : nullptr;
+    size_t r = 0;
+    if constexpr (MaxRows >= 4) {
+      for (; r + 4 <= m; r += 4)
+        qk_rows<4, false, Ahead>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+      if (m - r == 3) {  // three rows in one pass over the block (a decode of three query heads per KV head)
+        qk_rows<3, false, Ahead>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+        r += 3;
+      }
+    }
+    for (; r + 2 <= m; r += 2)
+      qk_rows<2, false, Ahead>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+    if (r < m) qk_rows<1, false, Ahead>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
+  }
+}
+
+// S = Q·Kᵀ: one or two rows key by key (streamed), more in qk_blocks. A
+// decode's stream prefetched Ahead bytes on; so are a decode's three or
+// four query heads per KV head (m ≤ MaxRows: the keys read once, in one
+// pass of one row block), which would otherwise start each head's stream
+// from DRAM unaided. A prompt's row blocks reuse each key block from L1.
 template <int MaxRows, size_t Ahead, class K>
 void kv_qk(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k, size_t ldk, float* s,
            size_t lds, const float* sc = nullptr) {
@@ -113,23 +143,8 @@ void kv_qk(size_t m, size_t t, size_t d, const float* q, size_t ldq, const K* k,
     else if (m == 1) qk_rows<1, true, Ahead>(t, d, q, ldq, k, ldk, s, lds, sc);
     return;
   }
-  constexpr size_t kBlock = 64;
-  for (size_t j0 = 0; j0 < t; j0 += kBlock) {
-    const size_t n = std::min(kBlock, t - j0);
-    const float* scj = sc ? sc + j0 : nullptr;
-    size_t r = 0;
-    if constexpr (MaxRows >= 4) {
-      for (; r + 4 <= m; r += 4)
-        qk_rows<4, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
-      if (m - r == 3) {  // three rows in one pass over the block (a decode of three query heads per KV head)
-        qk_rows<3, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
-        r += 3;
-      }
-    }
-    for (; r + 2 <= m; r += 2)
-      qk_rows<2, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
-    if (r < m) qk_rows<1, false, 0>(n, d, q + r * ldq, ldq, k + j0 * ldk, ldk, s + r * lds + j0, lds, scj);
-  }
+  if (m <= MaxRows) return qk_blocks<MaxRows, Ahead>(m, t, d, q, ldq, k, ldk, s, lds, sc);
+  qk_blocks<MaxRows, 0>(m, t, d, q, ldq, k, ldk, s, lds, sc);
 }
 
 }  // namespace
