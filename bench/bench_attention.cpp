@@ -13,8 +13,8 @@
 // GEMM (its dot kernel for Q·Kᵀ, its tile kernel in place for P·V), the
 // path before the KV kernels; BM_read a plain read of as many bytes, the
 // limit all three are measured against in the same run. BM_kv_layers/T/TYPE/
-// MIX/HUGE the same products with every layer's streams starting cold, on
-// 4 KiB or huge pages.
+// MIX/HUGE/D/ROWS the same products with every layer's streams starting
+// cold (a layer: 8 KV heads of 128, or 3 of 64), on 4 KiB or huge pages.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 #include <fmt/format.h>
@@ -90,8 +90,12 @@ void BM_kv_layers(benchmark::State& state) {
   const size_t t = static_cast<size_t>(state.range(0));
   const int type = static_cast<int>(state.range(1));
   const bool mix = state.range(2) != 0;
+  // state.range(4) and (5): the head size and query rows per KV head, as
+  // BM_kv; a layer is 8 KV heads of 128 (Qwen3-0.6B) or 3 of 64 (SmolLM2).
+  const size_t dim = static_cast<size_t>(state.range(4)), qrows = static_cast<size_t>(state.range(5));
+  const size_t layer_heads = dim == kDim ? 8 : 3;
   const DType dtype = type == 0 ? DType::F32 : type == 1 ? DType::F16 : DType::I8;
-  const size_t head_bytes = type == 2 ? t * (kDim + 4) : t * kDim * (type == 1 ? 2 : 4);
+  const size_t head_bytes = type == 2 ? t * (dim + 4) : t * dim * (type == 1 ? 2 : 4);
   // state.range(3): the cache on 4 KiB pages (0) or as the KV store keeps
   // it, on huge pages (1: budgeted_huge_pages).
   const size_t cache_bytes = (kHeads * head_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
@@ -100,24 +104,24 @@ void BM_kv_layers(benchmark::State& state) {
   std::memset(mem, 1, cache_bytes);
   std::span<unsigned char> cache(static_cast<unsigned char*>(mem), cache_bytes);
   for (size_t h = 0; h < kHeads && type == 2; ++h)
-    for (size_t j = 0; j < t; ++j) reinterpret_cast<float*>(cache.data() + h * head_bytes + t * kDim)[j] = 0.01f;
+    for (size_t j = 0; j < t; ++j) reinterpret_cast<float*>(cache.data() + h * head_bytes + t * dim)[j] = 0.01f;
   std::vector<float> weights(size_t{4} << 20, 1.0f);
-  std::vector<float> a(kRows * std::max(t, kDim), 0.5f), y(kRows * std::max(t, kDim));
+  std::vector<float> a(qrows * std::max(t, dim), 0.5f), y(qrows * std::max(t, dim));
   const KvGemmConfig cfg = kv_gemm_config();
-  std::vector<unsigned char> ws(kv_mix_workspace(cfg, kRows, t, kDim, dtype) + 64);
+  std::vector<unsigned char> ws(kv_mix_workspace(cfg, qrows, t, dim, dtype) + 64);
   void* work = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
   for (auto _ : state) {
     double seconds = 0;
-    for (size_t h0 = 0; h0 < kHeads; h0 += 8) {
+    for (size_t h0 = 0; h0 + layer_heads <= kHeads; h0 += layer_heads) {
       __m256 sum = _mm256_setzero_ps();
       for (size_t i = 0; i < weights.size(); i += 16) sum = _mm256_add_ps(sum, _mm256_loadu_ps(&weights[i]));
       benchmark::DoNotOptimize(sum);
       const auto t0 = std::chrono::steady_clock::now();
-      for (size_t h = h0; h < h0 + 8; ++h) {
+      for (size_t h = h0; h < h0 + layer_heads; ++h) {
         const unsigned char* head = cache.data() + h * head_bytes;
-        const KvRows rows{head, dtype, type == 2 ? reinterpret_cast<const float*>(head + t * kDim) : nullptr};
-        if (mix) kv_mix(cfg, kRows, t, kDim, a.data(), t, rows, y.data(), kDim, work, nullptr);
-        else kv_scores(cfg, kRows, t, kDim, a.data(), kDim, rows, y.data(), t, nullptr);
+        const KvRows rows{head, dtype, type == 2 ? reinterpret_cast<const float*>(head + t * dim) : nullptr};
+        if (mix) kv_mix(cfg, qrows, t, dim, a.data(), t, rows, y.data(), dim, work, nullptr);
+        else kv_scores(cfg, qrows, t, dim, a.data(), dim, rows, y.data(), t, nullptr);
       }
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
@@ -126,9 +130,9 @@ void BM_kv_layers(benchmark::State& state) {
   }
   if (huge) budgeted_pages_free(mem, cache_bytes);
   else budgeted_free(mem, cache_bytes, 4096);
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kHeads * head_bytes));
-  state.SetLabel(fmt::format("{} {}, cold streams, {} pages", mix ? "P.V" : "Q.K^T", dtype_name(dtype),
-                             huge ? "huge" : "4 KiB"));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * (kHeads / layer_heads * layer_heads) * head_bytes));
+  state.SetLabel(fmt::format("{} {}, cold streams, {} pages, heads of {}, {} rows", mix ? "P.V" : "Q.K^T",
+                             dtype_name(dtype), huge ? "huge" : "4 KiB", dim, qrows));
 }
 
 // The same bytes read by a plain sum (one stream, as a head's kernel reads
@@ -173,7 +177,14 @@ BENCHMARK(BM_read)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMillisecond
 BENCHMARK(BM_sgemm)->ArgsProduct({{256, 1024, 4096}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_kv)->ArgsProduct({{256, 1024, 4096}, {0, 1, 2}, {0, 1}, {128}, {2}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_kv)->ArgsProduct({{256, 1024}, {0, 1, 2}, {0, 1}, {64}, {3, 4}})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_kv_layers)->ArgsProduct({{256, 1024}, {0, 1, 2}, {0, 1}, {0, 1}})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_kv_layers)
+    ->ArgsProduct({{256, 1024}, {0, 1, 2}, {0, 1}, {0, 1}, {128}, {2}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_kv_layers)
+    ->ArgsProduct({{256, 1024}, {0, 1, 2}, {0, 1}, {1}, {64}, {3}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
