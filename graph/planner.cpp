@@ -141,6 +141,7 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
         if (val.is_output)
           fail("{}: output '{}' is kernel state and cannot be a graph output", g_.node_label(node), val.name);
         vp.held = true;
+        np.holds = true;
         continue;
       }
       if (val.is_output) continue;
@@ -170,6 +171,11 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
       if (v >= 0 && last_use(v) == static_cast<int>(n) && !p.value(v).known) release(v);
   }
   place_concat_inputs(p);
+  for (size_t v = 0; v < nv; ++v) {
+    const ValuePlan& vp = p.values[v];
+    if (vp.known) p.fixed.emplace_back(static_cast<int>(v), vp.known);
+    else if (g_.values[v].constant) p.fixed.emplace_back(static_cast<int>(v), &*g_.values[v].constant);
+  }
   p.patchable = p.early_outputs.empty();
   p.arena_bytes = arena.high_water();
   return plan;

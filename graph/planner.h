@@ -14,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.h"
@@ -35,6 +36,7 @@ struct NodePlan {
   int64_t workspace_at = -1;  // arena offset of its workspace, -1 none
   size_t workspace_bytes = 0; // reserved there
   uint64_t reads_data = ~uint64_t{0};  // inputs whose values its reshape asked for (ReshapeContext::data_read)
+  bool holds = false;         // a static node with an output its kernel keeps (ValuePlan::held)
 };
 
 struct ValuePlan {
@@ -57,6 +59,10 @@ struct Plan {
   std::vector<ValuePlan> values;  // per value
   std::deque<Tensor> folded;      // storage for values folded at plan time
   std::vector<int> early_outputs;  // graph outputs allocated before the first node runs
+  // Every value a run reads where it already is: known to the plan (a
+  // constant, or folded) or a released constant (shape only). A run points
+  // at these from this list, not by visiting every value's plan.
+  std::vector<std::pair<int, const Tensor*>> fixed;
   size_t arena_bytes = 0;
   // Planner::patch may move it to other input shapes (no Concat placed
   // into a graph output: those offsets follow the shapes).

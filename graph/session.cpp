@@ -60,6 +60,17 @@ Session::Session(Graph graph, const OpRegistry& registry, const SessionOptions& 
   for (size_t i = 0; i < graph_.outputs.size(); ++i) output_slot_[static_cast<size_t>(graph_.outputs[i])] = i;
   outputs_ = std::make_unique<OutputPool>(graph_.outputs.size(), graph_.path);
   profiler_ = Profiler(graph_.nodes.size());
+  made_.resize(graph_.values.size());
+  at_made_.resize(made_.size());
+  for (size_t v = 0; v < made_.size(); ++v) at_made_[v] = &made_[v];
+  io_at_.reserve(2 * graph_.nodes.size() + 1);
+  for (const Node& node : graph_.nodes) {
+    io_at_.push_back(io_.size());
+    io_.insert(io_.end(), node.inputs.begin(), node.inputs.end());
+    io_at_.push_back(io_.size());
+    io_.insert(io_.end(), node.outputs.begin(), node.outputs.end());
+  }
+  io_at_.push_back(io_.size());
 }
 
 Session::~Session() = default;
@@ -291,10 +302,10 @@ void Session::ensure_arena(size_t bytes) {
 
 // Where a static node's outputs live this run: kernel-held, a view, placed
 // inside a graph output, an arena slot, or a graph-output buffer.
-void Session::bind_outputs(const Plan& p, const Node& node, const std::vector<const Tensor*>& at, uint8_t* arena,
+void Session::bind_outputs(const Plan& p, const int* out_ids, const std::vector<const Tensor*>& at, uint8_t* arena,
                            std::vector<Tensor>& outs) {
-  for (size_t o = 0; o < node.outputs.size(); ++o) {
-    const int v = node.outputs[o];
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const int v = out_ids[o];
     if (v < 0) continue;
     const ValuePlan& vp = p.value(v);
     if (vp.held) {
@@ -322,14 +333,11 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
   stats_.planned_bytes = p.arena_bytes;
   uint8_t* arena = static_cast<uint8_t*>(arena_.get());
 
-  const size_t nv = graph_.values.size();
-  made_.resize(nv);
-  at_.resize(nv);
-  for (size_t v = 0; v < nv; ++v) {
-    at_[v] = &made_[v];  // empty until its node runs (or never: a value nothing needs this run)
-    if (p.values[v].known) at_[v] = p.values[v].known;
-    else if (graph_.values[v].constant) at_[v] = &*graph_.values[v].constant;  // released: shape only
-  }
+  // Every value in made_ (empty until its node runs, or never: a value
+  // nothing needs this run), but those the plan knows and constants
+  // (released ones: shape only), which are read where they are.
+  at_ = at_made_;
+  for (const auto& [v, t] : p.fixed) at_[static_cast<size_t>(v)] = t;
   for (size_t i = 0; i < graph_.inputs.size(); ++i) at_[static_cast<size_t>(graph_.inputs[i])] = inputs[i];
   for (int o : p.early_outputs) {
     const ValuePlan& vp = p.value(o);
@@ -356,14 +364,17 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
     ++stats_.nodes_run;
     const Node& node = graph_.nodes[n];
     Kernel& kernel = *kernels_[n];
-    ins.assign(node.inputs.size(), nullptr);
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-      if (node.inputs[i] >= 0) ins[i] = at_[static_cast<size_t>(node.inputs[i])];
-    outs.resize(node.outputs.size());
+    const int* in_ids = io_.data() + io_at_[2 * n];
+    const int* out_ids = io_.data() + io_at_[2 * n + 1];
+    const size_t in_count = io_at_[2 * n + 1] - io_at_[2 * n], out_count = io_at_[2 * n + 2] - io_at_[2 * n + 1];
+    ins.assign(in_count, nullptr);
+    for (size_t i = 0; i < in_count; ++i)
+      if (in_ids[i] >= 0) ins[i] = at_[static_cast<size_t>(in_ids[i])];
+    outs.resize(out_count);
     for (Tensor& t : outs) t.release();
 
     if (mode == NodePlan::Mode::Static) {
-      with_context([&] { return graph_.node_label(node); }, [&] { bind_outputs(p, node, at_, arena, outs); });
+      with_context([&] { return graph_.node_label(node); }, [&] { bind_outputs(p, out_ids, at_, arena, outs); });
       void* workspace = p.nodes[n].workspace_at >= 0 ? arena + p.nodes[n].workspace_at : nullptr;
       RunContext ctx(ins.data(), static_cast<int>(ins.size()), outs.data(), static_cast<int>(outs.size()), workspace,
                      *pool_);
@@ -374,8 +385,8 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
       } else {
         with_context([&] { return graph_.node_label(node); }, [&] { kernel.run(ctx); });
       }
-      for (size_t o = 0; o < node.outputs.size(); ++o) {
-        const int v = node.outputs[o];
+      for (size_t o = 0; o < out_count && p.nodes[n].holds; ++o) {
+        const int v = out_ids[o];
         if (v < 0 || !p.value(v).held) continue;
         if (outs[o].shape() != p.value(v).shape || (!outs[o].raw() && outs[o].size() > 0))
           fail("{}: kernel did not provide its held output {} as {}", graph_.node_label(node), o,
@@ -385,8 +396,8 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
       outs = with_context([&] { return graph_.node_label(node); },
                           [&] { return evaluate_node(graph_, node, kernel, ins, *pool_); });
     }
-    for (size_t o = 0; o < node.outputs.size(); ++o) {
-      const int v = node.outputs[o];
+    for (size_t o = 0; o < out_count; ++o) {
+      const int v = out_ids[o];
       if (v < 0) continue;
       std::swap(made_[static_cast<size_t>(v)], outs[o]);  // outs[o] takes the released tensor's shape storage
       at_[static_cast<size_t>(v)] = &made_[static_cast<size_t>(v)];

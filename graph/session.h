@@ -103,7 +103,8 @@ class Session {
   // pages to the kernel), keeping its dtype and shape for planning.
   void release_constant(Value& val);
   void create_kernels(const OpRegistry& registry);
-  void bind_outputs(const Plan& p, const Node& node, const std::vector<const Tensor*>& at, uint8_t* arena,
+  // Where a static node's outputs (out_ids, outs.size() of them) live this run.
+  void bind_outputs(const Plan& p, const int* out_ids, const std::vector<const Tensor*>& at, uint8_t* arena,
                     std::vector<Tensor>& outs);
 
   Graph graph_;
@@ -134,6 +135,12 @@ class Session {
   // node being run's inputs and outputs.
   std::vector<Tensor> made_;
   std::vector<const Tensor*> at_;
+  std::vector<const Tensor*> at_made_;  // &made_[v] for every v: where at_ starts each run
+  // Every node's input ids and then its output ids, node after node in one
+  // array (node n's from io_at_[n]): the run loop reads them in order from
+  // here rather than from each node's two lists scattered over the heap.
+  std::vector<int> io_;
+  std::vector<size_t> io_at_;
   std::vector<const Tensor*> ins_;
   std::vector<Tensor> outs_;
 };
