@@ -14,7 +14,7 @@ ReshapeContext reshape_for(const Node& node, Kernel& kernel, const std::vector<c
     if (!inputs[i]) continue;
     infos[i].present = true;
     infos[i].dtype = inputs[i]->dtype();
-    infos[i].shape = inputs[i]->shape();
+    infos[i].shape = &inputs[i]->shape();
     infos[i].value = inputs[i]->raw() || inputs[i]->size() == 0 ? inputs[i] : nullptr;
   }
   std::vector<bool> present(node.outputs.size());

@@ -42,6 +42,22 @@ const Tensor& ReshapeContext::value(int i) const {
   return *in.value;
 }
 
+void ReshapeContext::start(int num_inputs, int num_outputs) {
+  inputs_.assign(static_cast<size_t>(num_inputs), InputInfo{});
+  outputs_.resize(static_cast<size_t>(num_outputs));
+  for (OutputPlan& o : outputs_) {
+    o.dtype = DType::Undefined;
+    o.shape.clear();  // its storage kept
+    o.alias_of = -1;
+    o.alias_offset = 0;
+    o.held = false;
+    o.set = false;
+  }
+  present_.assign(static_cast<size_t>(num_outputs), true);
+  workspace_ = 0;
+  data_read_ = 0;
+}
+
 void ReshapeContext::set_output(int i, DType dtype, Shape shape) {
   if (i >= num_outputs()) return;
   OutputPlan& o = outputs_[static_cast<size_t>(i)];

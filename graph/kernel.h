@@ -69,7 +69,7 @@ struct NeedsValue {
 
 struct InputInfo {
   DType dtype = DType::Undefined;
-  Shape shape;
+  const Shape* shape = nullptr;   // the caller's (a plan's value, a tensor), alive while the context is used
   const Tensor* value = nullptr;  // known at plan time, else null
   bool present = false;
 };
@@ -87,12 +87,21 @@ class ReshapeContext {
  public:
   ReshapeContext(std::vector<InputInfo> inputs, int num_outputs, std::vector<bool> output_present)
       : inputs_(std::move(inputs)), outputs_(static_cast<size_t>(num_outputs)), present_(std::move(output_present)) {}
+  ReshapeContext() = default;
+
+  // The same context for another node, keeping its storage (the planner
+  // reshapes node after node with one): num_inputs absent inputs for the
+  // caller to fill (input_slot), num_outputs outputs, all present until
+  // the caller says otherwise (set_present), none planned yet.
+  void start(int num_inputs, int num_outputs);
+  InputInfo& input_slot(int i) { return inputs_[static_cast<size_t>(i)]; }
+  void set_present(int o, bool present) { present_[static_cast<size_t>(o)] = present; }
 
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
   bool has_input(int i) const { return i < num_inputs() && inputs_[static_cast<size_t>(i)].present; }
   DType dtype(int i) const { return input(i).dtype; }
-  const Shape& shape(int i) const { return input(i).shape; }
-  int rank(int i) const { return static_cast<int>(input(i).shape.size()); }
+  const Shape& shape(int i) const { return *input(i).shape; }
+  int rank(int i) const { return static_cast<int>(input(i).shape->size()); }
   // The input's value, needed to plan (Reshape's shape, Slice's starts, ...).
   // Throws NeedsValue when it is only known at run time.
   const Tensor& value(int i) const;

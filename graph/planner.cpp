@@ -95,9 +95,9 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
     NodePlan& np = p.nodes[n];
     bool any_dynamic = kernels_[n]->shape_depends_on_data();
     for (int v : node.inputs) any_dynamic = any_dynamic || (v >= 0 && p.value(v).dynamic);
-    std::optional<ReshapeContext> rc;
+    const ReshapeContext* rc = nullptr;
     bool all_known = true;
-    if (any_dynamic || !reshape_node(p, n, rc, all_known)) {
+    if (any_dynamic || !(rc = reshape_node(p, n, all_known))) {
       np.mode = NodePlan::Mode::Dynamic;
       for (int o : node.outputs)
         if (o >= 0) p.value(o).dynamic = true;
@@ -181,32 +181,32 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
   return plan;
 }
 
-bool Planner::reshape_node(const Plan& p, size_t n, std::optional<ReshapeContext>& rc, bool& all_known) const {
+const ReshapeContext* Planner::reshape_node(const Plan& p, size_t n, bool& all_known) const {
   const Node& node = g_.nodes[n];
   Kernel& kernel = *kernels_[n];
   all_known = true;
-  std::vector<InputInfo> infos(node.inputs.size());
+  ReshapeContext& rc = scratch_;
+  rc.start(static_cast<int>(node.inputs.size()), static_cast<int>(node.outputs.size()));
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const int v = node.inputs[i];
     if (v < 0) continue;
     const ValuePlan& vp = p.value(v);
-    infos[i].present = true;
-    infos[i].dtype = vp.dtype;
-    infos[i].shape = vp.shape;
-    infos[i].value = vp.known;
+    InputInfo& in = rc.input_slot(static_cast<int>(i));
+    in.present = true;
+    in.dtype = vp.dtype;
+    in.shape = &vp.shape;
+    in.value = vp.known;
     if (!vp.known && kernel.needs_input_data(static_cast<int>(i))) all_known = false;
   }
-  std::vector<bool> present(node.outputs.size());
-  for (size_t o = 0; o < node.outputs.size(); ++o) present[o] = node.outputs[o] >= 0;
-  rc.emplace(std::move(infos), static_cast<int>(node.outputs.size()), std::move(present));
+  for (size_t o = 0; o < node.outputs.size(); ++o) rc.set_present(static_cast<int>(o), node.outputs[o] >= 0);
   try {
-    with_context([&] { return g_.node_label(node); }, [&] { kernel.reshape(*rc); });
+    with_context([&] { return g_.node_label(node); }, [&] { kernel.reshape(rc); });
   } catch (const NeedsValue&) {
-    return false;
+    return nullptr;
   }
   for (size_t o = 0; o < node.outputs.size(); ++o)
-    if (node.outputs[o] >= 0 && !rc->outputs()[o].set) fail("{}: kernel did not plan output {}", g_.node_label(node), o);
-  return true;
+    if (node.outputs[o] >= 0 && !rc.outputs()[o].set) fail("{}: kernel did not plan output {}", g_.node_label(node), o);
+  return &rc;
 }
 
 size_t Planner::output_bytes(const Node& node, size_t o, const OutputPlan& op) const {
@@ -283,9 +283,9 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       return true;
     }
     if (np.mode != NodePlan::Mode::Static && np.mode != NodePlan::Mode::Folded) return false;
-    std::optional<ReshapeContext> rc;
     bool all_known = true;
-    if (!reshape_node(p, n, rc, all_known)) return false;
+    const ReshapeContext* rc = reshape_node(p, n, all_known);
+    if (!rc) return false;
     np.reads_data = rc->data_read();
     size_t out_bytes = 0;
     bool holds = false;

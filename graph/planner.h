@@ -116,8 +116,10 @@ class Planner {
  private:
   void place_concat_inputs(Plan& p) const;
   // The reshape of node n from the plan's current input dtypes, shapes and
-  // known values; false when it needs values the plan lacks (NeedsValue).
-  bool reshape_node(const Plan& p, size_t n, std::optional<ReshapeContext>& rc, bool& all_known) const;
+  // known values: the planner's one context, valid until the next call (its
+  // inputs point at the plan's shapes); null when it needs values the plan
+  // lacks (NeedsValue).
+  const ReshapeContext* reshape_node(const Plan& p, size_t n, bool& all_known) const;
   size_t output_bytes(const Node& node, size_t o, const OutputPlan& op) const;  // checked
   // Node n run while planning (every input it reads is known).
   std::vector<Tensor> fold(const Plan& p, size_t n) const;
@@ -128,6 +130,9 @@ class Planner {
   std::vector<int> last_use_;
   std::vector<int> readers_at_;  // per value, where its readers start in readers_ (one past the last value: the end)
   std::vector<Reader> readers_;
+  // reshape_node's context, its storage kept from node to node (a decode
+  // step's patch reshapes ~130 nodes; a planner serves one session's thread).
+  mutable ReshapeContext scratch_;
 };
 
 }  // namespace onebit
