@@ -61,8 +61,7 @@ Session::Session(Graph graph, const OpRegistry& registry, const SessionOptions& 
   outputs_ = std::make_unique<OutputPool>(graph_.outputs.size(), graph_.path);
   profiler_ = Profiler(graph_.nodes.size());
   made_.resize(graph_.values.size());
-  at_made_.resize(made_.size());
-  for (size_t v = 0; v < made_.size(); ++v) at_made_[v] = &made_[v];
+  at_.resize(graph_.values.size());
   io_at_.reserve(2 * graph_.nodes.size() + 1);
   for (const Node& node : graph_.nodes) {
     io_at_.push_back(io_.size());
@@ -336,7 +335,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
   // Every value in made_ (empty until its node runs, or never: a value
   // nothing needs this run), but those the plan knows and constants
   // (released ones: shape only), which are read where they are.
-  at_ = at_made_;
+  for (size_t v = 0; v < at_.size(); ++v) at_[v] = &made_[v];
   for (const auto& [v, t] : p.fixed) at_[static_cast<size_t>(v)] = t;
   for (size_t i = 0; i < graph_.inputs.size(); ++i) at_[static_cast<size_t>(graph_.inputs[i])] = inputs[i];
   for (int o : p.early_outputs) {

@@ -135,10 +135,10 @@ class Session {
   // node being run's inputs and outputs.
   std::vector<Tensor> made_;
   std::vector<const Tensor*> at_;
-  std::vector<const Tensor*> at_made_;  // &made_[v] for every v: where at_ starts each run
   // Every node's input ids and then its output ids, node after node in one
-  // array (node n's from io_at_[n]): the run loop reads them in order from
-  // here rather than from each node's two lists scattered over the heap.
+  // array (node n's inputs from io_at_[2n], its outputs from io_at_[2n+1]
+  // to io_at_[2n+2]): the run loop reads them in order from here rather
+  // than from each node's two lists, scattered over the heap.
   std::vector<int> io_;
   std::vector<size_t> io_at_;
   std::vector<const Tensor*> ins_;
