@@ -21,6 +21,7 @@
 // rows gets ·score_scale, + mask and the Softmax row kernel while it is in
 // cache, the same float operations in the same order as the three nodes it
 // replaces, so its output is theirs bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -251,7 +252,7 @@ class GqaMatMulKernel : public Kernel {
         // Softmax row on the widened values; its output is rounded by the
         // narrow below, as the float16 Softmax rounds it. No key is left
         // out (the float16 mask gives no row a skip).
-        return scores_in_blocks(kept, false, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1) {
+        return scores_in_blocks(kept, false, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1, int64_t) {
           const VecMathConfig& vm = vec_math_config();
           for (int64_t r = r0; r < r1; ++r) {
             float* yr = yb + r * t;
@@ -264,21 +265,27 @@ class GqaMatMulKernel : public Kernel {
         // Row r of this task is head g·rep + r / s, position r % s.
         auto mask_row = [&](int64_t r) { return mask.row(bi, g * rep + r / s, r % s); };
         const bool skip = may_skip(kept, rep, s, t, d, ab, rows);
-        return scores_in_blocks(kept, skip, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1) {
+        return scores_in_blocks(kept, skip, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1, int64_t e) {
           for (int64_t r = r0; r < r1; ++r) {
             // Mul, then Add, each rounded (no contraction: -ffp-contract=off).
+            // With skip, the keys from kept(r) on end more than 104 below
+            // the row's maximum (kMaskedAt above): the chain runs on the
+            // prefix Softmax needs and the rest is 0, as the whole row's
+            // Softmax writes it ([e, t) is 0 already).
             float* yr = yb + r * t;
             const float* mr = mask_row(r);
             const float sc = score_scale_;
-            for (int64_t j = 0; j < t; ++j) yr[j] = yr[j] * sc;
-            for (int64_t j = 0; j < t; ++j) yr[j] = yr[j] + mr[j];
-            softmax_row(yr, yr, t);
+            const int64_t n = skip ? softmax_prefix(kept(r), t) : t;
+            for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * sc;
+            for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] + mr[j];
+            softmax_row(yr, yr, n);
+            if (n < e) std::fill(yr + n, yr + e, 0.0f);
           }
         });
       }
       if (keeps.empty() || !may_skip(kept, rep, s, t, d, ab, rows))
         return kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, inner);
-      scores_in_blocks(kept, true, rep, s, t, d, ab, rows, yb, inner, [](int64_t, int64_t) {});
+      scores_in_blocks(kept, true, rep, s, t, d, ab, rows, yb, inner, [](int64_t, int64_t, int64_t) {});
     };
     const int64_t tasks = b * kvh;
     ThreadPool& pool = ctx.pool();
@@ -311,9 +318,9 @@ class GqaMatMulKernel : public Kernel {
   // each block (within one head) is computed up to the most keys one of its
   // rows keeps, the rest of its rows 0; without, every block whole, blocks
   // running across heads (a decode step's rep rows are one block that reads
-  // the keys once). then(r0, r1) runs on each block's rows [r0, r1) right
-  // after them, while they are in cache (split over `inner`'s threads when
-  // there is one).
+  // the keys once). then(r0, r1, e) runs on each block's rows [r0, r1),
+  // whose scores from key e on are 0, right after them, while they are in
+  // cache (split over `inner`'s threads when there is one).
   template <class Kept, class Then>
   void scores_in_blocks(const Kept& kept, bool skip, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q,
                         KvRows keys, float* y, ThreadPool* inner, const Then& then) const {
@@ -327,8 +334,8 @@ class GqaMatMulKernel : public Kernel {
           kv_scores(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(e), static_cast<size_t>(d), q + r0 * d,
                     static_cast<size_t>(d), keys, y + r0 * t, static_cast<size_t>(t), inner);
         for (int64_t r = r0; r < r0 + rows; ++r) std::fill(y + r * t + e, y + (r + 1) * t, 0.0f);
-        if (inner) inner->parallel_for(rows, 1, [&](int64_t b0, int64_t b1) { then(r0 + b0, r0 + b1); });
-        else then(r0, r0 + rows);
+        if (inner) inner->parallel_for(rows, 1, [&](int64_t b0, int64_t b1) { then(r0 + b0, r0 + b1, e); });
+        else then(r0, r0 + rows, e);
       }
   }
 

@@ -1,5 +1,7 @@
 #include "ops/kv_gemm.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -65,13 +67,15 @@ inline uint32_t magnitude_bits(const float* p) {
   return top;
 }
 
-// One past the last nonzero of p's n elements (0 when all are zero; NaN
-// counts): whole blocks of 64 from the end first (a prompt's rows of P end
-// in long runs of zeros), then element by element.
-size_t nonzero_end(const float* p, size_t n) {
-  constexpr size_t kBlock = 64;
-  while (n >= kBlock && max_bits(p + n - kBlock, kBlock, 0x7fffffffu) == 0) n -= kBlock;
-  while (n > 0 && p[n - 1] == 0.0f) --n;
+// One past the last nonzero of p's n elements, or `floor` when there is
+// none at or after it (NaN counts as nonzero): eight at a time from the end
+// first (a prompt's rows of P end in long runs of zeros), then one by one.
+size_t nonzero_end(const float* p, size_t n, size_t floor) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
+  while (n >= floor + 8 && _mm256_testz_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + n - 8)),
+                                              magnitude))
+    n -= 8;
+  while (n > floor && magnitude_bits(p + n - 1) == 0) --n;
   return n;
 }
 
@@ -88,8 +92,10 @@ void mix_blocks(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const flo
   size_t lowest = t;
   for (size_t b = 0; b < starts.size(); ++b) {
     const size_t r1 = b + 1 < starts.size() ? starts[b + 1] : m;
+    // The last row first: a causal block's longest, so the rows before it
+    // look only past its end.
     size_t e = 0;
-    for (size_t r = starts[b]; r < r1 && e < t; ++r) e = std::max(e, nonzero_end(p + r * ldp, t));
+    for (size_t r = r1; r-- > starts[b] && e < t;) e = nonzero_end(p + r * ldp, t, e);
     ends[b] = e;
     lowest = std::min(lowest, e);
   }

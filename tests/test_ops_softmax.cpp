@@ -9,6 +9,7 @@
 #include "op_test_util.h"
 #include "graph/op_registry.h"
 #include "ops/register_ops.h"
+#include "ops/softmax.h"
 #include "quant/ukernels/kernel_config.h"
 
 using namespace onebit;
@@ -152,6 +153,34 @@ TEST_CASE("Softmax leaves out a row's negligible tail without changing a bit", "
         const Tensor y = OpTest("Softmax").input(make_tensor<float>({1, n}, row)).run1();
         const std::vector<float> want = softmax_every_entry(row);
         CHECK(std::memcmp(y.data<float>(), want.data(), want.size() * sizeof(float)) == 0);
+      }
+}
+
+TEST_CASE("softmax_row over softmax_prefix gives the whole row's entries, the rest 0", "[softmax]") {
+  // A fused node that knows where a row's masked keys start runs Softmax on
+  // a prefix only (ops/gqa_matmul.cpp): whole groups of lanes, at most n.
+  CHECK(softmax_prefix(1, 70) == 8);
+  CHECK(softmax_prefix(8, 70) == 8);
+  CHECK(softmax_prefix(9, 70) == 16);
+  CHECK(softmax_prefix(64, 70) == 64);
+  CHECK(softmax_prefix(65, 70) == 70);
+  CHECK(softmax_prefix(70, 70) == 70);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (float masked : {-std::numeric_limits<float>::infinity(), -1e30f})
+    for (int64_t n : {1, 7, 8, 9, 23, 64, 70, 301})
+      for (int64_t kept = 1; kept <= n; ++kept) {
+        INFO("n " << n << " kept " << kept << " mask " << masked);
+        std::vector<float> row(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) row[static_cast<size_t>(j)] = j < kept ? dist(rng) : masked;
+        if (kept > 2) row[static_cast<size_t>(kept - 1)] = *std::max_element(row.begin(), row.begin() + kept) - 103.9f;
+        std::vector<float> whole(row.size()), part(row.size(), -1.0f);
+        softmax_row(row.data(), whole.data(), n);
+        const int64_t p = softmax_prefix(kept, n);
+        REQUIRE(p >= kept);
+        softmax_row(row.data(), part.data(), p);
+        CHECK(std::memcmp(part.data(), whole.data(), static_cast<size_t>(p) * sizeof(float)) == 0);
+        for (int64_t j = p; j < n; ++j) CHECK(whole[static_cast<size_t>(j)] == 0.0f);
       }
 }
 
