@@ -149,9 +149,13 @@ const float* Generator::forward(std::span<const int32_t> ids, int64_t past_len, 
     fail("{}: logits are {}, expected float32, float16 or bfloat16", session_.graph().path, dtype_name(logits.dtype()));
   wide_logits_.resize(static_cast<size_t>(rows * vocab_));
   const uint16_t* bits = logits.data<uint16_t>() + first;
-  const bool half = logits.dtype() == DType::F16;
-  for (size_t i = 0; i < wide_logits_.size(); ++i)
-    wide_logits_[i] = half ? half_to_float(bits[i]) : bfloat16_to_float(bits[i]);
+  if (logits.dtype() == DType::F16) {
+    // The vectorised widen (bit for bit half_to_float): element by element
+    // it took ~0.1 ms of a SmolLM2 step (49152 logits).
+    vec_math_config().widen(wide_logits_.size(), bits, wide_logits_.data());
+  } else {
+    for (size_t i = 0; i < wide_logits_.size(); ++i) wide_logits_[i] = bfloat16_to_float(bits[i]);
+  }
   return wide_logits_.data();
 }
 
