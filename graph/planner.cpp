@@ -21,7 +21,7 @@ constexpr size_t kPlanFoldBytes = size_t{16} << 20;
 
 size_t Plan::bytes(int v) const {
   const ValuePlan& vp = value(v);
-  return dtype_bytes(vp.dtype, numel(vp.shape));
+  return dtype_bytes(vp.dtype, numel(vp.shape()));
 }
 
 Planner::Planner(const Graph& g, const std::vector<std::unique_ptr<Kernel>>& kernels, ThreadPool& pool)
@@ -69,12 +69,12 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
     ValuePlan& vp = p.values[v];
     if (val.constant->raw() || val.constant->bytes() == 0) vp.known = &*val.constant;
     vp.dtype = val.constant->dtype();
-    vp.shape = val.constant->shape();
+    vp.set_shape(val.constant->shape());
   }
   for (size_t i = 0; i < g_.inputs.size(); ++i) {
     ValuePlan& vp = p.value(g_.inputs[i]);
     vp.dtype = inputs[i]->dtype();
-    vp.shape = inputs[i]->shape();
+    vp.set_shape(inputs[i]->shape());
   }
 
   MemoryPlanner arena;
@@ -111,7 +111,7 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
       const OutputPlan& op = rc->outputs()[o];
       ValuePlan& vp = p.value(node.outputs[o]);
       vp.dtype = op.dtype;
-      vp.shape = op.shape;
+      vp.set_shape(op.shape);
       out_bytes += output_bytes(node, o, op);
       holds = holds || op.held;
     }
@@ -194,7 +194,7 @@ const ReshapeContext* Planner::reshape_node(const Plan& p, size_t n, bool& all_k
     InputInfo& in = rc.input_slot(static_cast<int>(i));
     in.present = true;
     in.dtype = vp.dtype;
-    in.shape = &vp.shape;
+    in.shape = &vp.shape();
     in.value = vp.known;
     if (!vp.known && kernel.needs_input_data(static_cast<int>(i))) all_known = false;
   }
@@ -226,7 +226,7 @@ std::vector<Tensor> Planner::fold(const Plan& p, size_t n) const {
     if (vp.known) {
       ins[i] = vp.known;
     } else {
-      shells.emplace_back(vp.dtype, vp.shape, nullptr);
+      shells.emplace_back(vp.dtype, vp.shape(), nullptr);
       ins[i] = &shells.back();
     }
   }
@@ -269,8 +269,8 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
   for (size_t i = 0; i < g_.inputs.size(); ++i) {
     ValuePlan& vp = p.value(g_.inputs[i]);
     if (vp.dtype != inputs[i]->dtype()) return false;
-    if (vp.shape == inputs[i]->shape()) continue;
-    vp.shape = inputs[i]->shape();
+    if (vp.shape() == inputs[i]->shape()) continue;
+    vp.set_shape(inputs[i]->shape());
     mark(g_.inputs[i], false);
   }
   // Node n, one of its inputs changed: false when the plan cannot take it.
@@ -308,8 +308,8 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       }
       out_bytes += bytes;
       holds = holds || op.held;
-      if (vp.shape != op.shape) {
-        vp.shape = op.shape;
+      if (vp.shape() != op.shape) {
+        vp.set_shape(op.shape);
         moved = true;
       }
       if (moved) mark(v, false);
@@ -326,7 +326,7 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       Tensor& kept = p.folded[static_cast<size_t>(vp.folded_at)];
       if (same_tensor(kept, outs[o])) continue;
       kept = std::move(outs[o]);
-      mark(v, kept.shape() == vp.shape);
+      mark(v, kept.shape() == vp.shape());
     }
     return true;
   };
@@ -363,7 +363,7 @@ void Planner::place_concat_inputs(Plan& p) const {
     if (!concat_axis || p.nodes[n].mode != NodePlan::Mode::Static) continue;
     const int out = node.outputs.empty() ? -1 : node.outputs[0];
     if (out < 0 || !g_.value(out).is_output) continue;
-    const Shape& shape = p.value(out).shape;
+    const Shape& shape = p.value(out).shape();
     const int64_t rank = static_cast<int64_t>(shape.size());
     const int64_t axis = *concat_axis < 0 ? *concat_axis + rank : *concat_axis;
     if (axis < 0 || axis >= rank) continue;

@@ -40,16 +40,41 @@ struct NodePlan {
 };
 
 struct ValuePlan {
+  // What the executor reads to bind each output first, then the planner's
+  // own fields: a bind touches one or two cache lines of the plan.
   DType dtype = DType::Undefined;  // static and known values
-  Shape shape;
+  bool held = false;               // storage its kernel keeps (ReshapeContext::hold_output)
+  bool dynamic = false;            // shape known only at run time
+  int alias_of = -1;               // value whose storage it views, -1 none
+  int placed_in = -1;              // graph output whose buffer holds it, -1 none
+  int64_t offset = -1;             // arena offset, -1 none
+  int64_t alias_offset = 0;        // byte offset of the view in that storage
+  int64_t placed_offset = 0;       // byte offset inside that output
+
+  // The shape, and a copy of its dims inline with its element count (-1:
+  // not a valid shape): what the executor binds each output from, read with
+  // the fields above instead of behind a pointer of its own (a cache miss
+  // per output a decode step, after the weights went by).
+  const Shape& shape() const { return shape_; }
+  void set_shape(const Shape& shape) {
+    shape_ = shape;
+    rank_ = static_cast<uint32_t>(shape.size());
+    for (size_t i = 0; i < shape.size() && i < kInlineRank; ++i) inline_[i] = shape[i];
+    count_ = checked_numel(shape);
+  }
+  const int64_t* dims() const { return rank_ <= kInlineRank ? inline_ : shape_.data(); }
+  size_t rank() const { return rank_; }
+  int64_t count() const { return count_; }
+
+ private:
+  static constexpr size_t kInlineRank = 6;
+  uint32_t rank_ = 0;
+  int64_t count_ = 1;  // the empty shape's (a scalar)
+  int64_t inline_[kInlineRank] = {};
+  Shape shape_;
+
+ public:
   const Tensor* known = nullptr;  // constant or folded at plan time
-  int64_t offset = -1;            // arena offset, -1 none
-  int alias_of = -1;              // value whose storage it views, -1 none
-  int64_t alias_offset = 0;       // byte offset of the view in that storage
-  int placed_in = -1;             // graph output whose buffer holds it, -1 none
-  int64_t placed_offset = 0;      // byte offset inside that output
-  bool held = false;              // storage its kernel keeps (ReshapeContext::hold_output)
-  bool dynamic = false;           // shape known only at run time
   int64_t folded_at = -1;         // `known` is Plan::folded[folded_at], folded by this plan
   size_t slot_bytes = 0;          // arena bytes reserved at `offset` (what the plan was built for)
 };

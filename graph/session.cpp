@@ -147,7 +147,7 @@ void Session::reserve(const std::vector<NamedTensor>& inputs) {
     if (vp.dtype == DType::Undefined || producer < 0 || plan->node(producer).mode == NodePlan::Mode::Dynamic) continue;
     // Two buffers per output: the caller may hold one (a cache fed back) while the next run fills the other.
     std::vector<Tensor> held;
-    for (int copy = 0; copy < 2; ++copy) held.push_back(outputs_->buffer(i, vp.dtype, vp.shape));
+    for (int copy = 0; copy < 2; ++copy) held.push_back(outputs_->buffer(i, vp.dtype, vp.shape()));
   }
   stats_.output_allocations = outputs_->allocations();
 }
@@ -156,7 +156,7 @@ std::vector<Shape> Session::value_shapes(const std::vector<NamedTensor>& inputs)
   const std::unique_ptr<Plan> plan = planner_->build(bind_inputs(inputs));
   std::vector<Shape> shapes(graph_.values.size());
   for (size_t v = 0; v < shapes.size(); ++v)
-    if (!plan->values[v].dynamic) shapes[v] = plan->values[v].shape;
+    if (!plan->values[v].dynamic) shapes[v] = plan->values[v].shape();
   return shapes;
 }
 
@@ -308,17 +308,19 @@ void Session::bind_outputs(const Plan& p, const int* out_ids, const std::vector<
     if (v < 0) continue;
     const ValuePlan& vp = p.value(v);
     if (vp.held) {
-      outs[o].rebind(vp.dtype, vp.shape, nullptr);
+      outs[o].rebind(vp.dtype, vp.dims(), vp.rank(), vp.count(), nullptr);
     } else if (vp.alias_of >= 0) {
       const Tensor& src = *at[static_cast<size_t>(vp.alias_of)];
-      outs[o].rebind(vp.dtype, vp.shape, static_cast<uint8_t*>(src.raw()) + vp.alias_offset, src.owner());
+      outs[o].rebind(vp.dtype, vp.dims(), vp.rank(), vp.count(), static_cast<uint8_t*>(src.raw()) + vp.alias_offset,
+                     src.owner());
     } else if (vp.placed_in >= 0) {
       const Tensor& dst = *at[static_cast<size_t>(vp.placed_in)];
-      outs[o].rebind(vp.dtype, vp.shape, static_cast<uint8_t*>(dst.raw()) + vp.placed_offset, dst.owner());
+      outs[o].rebind(vp.dtype, vp.dims(), vp.rank(), vp.count(), static_cast<uint8_t*>(dst.raw()) + vp.placed_offset,
+                     dst.owner());
     } else if (vp.offset >= 0) {
-      outs[o].rebind(vp.dtype, vp.shape, arena + vp.offset);
+      outs[o].rebind(vp.dtype, vp.dims(), vp.rank(), vp.count(), arena + vp.offset);
     } else {
-      outs[o] = outputs_->buffer(output_slot_[static_cast<size_t>(v)], vp.dtype, vp.shape);
+      outs[o] = outputs_->buffer(output_slot_[static_cast<size_t>(v)], vp.dtype, vp.shape());
     }
   }
 }
@@ -340,7 +342,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
   for (size_t i = 0; i < graph_.inputs.size(); ++i) at_[static_cast<size_t>(graph_.inputs[i])] = inputs[i];
   for (int o : p.early_outputs) {
     const ValuePlan& vp = p.value(o);
-    made_[static_cast<size_t>(o)] = outputs_->buffer(output_slot_[static_cast<size_t>(o)], vp.dtype, vp.shape);
+    made_[static_cast<size_t>(o)] = outputs_->buffer(output_slot_[static_cast<size_t>(o)], vp.dtype, vp.shape());
     at_[static_cast<size_t>(o)] = &made_[static_cast<size_t>(o)];
   }
   // Whatever happens, no tensor a node made outlives the run.
@@ -387,9 +389,9 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
       for (size_t o = 0; o < out_count && p.nodes[n].holds; ++o) {
         const int v = out_ids[o];
         if (v < 0 || !p.value(v).held) continue;
-        if (outs[o].shape() != p.value(v).shape || (!outs[o].raw() && outs[o].size() > 0))
+        if (outs[o].shape() != p.value(v).shape() || (!outs[o].raw() && outs[o].size() > 0))
           fail("{}: kernel did not provide its held output {} as {}", graph_.node_label(node), o,
-               shape_str(p.value(v).shape));
+               shape_str(p.value(v).shape()));
       }
     } else {
       outs = with_context([&] { return graph_.node_label(node); },

@@ -32,6 +32,12 @@ int64_t numel(const Shape& shape) {
   return n;
 }
 
+void fail_invalid_shape(const int64_t* dims, size_t rank) {
+  const Shape shape(dims, dims + rank);
+  numel(shape);  // names a negative dim or the element limit
+  fail("shape {} is not a valid shape", shape_str(shape));
+}
+
 std::string shape_str(const Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

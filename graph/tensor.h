@@ -21,6 +21,8 @@ int64_t numel(const Shape& shape);
 
 // The same without throwing: -1 for a negative dim or a product above 2^50.
 int64_t checked_numel(const Shape& shape);
+// Fails naming what makes these dims no shape (checked_numel gave -1).
+[[noreturn]] void fail_invalid_shape(const int64_t* dims, size_t rank);
 
 std::string shape_str(const Shape& shape);  // "[2,3,4]"
 
@@ -72,6 +74,17 @@ class Tensor {
   void rebind(DType dtype, const Shape& shape, void* data, std::shared_ptr<const void> owner = nullptr) {
     const int64_t count = numel(shape);  // checked first: a throw leaves the tensor as it was
     shape_.assign(shape.begin(), shape.end());
+    count_ = count;
+    dtype_ = dtype;
+    data_ = data;
+    owner_ = std::move(owner);
+  }
+  // The same from `rank` dims and their element count, which the caller
+  // computed with checked_numel (a plan's ValuePlan::count; -1 fails here).
+  void rebind(DType dtype, const int64_t* dims, size_t rank, int64_t count, void* data,
+              std::shared_ptr<const void> owner = nullptr) {
+    if (count < 0) fail_invalid_shape(dims, rank);
+    shape_.assign(dims, dims + rank);
     count_ = count;
     dtype_ = dtype;
     data_ = data;
