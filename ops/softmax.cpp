@@ -118,9 +118,9 @@ void row_kernel(Mode mode, const T* x, T* y, int64_t n) {
       m < std::numeric_limits<C>::infinity()) {
     int64_t e = n;
     if constexpr (std::is_same_v<T, float>) {
-      // Eight at a time while all eight are negligible (the test below, as
-      // maxps and subps compute it; a causal row's masked half was a third
-      // of this function's time element by element), then one by one.
+      // Eight at a time while all eight are negligible (the scalar test
+      // below, as subps and cmpps compute it; element by element a causal
+      // row's masked half took half of this function's time), then one by one.
       const __m256 top = _mm256_set1_ps(m), cut = _mm256_set1_ps(kNegligible);
       while (e >= L && _mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + e - L), top), cut,
                                                         _CMP_LT_OQ)) == 0xff)
