@@ -68,19 +68,12 @@ class Tensor {
   template <class T> T* data() const { return static_cast<T*>(data_); }
   const std::shared_ptr<const void>& owner() const { return owner_; }
 
-  // This tensor made again as Tensor(dtype, shape, data, owner), reusing its
-  // shape's storage: the executor binds every node's outputs this way each
-  // run, so a steady decode step allocates no shapes.
-  void rebind(DType dtype, const Shape& shape, void* data, std::shared_ptr<const void> owner = nullptr) {
-    const int64_t count = numel(shape);  // checked first: a throw leaves the tensor as it was
-    shape_.assign(shape.begin(), shape.end());
-    count_ = count;
-    dtype_ = dtype;
-    data_ = data;
-    owner_ = std::move(owner);
-  }
-  // The same from `rank` dims and their element count, which the caller
-  // computed with checked_numel (a plan's ValuePlan::count; -1 fails here).
+  // This tensor made again as Tensor(dtype, shape, data, owner) from `rank`
+  // dims and their element count, which the caller computed with
+  // checked_numel (a plan's ValuePlan::count), reusing its shape's storage:
+  // the executor binds every node's outputs this way each run, so a steady
+  // decode step allocates no shapes. A count of -1 fails first, naming the
+  // shape, and leaves the tensor as it was.
   void rebind(DType dtype, const int64_t* dims, size_t rank, int64_t count, void* data,
               std::shared_ptr<const void> owner = nullptr) {
     if (count < 0) fail_invalid_shape(dims, rank);

@@ -98,7 +98,8 @@ void pack_a(size_t mr_tile, size_t m, size_t k, const float* a, size_t lda, bool
       // P·V, a prompt's P being long rows); the rest one by one.
       const size_t groups = rows / 4 * 4, k4 = k / 4 * 4;
       for (size_t kk = 0; kk < k4; kk += 4)
-        for (size_t r = 0; r < groups; r += 4) transpose4x4(a + (row0 + r) * lda + kk, lda, d + kk * mr_tile + r, mr_tile);
+        for (size_t r = 0; r < groups; r += 4)
+          transpose4x4(a + (row0 + r) * lda + kk, lda, d + kk * mr_tile + r, mr_tile);
       for (size_t r = 0; r < rows; ++r) {
         const float* src = a + (row0 + r) * lda;
         for (size_t kk = r < groups ? k4 : 0; kk < k; ++kk) d[kk * mr_tile + r] = src[kk];
