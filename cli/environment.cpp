@@ -92,7 +92,9 @@ void SessionFlags::add_to(CLI::App* cmd) {
                 "and for prompts over 64 tokens");
   std::vector<std::string> acts;
   for (ActPrecision a : kActPrecisions) acts.push_back(act_precision_name(a));
-  cmd->add_option("--act-precision", act_precision, "Activations of every 4-bit weight GEMM")
+  cmd->add_option("--act-precision", act_precision,
+                  "Activations of every 4-bit weight GEMM (auto: int8 per K block; float on a MatMulNBits "
+                  "whose accuracy_level is 1, 2 or 3, as onnxruntime computes it)")
       ->check(one_of(acts))
       ->capture_default_str();
   cmd->add_option("--kv-dtype", kv_dtype,

@@ -17,6 +17,12 @@
 //   local_window_size (−1: none), do_rotary, rotary_interleaved,
 //   smooth_softmax; qk_output must be 0.
 // Outputs: 0 [B, S, N·H]; 1 present_key, 2 present_value [B, kvN, max(T, P), H].
+// Types: query, key, value, the past and present, the rotary caches,
+//   attention_bias and head_sink all float32, or all float16 (T; the
+//   caches may stay float32) — onnxruntime-genai's builds for GPU execution
+//   providers (`-e cuda`, `-e dml`) are float16 throughout. float16 is
+//   computed as onnxruntime's CPU kernel computes it: widened to float32,
+//   the rotated Q and K rounded to float16, the output rounded once.
 //
 // Per sequence b: T_b = seqlens_k[b] + 1 positions, of which the first
 // P_b = T_b − S are the past (0 on the first prompt, S = total). Query s
@@ -95,9 +101,17 @@ class GroupQueryAttentionKernel : public Kernel {
   bool needs_input_data(int input) const override { return !(state_ && (input == 3 || input == 4)); }
 
   void reshape(ReshapeContext& ctx) override {
-    for (int i : {0, 1, 2, 3, 4, 7, 8, 10, 11})
-      if (ctx.has_input(i) && ctx.dtype(i) != DType::F32)
-        fail("input {} ({}) is {}, expected float32", i, input_name(i), dtype_name(ctx.dtype(i)));
+    const DType t = ctx.dtype(0);
+    if (t != DType::F32 && t != DType::F16)
+      fail("input 0 (query) is {}, expected float32 or float16", dtype_name(t));
+    for (int i : {1, 2, 3, 4, 10, 11})
+      if (ctx.has_input(i) && ctx.dtype(i) != t)
+        fail("input {} ({}) is {}, expected {} as the query", i, input_name(i), dtype_name(ctx.dtype(i)),
+             dtype_name(t));
+    for (int i : {7, 8})
+      if (ctx.has_input(i) && ctx.dtype(i) != t && ctx.dtype(i) != DType::F32)
+        fail("input {} ({}) is {}, expected {} or float32", i, input_name(i), dtype_name(ctx.dtype(i)),
+             dtype_name(t));
     for (int i : {5, 6})
       if (ctx.dtype(i) != DType::I32) fail("input {} ({}) is {}, expected int32", i, input_name(i), dtype_name(ctx.dtype(i)));
     const Shape& q = ctx.shape(0);
@@ -149,16 +163,16 @@ class GroupQueryAttentionKernel : public Kernel {
     } else {
       t_max = std::max(total, past_len);
       for (int o : {1, 2})
-        if (ctx.has_output(o)) ctx.set_output(o, DType::F32, {b, kv_heads_, t_max, d});
+        if (ctx.has_output(o)) ctx.set_output(o, t, {b, kv_heads_, t_max, d});
     }
     if (ctx.has_input(10)) {
       const Shape& m = ctx.shape(10);
       if (m.size() != 4 || (m[0] != 1 && m[0] != b) || (m[1] != 1 && m[1] != heads_) || m[2] != s || m[3] < total)
         fail("input attention_bias has shape {}, expected [{} or 1, {} or 1, {}, ≥ {}]", shape_str(m), b, heads_, s, total);
     }
-    ctx.set_output(0, DType::F32, {b, s, heads_ * d});
-    const Plan p = plan(b, s, d, t_max);
-    ctx.set_workspace(p.q_bytes + p.slot * static_cast<size_t>(ThreadPool::default_threads()));
+    ctx.set_output(0, t, {b, s, heads_ * d});
+    const Plan p = plan(b, s, d, t_max, t == DType::F16, ctx.has_input(10));
+    ctx.set_workspace(p.workspace(static_cast<size_t>(ThreadPool::default_threads())));
   }
 
   void run(RunContext& ctx) override {
@@ -170,6 +184,9 @@ class GroupQueryAttentionKernel : public Kernel {
     const int64_t total = *ctx.input(6).data<int32_t>();
     const int32_t* seqlens = ctx.input(5).data<int32_t>();
     const bool first_prompt = s == total;
+    const bool half = Q.dtype() == DType::F16;
+    const DType t_cache = half ? DType::F16 : DType::F32;
+    const size_t es = half ? 2 : 4;  // bytes of a query, key, value or present element
     // Positions of sequence b: past P_b, total T_b.
     std::vector<int64_t> past(static_cast<size_t>(b)), len(static_cast<size_t>(b));
     for (int64_t i = 0; i < b; ++i) {
@@ -182,8 +199,8 @@ class GroupQueryAttentionKernel : public Kernel {
     }
 
     // Where the cache lives: the kept state, or the present outputs.
-    const float *kc, *vc;
-    int64_t head_stride;  // floats between KV heads
+    unsigned char *kc, *vc;
+    int64_t head_stride;  // elements between KV heads
     int64_t batch_stride;
     if (state_) {
       const int64_t p = past[0];
@@ -203,18 +220,19 @@ class GroupQueryAttentionKernel : public Kernel {
       const int64_t tp = pk.dim(2);
       head_stride = tp * d;
       batch_stride = kv_heads_ * head_stride;
+      kc = static_cast<unsigned char*>(pk.raw());
+      vc = static_cast<unsigned char*>(pv.raw());
       // The past as it is (all P rows: with a shared buffer its tail belongs to the caller).
       if (past_buf > 0) {
         const int64_t rows = std::min(past_buf, tp);
         for (int o : {3, 4}) {
-          const float* src = ctx.input(o).data<float>();
-          float* dst = (o == 3 ? pk : pv).data<float>();
+          const auto* src = static_cast<const unsigned char*>(ctx.input(o).raw());
+          unsigned char* dst = o == 3 ? kc : vc;
           for (int64_t h = 0; h < b * kv_heads_; ++h)
-            std::memcpy(dst + h * head_stride, src + h * past_buf * d, static_cast<size_t>(rows * d) * sizeof(float));
+            std::memcpy(dst + static_cast<size_t>(h * head_stride) * es,
+                        src + static_cast<size_t>(h * past_buf * d) * es, static_cast<size_t>(rows * d) * es);
         }
       }
-      kc = pk.data<float>();
-      vc = pv.data<float>();
     }
     for (int64_t i = 0; i < b; ++i)
       if (past[static_cast<size_t>(i)] + s > (state_ ? k_.capacity() : head_stride / d))
@@ -222,45 +240,83 @@ class GroupQueryAttentionKernel : public Kernel {
              state_ ? k_.capacity() : head_stride / d);
 
     // The workspace reshape sized: for the same total length.
-    const Plan pl = plan(b, s, d, state_ ? std::max(total, past_buf + s) : std::max(total, past_buf));
+    const Plan pl = plan(b, s, d, state_ ? std::max(total, past_buf + s) : std::max(total, past_buf), half,
+                         ctx.has_input(10));
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
     float* qr = reinterpret_cast<float*>(ws);  // [B, S, N, H]: rotated queries
-    unsigned char* slots = ws + pl.q_bytes;
+    // float16: the inputs widened, and the output before its rounding.
+    float* wide_in = reinterpret_cast<float*>(ws + pl.q_bytes);
+    float* wide_out = reinterpret_cast<float*>(ws + pl.q_bytes + pl.in_bytes);
+    unsigned char* slots = ws + pl.q_bytes + pl.in_bytes + pl.out_bytes;
 
     // Rotate Q into the workspace and write the new K (rotated) and V at
     // positions P_b … P_b + S − 1 of the cache.
-    const float* qin = Q.data<float>();
-    const float* kin = packed_ ? qin + heads_ * d : ctx.input(1).data<float>();
-    const float* vin = packed_ ? qin + (heads_ + kv_heads_) * d : ctx.input(2).data<float>();
     const int64_t q_row = Q.dim(2), kv_row = packed_ ? q_row : kv_heads_ * d;
+    const VecMathConfig& vm = vec_math_config();
+    const float* qin = Q.data<float>();
+    const float *kin = nullptr, *vin = nullptr;
+    if (half) {
+      const size_t qn = static_cast<size_t>(b * s * q_row), kvn = packed_ ? 0 : static_cast<size_t>(b * s * kv_row);
+      vm.widen(qn, Q.data<uint16_t>(), wide_in);
+      if (!packed_) {
+        vm.widen(kvn, ctx.input(1).data<uint16_t>(), wide_in + qn);
+        vm.widen(kvn, ctx.input(2).data<uint16_t>(), wide_in + qn + kvn);
+      }
+      qin = wide_in;
+      kin = packed_ ? qin + heads_ * d : wide_in + qn;
+      vin = packed_ ? qin + (heads_ + kv_heads_) * d : wide_in + qn + kvn;
+    } else {
+      kin = packed_ ? qin + heads_ * d : ctx.input(1).data<float>();
+      vin = packed_ ? qin + (heads_ + kv_heads_) * d : ctx.input(2).data<float>();
+    }
     const int64_t* pos_ids = ctx.has_input(9) ? ctx.input(9).data<int64_t>() : nullptr;
-    const float* cos = rotary_ ? ctx.input(7).data<float>() : nullptr;
-    const float* sin = rotary_ ? ctx.input(8).data<float>() : nullptr;
-    const int64_t half = rotary_ ? ctx.input(7).dim(1) : 0, max_pos = rotary_ ? ctx.input(7).dim(0) : 0;
-    float* kw = const_cast<float*>(kc);
-    float* vw = const_cast<float*>(vc);
+    const Tensor* cos = rotary_ ? &ctx.input(7) : nullptr;
+    const Tensor* sin = rotary_ ? &ctx.input(8) : nullptr;
+    const int64_t rot = rotary_ ? cos->dim(1) : 0, max_pos = rotary_ ? cos->dim(0) : 0;
     ctx.pool().parallel_for(b * s, std::max<int64_t>(1, 64 / std::max<int64_t>(1, heads_)), [&](int64_t r0, int64_t r1) {
-      std::vector<float> row(state_ ? static_cast<size_t>(d) : 0);
+      std::vector<float> row(static_cast<size_t>(d)), cs(static_cast<size_t>(2 * rot));
+      std::vector<uint16_t> bits(half ? static_cast<size_t>(d) : 0);
+      // float16: x rounded to float16 in place (the rotated Q and K, as
+      // onnxruntime stores them), its bits in `bits`.
+      auto round16 = [&](float* x) {
+        if (!half) return;
+        vm.narrow(static_cast<size_t>(d), x, bits.data());
+        vm.widen(static_cast<size_t>(d), bits.data(), x);
+      };
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t bi = r / s, si = r % s;
         const int64_t pos = pos_ids ? pos_ids[r] : past[static_cast<size_t>(bi)] + si;
         if (rotary_ && (pos < 0 || pos >= max_pos))
           fail("position {} is outside the rotary cache of {} positions", pos, max_pos);
-        const float* cr = rotary_ ? cos + pos * half : nullptr;
-        const float* sr = rotary_ ? sin + pos * half : nullptr;
-        for (int64_t n = 0; n < heads_; ++n) rotate(qin + r * q_row + n * d, qr + (r * heads_ + n) * d, d, cr, sr, half);
+        const float *cr = nullptr, *sr = nullptr;
+        if (rotary_) {
+          cr = floats_at(*cos, pos * rot, rot, cs.data());
+          sr = floats_at(*sin, pos * rot, rot, cs.data() + rot);
+        }
+        for (int64_t n = 0; n < heads_; ++n) {
+          float* qd = qr + (r * heads_ + n) * d;
+          rotate(qin + r * q_row + n * d, qd, d, cr, sr, rot);
+          round16(qd);
+        }
         const int64_t at = past[static_cast<size_t>(bi)] + si;
         for (int64_t g = 0; g < kv_heads_; ++g) {
-          if (state_) {  // batch 1: rotated into a row, then stored as the state keeps it
-            rotate(kin + r * kv_row + g * d, row.data(), d, cr, sr, half);
+          // K rotated into a row, then stored as the state or the present keeps it.
+          rotate(kin + r * kv_row + g * d, row.data(), d, cr, sr, rot);
+          round16(row.data());
+          const float* v = vin + r * kv_row + g * d;
+          if (state_) {  // batch 1
             k_.put(g, at, row.data(), 1);
-            v_.put(g, at, vin + r * kv_row + g * d, 1);
+            v_.put(g, at, v, 1);
             continue;
           }
-          float* kd = kw + bi * batch_stride + g * head_stride + at * d;
-          rotate(kin + r * kv_row + g * d, kd, d, cr, sr, half);
-          std::memcpy(vw + bi * batch_stride + g * head_stride + at * d, vin + r * kv_row + g * d,
-                      static_cast<size_t>(d) * sizeof(float));
+          const size_t off = static_cast<size_t>(bi * batch_stride + g * head_stride + at * d) * es;
+          if (half) {
+            std::memcpy(kc + off, bits.data(), static_cast<size_t>(d) * 2);
+            vm.narrow(static_cast<size_t>(d), v, reinterpret_cast<uint16_t*>(vc + off));
+          } else {
+            std::memcpy(kc + off, row.data(), static_cast<size_t>(d) * 4);
+            std::memcpy(vc + off, v, static_cast<size_t>(d) * 4);
+          }
         }
       }
     });
@@ -272,10 +328,15 @@ class GroupQueryAttentionKernel : public Kernel {
     const int64_t per_b = grouped ? kv_heads_ : heads_;
     const int64_t tasks = b * per_b;
     const float scale = scale_ > 0 ? scale_ : 1.0f / std::sqrt(static_cast<float>(d));
-    const float* bias = ctx.has_input(10) ? ctx.input(10).data<float>() : nullptr;
-    const Shape bias_shape = bias ? ctx.input(10).shape() : Shape{};
-    const float* sink = ctx.has_input(11) ? ctx.input(11).data<float>() : nullptr;
-    float* out = ctx.output(0).data<float>();
+    const Tensor* bias = ctx.has_input(10) ? &ctx.input(10) : nullptr;
+    const Shape bias_shape = bias ? bias->shape() : Shape{};
+    std::vector<float>& sink = sink_;  // head_sink as float32 (kept across runs: no allocation a step)
+    sink.resize(ctx.has_input(11) ? static_cast<size_t>(heads_) : 0);
+    if (!sink.empty()) {
+      const float* h = floats_at(ctx.input(11), 0, heads_, sink.data());
+      if (h != sink.data()) std::copy(h, h + heads_, sink.data());
+    }
+    float* out = half ? wide_out : ctx.output(0).data<float>();
     const int64_t out_row = heads_ * d;
     auto one = [&](int64_t task, unsigned char* slot, ThreadPool* inner) {
       const int64_t bi = task / per_b, u = task % per_b;
@@ -287,10 +348,12 @@ class GroupQueryAttentionKernel : public Kernel {
       // Rows: grouped, the rep heads of one position (H apart); else the S positions of one head (N·H apart).
       const float* a = qr + (bi * s * heads_ + head0) * d;
       const size_t lda = static_cast<size_t>(grouped ? d : heads_ * d);
-      const KvRows kb = state_ ? k_.head(g) : KvRows{kc + bi * batch_stride + g * head_stride, DType::F32};
-      const KvRows vb = state_ ? v_.head(g) : KvRows{vc + bi * batch_stride + g * head_stride, DType::F32};
+      const size_t head_at = static_cast<size_t>(bi * batch_stride + g * head_stride) * es;
+      const KvRows kb = state_ ? k_.head(g) : KvRows{kc + head_at, t_cache};
+      const KvRows vb = state_ ? v_.head(g) : KvRows{vc + head_at, t_cache};
       float* scores = reinterpret_cast<float*>(slot);
       void* gemm_ws = slot + pl.scores_bytes;
+      float* bias_row = reinterpret_cast<float*>(slot + pl.scores_bytes + pl.gemm_bytes);  // a float16 bias widened
       const size_t tn = static_cast<size_t>(t);
       // Row `row` reads keys [lo, hi) (softmax_row zeroes the rest).
       auto keys_end = [&](size_t row) {
@@ -316,8 +379,14 @@ class GroupQueryAttentionKernel : public Kernel {
         const int64_t hi = keys_end(row);  // keys [lo, hi)
         int64_t lo = window_ > 0 ? std::max<int64_t>(0, qpos + 1 - window_) : 0;
         float* sr = scores + row * tn;
-        const float* br = bias ? bias + bias_offset(bias_shape, bi, head, si) : nullptr;
-        softmax_row(sr, tn, lo, std::max(lo, hi), scale, br, sink ? sink[head] : (smooth_ ? 0.0f : NAN), sink || smooth_);
+        const float* br = nullptr;
+        if (bias) {
+          const int64_t at = bias_offset(bias_shape, bi, head, si);
+          br = floats_at(*bias, at, t, bias_row);
+        }
+        const bool has_sink = !sink.empty();
+        const float sink_at = has_sink ? sink[static_cast<size_t>(head)] : (smooth_ ? 0.0f : NAN);
+        softmax_row(sr, tn, lo, std::max(lo, hi), scale, br, sink_at, has_sink || smooth_);
       }
       float* o = out + (bi * s) * out_row + head0 * d;
       kv_mix(kv_config_, m, tn, static_cast<size_t>(d), scores, tn, vb, o, static_cast<size_t>(grouped ? d : out_row),
@@ -327,6 +396,7 @@ class GroupQueryAttentionKernel : public Kernel {
     run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
       one(task, slots + static_cast<size_t>(r) * pl.slot, inner);
     });
+    if (half) vm.narrow(static_cast<size_t>(b * s * out_row), out, ctx.output(0).data<uint16_t>());
   }
 
   std::string describe() const override {
@@ -340,19 +410,37 @@ class GroupQueryAttentionKernel : public Kernel {
  private:
   struct Plan {
     size_t q_bytes = 0;       // rotated queries
+    size_t in_bytes = 0;      // float16: query, key and value widened
+    size_t out_bytes = 0;     // float16: the output before its rounding
     size_t scores_bytes = 0;  // one task's scores
-    size_t slot = 0;          // one thread's scores + GEMM workspace
+    size_t gemm_bytes = 0;    // one task's P·V workspace
+    size_t slot = 0;          // one thread's scores, GEMM workspace and (float16) widened bias row
+    size_t workspace(size_t threads) const { return q_bytes + in_bytes + out_bytes + slot * threads; }
   };
 
-  Plan plan(int64_t b, int64_t s, int64_t d, int64_t t) const {
+  Plan plan(int64_t b, int64_t s, int64_t d, int64_t t, bool half, bool bias) const {
     Plan p;
     p.q_bytes = align64(static_cast<size_t>(b * s * heads_ * d) * sizeof(float));
+    if (half) {
+      const int64_t row = (heads_ + 2 * kv_heads_) * d;  // Q, K and V, packed or not
+      p.in_bytes = align64(static_cast<size_t>(b * s * row) * sizeof(float));
+      p.out_bytes = p.q_bytes;
+    }
     const size_t m = static_cast<size_t>(s == 1 ? heads_ / kv_heads_ : s);
     const size_t tn = static_cast<size_t>(std::max<int64_t>(t, 1)), dn = static_cast<size_t>(d);
     p.scores_bytes = align64(m * tn * sizeof(float));
-    const size_t gemm = kv_mix_workspace(kv_config_, m, tn, dn, state_ ? k_.dtype() : DType::F32);
-    p.slot = p.scores_bytes + align64(gemm);
+    const DType cache = state_ ? k_.dtype() : (half ? DType::F16 : DType::F32);
+    p.gemm_bytes = align64(kv_mix_workspace(kv_config_, m, tn, dn, cache));
+    p.slot = p.scores_bytes + p.gemm_bytes + (half && bias ? align64(tn * sizeof(float)) : 0);
     return p;
+  }
+
+  // `count` elements of a float32 or float16 tensor from element `first`,
+  // as float32: where they are, or widened into `buf`.
+  static const float* floats_at(const Tensor& x, int64_t first, int64_t count, float* buf) {
+    if (x.dtype() == DType::F32) return x.data<float>() + first;
+    vec_math_config().widen(static_cast<size_t>(count), x.data<uint16_t>() + first, buf);
+    return buf;
   }
 
   // y = x with its first 2·half dims rotated by (cos, sin); the rest copied.
@@ -418,6 +506,7 @@ class GroupQueryAttentionKernel : public Kernel {
   float scale_ = 0, softcap_ = 0;
   bool rotary_ = false, interleaved_ = false, smooth_ = false, packed_ = false;
   KvStore k_, v_;  // the kept state (com.onebit)
+  std::vector<float> sink_;  // head_sink widened, a run's
 };
 
 }  // namespace

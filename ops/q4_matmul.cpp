@@ -19,12 +19,16 @@
 //   Output: T1. float16 A (transformers.js' model_q4f16 files) is widened to
 //   float32, the product computed as for float32 A, each output rounded
 //   once to float16 — onnxruntime's CPU result for the same node.
-//   Attributes: K, N, bits, block_size; accuracy_level is not read: the
-//   activation precision is 1bit's (--act-precision), the same for both ops.
+//   Attributes: K, N, bits, block_size, accuracy_level (what `auto`
+//   activations follow, below).
 //
 // Activation precision: the session's KernelOptions::act_precision
-// (--act-precision: int8-row (QD8), int8-block, float, or auto = kAutoAct
-// below), in every pass mode, for both ops.
+// (--act-precision: int8-row (QD8), int8-block, float, or auto), in every
+// pass mode, for both ops. auto is kAutoAct below, except on a MatMulNBits
+// whose accuracy_level asks for float activations: 1 (float32), 2
+// (float16) and 3 (bfloat16) compute in float, as onnxruntime's CPU kernel
+// does for all three (it has no float16 or bfloat16 path there); 0 (unset:
+// a build for another execution provider) and 4 (int8) take kAutoAct.
 #include <algorithm>
 #include <cstring>
 
@@ -49,9 +53,10 @@ namespace {
 // ~35% less CPU per weight byte than the float kernel (docs/BENCHMARK.md).
 constexpr Q4Act kAutoAct = Q4Act::kInt8Block;
 
-Q4Act act_of(ActPrecision a) {
+// `accuracy_level` is a MatMulNBits attribute's (-1: the node has none).
+Q4Act act_of(ActPrecision a, int64_t accuracy_level = -1) {
   switch (a) {
-    case ActPrecision::kAuto: return kAutoAct;
+    case ActPrecision::kAuto: return accuracy_level >= 1 && accuracy_level <= 3 ? Q4Act::kFloat : kAutoAct;
     case ActPrecision::kInt8Row: return Q4Act::kInt8Row;
     case ActPrecision::kInt8Block: return Q4Act::kInt8Block;
     case ActPrecision::kFloat: return Q4Act::kFloat;
@@ -364,8 +369,10 @@ class MatMulNBitsKernel : public Q4KernelBase {
           fail("input g_idx[{}] = {}, expected {}: reordered (act-order) groups are not supported", i,
                tensor_int_at(g, i), i / bs);
     }
+    // Out of 0..4 it is clamped, as onnxruntime clamps it.
+    const int64_t accuracy_level = std::clamp<int64_t>(a.get_int("accuracy_level", 0), 0, 4);
     Q4GemmOptions opt;
-    opt.act = act_of(info.options().act_precision);
+    opt.act = act_of(info.options().act_precision, accuracy_level);
     if (info.has_input(5)) {
       // The bias is T1 like A: float32, or float16 widened once here.
       const Tensor& bias = require_constant(info, 5, "input bias");

@@ -19,7 +19,10 @@ DIR/ARCH/checkpoint and DIR/ARCH/genai-PRECISION. int4-mixed is the
 builder's k_quant_mixed recipe (`-p int4 --extra_options
 algo_config=k_quant_mixed`): 4-bit weights with zero points, the LM head and
 the sensitive layers' projections in 8 bits, the embedding an 8-bit
-GatherBlockQuantized. Each step is redone only
+GatherBlockQuantized. int4-acc1 is `-p int4 --extra_options
+accuracy_level=1`: MatMulNBits asking for float activations; fp16-cuda is
+`-p fp16 -e cuda`, a build for CUDA (float16 GroupQueryAttention, where the
+CPU build keeps it float32). Each step is redone only
 when its output is missing or older than this script or the config, so a
 second ctest run reuses them.
 """
@@ -35,6 +38,15 @@ CONFIG = HERE / "configs" / "llama-tiny.json"
 ARCHS = HERE / "configs" / "genai-archs.json"
 QWEN3 = HERE.parent.parent / "shared" / "models" / "qwen3"
 SEED = 0
+# Builds beyond the builder's plain precisions: PRECISION-RECIPE adds these
+# arguments to `-p PRECISION -e cpu`.
+RECIPES = {
+    "mixed": ["--extra_options", "algo_config=k_quant_mixed"],
+    # float activations (onnxruntime computes accuracy_level 1 in float32)
+    "acc1": ["--extra_options", "accuracy_level=1"],
+    # for CUDA: float16 inputs, outputs and GroupQueryAttention (the last -e wins)
+    "cuda": ["-e", "cuda"],
+}
 
 
 def stale(target: Path, *sources: Path) -> bool:
@@ -89,8 +101,8 @@ def build(ckpt: Path, out: Path, precision: str) -> None:
     base, _, recipe = precision.partition("-")
     cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(ckpt), "-o", str(target), "-p",
            base, "-e", "cpu", "-c", str(out / "cache")]
-    if recipe == "mixed":
-        cmd += ["--extra_options", "algo_config=k_quant_mixed"]
+    if recipe:
+        cmd += RECIPES[recipe]
     print("+", " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True)  # the builder's progress bars stay out of the log
     if p.returncode != 0:
@@ -102,7 +114,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["tiny", "archs"])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--precision", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4", "fp16", "int8", "int4-mixed"])
+    ap.add_argument("--precision", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4", "fp16", "int8", "int4-mixed", "int4-acc1", "fp16-cuda"])
     args = ap.parse_args()
     out = Path(args.out)
     if args.which == "tiny":

@@ -10,12 +10,13 @@ onebit_add_pytest(opset_ranges_match_onnx TESTS test_opset_ranges.py)
 set_tests_properties(opset_ranges_match_onnx PROPERTIES TIMEOUT 300)
 
 # onnxruntime-genai's builder on a tiny random Llama checkpoint (fp32, int4,
-# fp16, int8, and int4 with the k_quant_mixed recipe's 8-bit layers), cached
-# under the build directory (scripts/genai_models.py).
+# fp16, int8, int4 with the k_quant_mixed recipe's 8-bit layers, and int4 with
+# accuracy_level 1: float activations; fp16 for CUDA: float16 attention),
+# cached under the build directory (scripts/genai_models.py).
 set(ONEBIT_GENAI_TINY ${PROJECT_BINARY_DIR}/models/genai-tiny)
 add_test(NAME genai_build_tiny
   COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/genai_models.py tiny --out ${ONEBIT_GENAI_TINY}
-          --precision fp32 int4 fp16 int8 int4-mixed)
+          --precision fp32 int4 fp16 int8 int4-mixed int4-acc1 fp16-cuda)
 set_tests_properties(genai_build_tiny PROPERTIES FIXTURES_SETUP genai_tiny TIMEOUT 900)
 
 # The same builder on tiny random checkpoints of Qwen3, Qwen2, Mistral,

@@ -190,6 +190,10 @@ class OpTest {
     options_.threads = n;
     return *this;
   }
+  OpTest& act_precision(ActPrecision a) {
+    options_.kernel.act_precision = a;
+    return *this;
+  }
   // Folding and the QDQ fusion only (SessionOptions::basic): the op as the
   // file has it, without the fusions that replace it.
   OpTest& basic() {

@@ -340,3 +340,42 @@ TEST_CASE("MatMulNBits float16 A: the float32 product of the widened rows, round
       }
     }
 }
+
+TEST_CASE("MatMulNBits accuracy_level: auto computes in float at 1 to 3, on int8 blocks at 0 and 4", "[nbits8][op]") {
+  // onnxruntime's CPU kernel: levels 1 (float32), 2 (float16) and 3
+  // (bfloat16) compute in float32, 4 quantizes the activations to int8, 0
+  // is unset; out of range clamps. An explicit --act-precision overrides.
+  for (int64_t bits : {4, 8}) {
+    INFO("bits " << bits);
+    const int64_t m = 3, k = 96, n = 21, bs = 32, blocks = 3;
+    std::mt19937 rng(static_cast<unsigned>(bits));
+    std::vector<uint8_t> b(static_cast<size_t>(n * blocks * bs * bits / 8));
+    for (auto& v : b) v = static_cast<uint8_t>(rng() & 255);
+    std::normal_distribution<float> g(0.f, 1.f);
+    std::vector<float> scales(static_cast<size_t>(n * blocks)), x(static_cast<size_t>(m * k));
+    for (auto& v : scales) v = 0.02f + 0.005f * g(rng);
+    for (auto& v : x) v = g(rng);
+    auto run = [&](int64_t level, ActPrecision act) {
+      test::OpTest t("MatMulNBits", 1, "com.microsoft");
+      t.attr("K", k).attr("N", n).attr("bits", bits).attr("block_size", bs).attr("accuracy_level", level);
+      t.input(test::make_tensor<float>({m, k}, x));
+      t.constant(test::make_tensor<uint8_t>({n, blocks, bs * bits / 8}, b));
+      t.constant(test::make_tensor<float>({n * blocks}, scales));
+      return t.act_precision(act).run1();
+    };
+    auto same = [](const Tensor& p, const Tensor& q) {
+      return p.shape() == q.shape() && std::memcmp(p.raw(), q.raw(), p.bytes()) == 0;
+    };
+    const Tensor as_float = run(4, ActPrecision::kFloat), as_int8 = run(1, ActPrecision::kInt8Block);
+    REQUIRE_FALSE(same(as_float, as_int8));  // the data tells the two apart
+    for (int64_t level : {1, 2, 3}) {
+      INFO("accuracy_level " << level);
+      CHECK(same(run(level, ActPrecision::kAuto), as_float));
+    }
+    for (int64_t level : {0, 4, 7, -2}) {
+      INFO("accuracy_level " << level);
+      CHECK(same(run(level, ActPrecision::kAuto), as_int8));
+    }
+    CHECK(same(run(1, ActPrecision::kInt8Row), run(4, ActPrecision::kInt8Row)));
+  }
+}

@@ -28,6 +28,9 @@ struct GqaCase {
   float softcap = 0;
   int64_t window = -1;
   int64_t max_pos = 16;
+  DType dtype = DType::F32;  // of every float input and output (the rotary caches: cache_dtype)
+  DType cache_dtype = DType::F32;
+  bool bias = false, sink = false;  // attention_bias [b, heads, s, past + s], head_sink [heads]
 };
 
 struct GqaData {
@@ -35,15 +38,11 @@ struct GqaData {
   std::vector<float> qkv;           // packed [b, s, (heads + 2 kv)·d]
   std::vector<float> past_k, past_v;  // [b, kv, past, d]
   std::vector<float> cos, sin;      // [max_pos, half]
+  std::vector<float> bias, sink;
 };
 
-GqaData make_data(const GqaCase& c, uint32_t seed) {
-  GqaData g;
-  g.q = randn(static_cast<size_t>(c.b * c.s * c.heads * c.d), seed);
-  g.k = randn(static_cast<size_t>(c.b * c.s * c.kv_heads * c.d), seed + 1);
-  g.v = randn(static_cast<size_t>(c.b * c.s * c.kv_heads * c.d), seed + 2);
-  g.past_k = randn(static_cast<size_t>(c.b * c.kv_heads * c.past * c.d), seed + 3);
-  g.past_v = randn(static_cast<size_t>(c.b * c.kv_heads * c.past * c.d), seed + 4);
+// g.qkv from g.q, g.k and g.v.
+void pack_qkv(const GqaCase& c, GqaData& g) {
   const int64_t w = (c.heads + 2 * c.kv_heads) * c.d;
   g.qkv.resize(static_cast<size_t>(c.b * c.s * w));
   for (int64_t r = 0; r < c.b * c.s; ++r) {
@@ -52,13 +51,32 @@ GqaData make_data(const GqaCase& c, uint32_t seed) {
     std::copy_n(g.v.begin() + r * c.kv_heads * c.d, c.kv_heads * c.d,
                 g.qkv.begin() + r * w + (c.heads + c.kv_heads) * c.d);
   }
+}
+
+GqaData make_data(const GqaCase& c, uint32_t seed) {
+  GqaData g;
+  g.q = randn(static_cast<size_t>(c.b * c.s * c.heads * c.d), seed);
+  g.k = randn(static_cast<size_t>(c.b * c.s * c.kv_heads * c.d), seed + 1);
+  g.v = randn(static_cast<size_t>(c.b * c.s * c.kv_heads * c.d), seed + 2);
+  g.past_k = randn(static_cast<size_t>(c.b * c.kv_heads * c.past * c.d), seed + 3);
+  g.past_v = randn(static_cast<size_t>(c.b * c.kv_heads * c.past * c.d), seed + 4);
+  pack_qkv(c, g);
   for (int64_t p = 0; p < c.max_pos; ++p)
     for (int64_t i = 0; i < c.half; ++i) {
       const double theta = p / std::pow(10000.0, 2.0 * i / (2.0 * c.half));
       g.cos.push_back(static_cast<float>(std::cos(theta)));
       g.sin.push_back(static_cast<float>(std::sin(theta)));
     }
+  g.bias = randn(static_cast<size_t>(c.b * c.heads * c.s * (c.past + c.s)), seed + 5);
+  g.sink = randn(static_cast<size_t>(c.heads), seed + 6);
   return g;
+}
+
+// Every value of g as float16 holds it (the float32 and float16 nodes then
+// read the same numbers).
+void round_to_half(GqaData& g) {
+  for (std::vector<float>* v : {&g.q, &g.k, &g.v, &g.qkv, &g.past_k, &g.past_v, &g.cos, &g.sin, &g.bias, &g.sink})
+    for (float& x : *v) x = half_to_float(float_to_half(x));
 }
 
 // The reference: rotate, concatenate the past, causal softmax attention per head.
@@ -126,26 +144,36 @@ void reference(const GqaCase& c, const GqaData& g, std::vector<double>& out, std
 }
 
 OpTest gqa_node(const GqaCase& c, const GqaData& g, bool total_constant = false) {
+  auto make = [](DType dtype, Shape shape, const std::vector<float>& v) {
+    return make_tensor_as(dtype, std::move(shape), std::vector<double>(v.begin(), v.end()));
+  };
+  auto ten = [&](Shape shape, const std::vector<float>& v) { return make(c.dtype, std::move(shape), v); };
   OpTest t("GroupQueryAttention", 1, "com.microsoft");
   t.attr("num_heads", c.heads).attr("kv_num_heads", c.kv_heads).attr("do_rotary", c.rotary ? 1 : 0);
   t.attr("rotary_interleaved", c.interleaved ? 1 : 0).attr("local_window_size", c.window);
   if (c.softcap > 0) t.attr("softcap", c.softcap);
   const int64_t kvw = c.kv_heads * c.d;
   if (c.packed) {
-    t.input(make_tensor<float>({c.b, c.s, (c.heads + 2 * c.kv_heads) * c.d}, g.qkv)).omit().omit();
+    t.input(ten({c.b, c.s, (c.heads + 2 * c.kv_heads) * c.d}, g.qkv)).omit().omit();
   } else {
-    t.input(make_tensor<float>({c.b, c.s, c.heads * c.d}, g.q));
-    t.input(make_tensor<float>({c.b, c.s, kvw}, g.k)).input(make_tensor<float>({c.b, c.s, kvw}, g.v));
+    t.input(ten({c.b, c.s, c.heads * c.d}, g.q));
+    t.input(ten({c.b, c.s, kvw}, g.k)).input(ten({c.b, c.s, kvw}, g.v));
   }
-  t.input(make_tensor<float>({c.b, c.kv_heads, c.past, c.d}, g.past_k));
-  t.input(make_tensor<float>({c.b, c.kv_heads, c.past, c.d}, g.past_v));
+  t.input(ten({c.b, c.kv_heads, c.past, c.d}, g.past_k));
+  t.input(ten({c.b, c.kv_heads, c.past, c.d}, g.past_v));
   t.input(make_tensor<int32_t>({c.b}, std::vector<int32_t>(static_cast<size_t>(c.b), static_cast<int32_t>(c.past + c.s - 1))));
   Tensor total = make_tensor<int32_t>({}, {static_cast<int32_t>(c.past + c.s)});
   if (total_constant) t.constant(total);
   else t.input(total);
   if (c.rotary) {
-    t.constant(make_tensor<float>({c.max_pos, c.half}, g.cos)).constant(make_tensor<float>({c.max_pos, c.half}, g.sin));
+    t.constant(make(c.cache_dtype, {c.max_pos, c.half}, g.cos)).constant(make(c.cache_dtype, {c.max_pos, c.half}, g.sin));
+  } else if (c.bias || c.sink) {
+    t.omit().omit();
   }
+  if (c.bias || c.sink) t.omit();  // position_ids
+  if (c.bias) t.input(ten({c.b, c.heads, c.s, c.past + c.s}, g.bias));
+  else if (c.sink) t.omit();
+  if (c.sink) t.constant(ten({c.heads}, g.sink));
   t.outputs(3);
   return t;
 }
@@ -354,6 +382,148 @@ TEST_CASE("GroupQueryAttention: the KV state in float16", "[genai][gqa][kv_state
       CHECK(max_diff > 0);
       CHECK(max_diff < 1e-2);
     }
+  }
+}
+
+// onnxruntime-genai's builds for GPU execution providers (-e cuda, -e dml)
+// are float16 throughout. Against the float32 node on the same values
+// (every input one float16 holds): the present K is the float32 node's
+// rotated K rounded once to float16 and V is copied; the output is the
+// float32 node's within float16 rounding (onnxruntime's CPU kernel rounds
+// the rotated Q and K, and the output once).
+TEST_CASE("GroupQueryAttention: float16 throughout", "[genai][gqa][f16]") {
+  auto max_diff = [](const Tensor& half, const Tensor& full, double& worst_rel) {
+    double worst = 0;
+    worst_rel = 0;
+    for (int64_t i = 0; i < full.size(); ++i) {
+      const double a = half_to_float(half.data<uint16_t>()[i]), b = full.data<float>()[i];
+      worst = std::max(worst, std::fabs(a - b));
+      worst_rel = std::max(worst_rel, std::fabs(a - b) / (1.0 + std::fabs(b)));
+    }
+    return worst;
+  };
+  for (int variant = 0; variant < 5; ++variant) {
+    INFO("variant " << variant);
+    GqaCase c;
+    if (variant == 1) {  // separate Q, K, V, a decode step
+      c.packed = false;
+      c.s = 1;
+      c.past = 9;
+    }
+    if (variant == 2) {  // float32 rotary caches, the first prompt
+      c.past = 0;
+      c.s = 5;
+    }
+    if (variant == 3) {  // attention_bias, no rotary
+      c.rotary = false;
+      c.bias = true;
+    }
+    if (variant == 4) {  // head_sink, a window
+      c.sink = true;
+      c.window = 3;
+      c.past = 4;
+    }
+    GqaData g = make_data(c, static_cast<uint32_t>(11 + variant));
+    round_to_half(g);
+    const std::vector<Tensor> full = gqa_node(c, g).run();
+    c.dtype = DType::F16;
+    c.cache_dtype = variant == 2 ? DType::F32 : DType::F16;
+    const std::vector<Tensor> half = gqa_node(c, g).run();
+    REQUIRE(half.size() == 3);
+    for (int o = 0; o < 3; ++o) {
+      REQUIRE(half[static_cast<size_t>(o)].dtype() == DType::F16);
+      REQUIRE(half[static_cast<size_t>(o)].shape() == full[static_cast<size_t>(o)].shape());
+    }
+    for (int o : {1, 2})
+      for (int64_t i = 0; i < full[static_cast<size_t>(o)].size(); ++i) {
+        INFO("present " << o << " element " << i);
+        REQUIRE(half[static_cast<size_t>(o)].data<uint16_t>()[i] ==
+                float_to_half(full[static_cast<size_t>(o)].data<float>()[i]));
+      }
+    double rel = 0;
+    max_diff(half[0], full[0], rel);
+    CHECK(rel < 4e-3);
+    if (c.rotary && variant < 2) {
+      // The rounding points, exactly: the node without rotary, fed Q and K
+      // rotated as the kernel rotates them (in float32) and rounded to
+      // float16, gives the same bits.
+      GqaData pre = g;
+      auto rotate16 = [&](float* x, int64_t pos) {
+        std::vector<float> y(x, x + c.d);
+        for (int64_t i = 0; i < c.half; ++i) {
+          const float x1 = x[i], x2 = x[i + c.half];
+          const size_t at = static_cast<size_t>(pos * c.half + i);
+          const float co = g.cos[at], si = g.sin[at];
+          y[static_cast<size_t>(i)] = x1 * co - x2 * si;
+          y[static_cast<size_t>(i + c.half)] = x2 * co + x1 * si;
+        }
+        for (int64_t j = 0; j < c.d; ++j) x[j] = half_to_float(float_to_half(y[static_cast<size_t>(j)]));
+      };
+      for (int64_t r = 0; r < c.b * c.s; ++r) {
+        const int64_t pos = c.past + r % c.s;
+        for (int64_t n = 0; n < c.heads; ++n) rotate16(pre.q.data() + (r * c.heads + n) * c.d, pos);
+        for (int64_t n = 0; n < c.kv_heads; ++n) rotate16(pre.k.data() + (r * c.kv_heads + n) * c.d, pos);
+      }
+      pack_qkv(c, pre);
+      GqaCase unrotated = c;
+      unrotated.rotary = false;
+      const std::vector<Tensor> again = gqa_node(unrotated, pre).run();
+      for (int o = 0; o < 3; ++o) {
+        INFO("output " << o);
+        CHECK(std::memcmp(again[static_cast<size_t>(o)].raw(), half[static_cast<size_t>(o)].raw(),
+                          half[static_cast<size_t>(o)].bytes()) == 0);
+      }
+    }
+    if (c.bias || c.sink) {  // and it reads them: the output moves without
+      GqaCase plain = c;
+      plain.bias = plain.sink = false;
+      const Tensor without = gqa_node(plain, g).run()[0];
+      double moved = 0;
+      for (int64_t i = 0; i < without.size(); ++i)
+        moved = std::max(moved, std::fabs(double(half_to_float(half[0].data<uint16_t>()[i])) -
+                                          half_to_float(without.data<uint16_t>()[i])));
+      CHECK(moved > 0.05);
+    }
+  }
+}
+
+TEST_CASE("GroupQueryAttention: a float16 node keeps a float16 state, bit for bit the plain graph's",
+          "[genai][gqa][kv_state][f16]") {
+  GqaCase c;
+  c.past = 0;
+  c.s = 7;
+  c.dtype = c.cache_dtype = DType::F16;
+  GqaData g = make_data(c, 9);
+  round_to_half(g);
+  const Graph graph = gqa_node(c, g).graph();
+  SessionOptions so;
+  so.kv_state_inputs = {"in3", "in4"};
+  Session kept(graph, default_op_registry(), so);
+  REQUIRE(kept.keeps_kv_state());
+  Session plain(graph, default_op_registry(), SessionOptions{});
+  const int64_t w = (c.heads + 2 * c.kv_heads) * c.d;
+  Tensor pk = Tensor::allocate(DType::F16, {1, c.kv_heads, 0, c.d}), pv = pk;
+  for (int64_t pos = 0; pos < 7;) {
+    const int64_t n = pos == 0 ? 4 : 1;
+    const std::vector<float> rows(g.qkv.begin() + pos * w, g.qkv.begin() + (pos + n) * w);
+    std::vector<NamedTensor> in = {
+        {"in0", make_tensor_as(DType::F16, {1, n, w}, std::vector<double>(rows.begin(), rows.end()))},
+        {"in5", make_tensor<int32_t>({1}, {static_cast<int32_t>(pos + n - 1)})},
+        {"in6", make_tensor<int32_t>({}, {static_cast<int32_t>(pos + n)})}};
+    std::vector<NamedTensor> a = in, b = in;
+    a.push_back({"in3", pk});
+    a.push_back({"in4", pv});
+    b.push_back({"in3", Tensor(DType::F16, {1, c.kv_heads, pos, c.d}, nullptr)});
+    b.push_back({"in4", Tensor(DType::F16, {1, c.kv_heads, pos, c.d}, nullptr)});
+    const std::vector<Tensor> ya = plain.run(a);
+    const std::vector<Tensor> yb = kept.run(b);
+    INFO("position " << pos);
+    REQUIRE(yb[0].dtype() == DType::F16);
+    REQUIRE(yb[0].shape() == ya[0].shape());
+    CHECK(std::memcmp(yb[0].raw(), ya[0].raw(), ya[0].bytes()) == 0);
+    pk = ya[1];
+    pv = ya[2];
+    pos += n;
   }
 }
 

@@ -8,7 +8,10 @@ generator cannot run its own fp16 CPU build (onnxruntime's buffer reuse
 fails on the second step, onebit_tools/ort.py), so the fp16 tokens are
 checked against onnxruntime's greedy run with that reuse off. int8 is `-p
 int8` (8-bit MatMulNBits everywhere), int4-mixed the k_quant_mixed recipe
-(4-bit with zero points, 8-bit LM head, promoted layers and embedding). One test per
+(4-bit with zero points, 8-bit LM head, promoted layers and embedding),
+int4-acc1 the int4 build with accuracy_level 1 (float activations),
+fp16-cuda the float16 build for CUDA (float16 GroupQueryAttention; its
+tokens checked against onnxruntime's greedy run as fp16's). One test per
 build and check:
 
   test_generator_tokens[fp32-0]   test_logits_vs_onnxruntime[int4]   test_kv_state[fp32]
@@ -31,16 +34,19 @@ STEPS = 32
 # Mean KL(onnxruntime || 1bit) per build, nats: float32 agrees to rounding;
 # int4 runs MatMulNBits with int8 activations on both sides, rounded apart.
 # int8 and int4-mixed (8-bit MatMulNBits, run as two 4-bit halves) likewise.
-MAX_KL = {"fp32": 1e-6, "int4": 1e-3, "fp16": 1e-4, "int8": 1e-3, "int4-mixed": 1e-3}
+# int4-acc1 (accuracy_level 1) computes in float on both sides: as fp32.
+# fp16-cuda (the builder's CUDA build: float16 GroupQueryAttention) as fp16.
+MAX_KL = {"fp32": 1e-6, "int4": 1e-3, "fp16": 1e-4, "int8": 1e-3, "int4-mixed": 1e-3, "int4-acc1": 1e-6,
+          "fp16-cuda": 1e-4}
 # Where the two generators may part: at a step whose two candidates lie
 # within this many logits of each other in 1bit's own logits (a near tie
 # that onnxruntime's int8 activation rounding and 1bit's decide apart;
 # MatMulNBits accuracy_level 4 quantizes activations per block, as 1bit's
 # int8-block does, but the scales round differently; fp16: every op's
 # output rounds to float16, where the sums' orders differ by an ulp or two).
-# fp32 must not part.
-TIE = {"fp32": 0.0, "int4": 0.1, "fp16": 0.05, "int8": 0.1, "int4-mixed": 0.1}
-BUILDS = ["fp32", "int4", "fp16", "int8", "int4-mixed"]
+# fp32 and int4-acc1 (float activations) must not part.
+TIE = {"fp32": 0.0, "int4": 0.1, "fp16": 0.05, "int8": 0.1, "int4-mixed": 0.1, "int4-acc1": 0.0, "fp16-cuda": 0.05}
+BUILDS = ["fp32", "int4", "fp16", "int8", "int4-mixed", "int4-acc1", "fp16-cuda"]
 
 
 def genai_dir(config, build: str) -> Path:
@@ -81,10 +87,12 @@ def test_generator_tokens(onebit, pytestconfig, tmp_path, build, prompt):
     logits, got, prompt_ids = parity.run_onebit(onebit, str(d / "model.onnx"), ["--prompt", PROMPTS[prompt]], STEPS, [],
                                                 str(tmp_path / "onebit.npy"))
     ours = [int(t) for t in got]
-    if build == "fp16":
+    if build.startswith("fp16"):  # and the CUDA build, which onnxruntime-genai's CPU package cannot run
         import onnxruntime_genai as og
 
-        ids = [int(t) for t in og.Tokenizer(og.Model(str(d))).encode(PROMPTS[prompt])]
+        config = og.Config(str(d))
+        config.clear_providers()  # the CUDA build's tokenizer, on the CPU package
+        ids = [int(t) for t in og.Tokenizer(og.Model(config)).encode(PROMPTS[prompt])]
         theirs = [int(t) for t in parity.ort_greedy(str(d / "model.onnx"), np.array(ids), STEPS,
                                                      parity.eos_ids(str(d / "model.onnx")))[1]]
     else:
