@@ -56,6 +56,10 @@ std::vector<Tensor> evaluate_node(const Graph& g, const Node& node, Kernel& kern
   RunContext ctx(inputs.data(), static_cast<int>(inputs.size()), outs.data(), static_cast<int>(outs.size()),
                  rc.workspace() ? ws : nullptr, pool);
   kernel.run(ctx);
+  // A held output is the kernel's own storage (a state, a constant it
+  // picked): what a node evaluated here returns is the caller's.
+  for (size_t o = 0; o < outs.size(); ++o)
+    if (present[o] && rc.outputs()[o].held) outs[o] = Tensor::clone(outs[o]);
   return outs;
 }
 

@@ -1,5 +1,6 @@
 #include "graph/graph.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "base/error.h"
@@ -67,6 +68,41 @@ std::vector<float> Attributes::get_floats(const std::string& name, std::vector<f
 const Tensor* Attributes::get_tensor(const std::string& name) const {
   const Attribute* a = find(name);
   return a ? &expect_kind(*a, name, Attribute::Kind::Tensor).t : nullptr;
+}
+
+Tensor constant_node_value(const Attributes& a) {
+  Tensor value;
+  int given = 0;
+  if (const Tensor* t = a.get_tensor("value")) {
+    value = *t;
+    ++given;
+  }
+  if (a.has("value_float")) {
+    value = Tensor::allocate(DType::F32, {});
+    *value.data<float>() = a.get_float("value_float", 0);
+    ++given;
+  }
+  if (a.has("value_floats")) {
+    const auto v = a.get_floats("value_floats");
+    value = Tensor::allocate(DType::F32, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), value.data<float>());
+    ++given;
+  }
+  if (a.has("value_int")) {
+    value = Tensor::allocate(DType::I64, {});
+    *value.data<int64_t>() = a.get_int("value_int");
+    ++given;
+  }
+  if (a.has("value_ints")) {
+    const auto v = a.get_ints("value_ints");
+    value = Tensor::allocate(DType::I64, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), value.data<int64_t>());
+    ++given;
+  }
+  if (a.has("value_string") || a.has("value_strings")) fail("string constants are not supported");
+  if (a.has("sparse_value")) fail("sparse constants are not supported");
+  if (given != 1) fail("Constant needs exactly one value attribute, got {}", given);
+  return value;
 }
 
 int Graph::find_value(const std::string& name) const {

@@ -14,6 +14,16 @@
 
 namespace onebit {
 
+// A subgraph attribute (If's branches) as 1bit keeps it: its outputs when
+// each is a constant the subgraph defines itself (an initializer or a
+// Constant node, no inputs, nothing read from the enclosing graph); else
+// `not_constant` says what stands in the way. Subgraphs are not run.
+struct ConstantBranch {
+  std::vector<std::string> names;  // the subgraph's outputs, in order
+  std::vector<Tensor> outputs;     // their values (empty unless constant)
+  std::string not_constant;        // empty when every output is a constant
+};
+
 struct Attribute {
   enum class Kind { Float, Int, String, Tensor, Graph, Floats, Ints, Strings, Other };
   Kind kind = Kind::Other;
@@ -24,6 +34,7 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  std::shared_ptr<const ConstantBranch> graph;  // Kind::Graph
 };
 
 // Named attributes with typed getters. A wrong kind is an error naming the
@@ -46,6 +57,10 @@ class Attributes {
  private:
   std::map<std::string, Attribute> map_;
 };
+
+// A Constant node's value from its attributes (value, value_float(s),
+// value_int(s)); fails naming what it holds otherwise.
+Tensor constant_node_value(const Attributes& a);
 
 // A dim as declared in the file: a number, a symbolic name, or unknown.
 struct Dim {

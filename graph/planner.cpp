@@ -137,9 +137,7 @@ std::unique_ptr<Plan> Planner::build(const std::vector<const Tensor*>& inputs) c
       ValuePlan& vp = p.value(v);
       const OutputPlan& op = rc->outputs()[o];
       const bool unused = last_use(v) < 0;
-      if (op.held) {
-        if (val.is_output)
-          fail("{}: output '{}' is kernel state and cannot be a graph output", g_.node_label(node), val.name);
+      if (op.held) {  // a graph output too: the run hands out a copy (Session::run)
         vp.held = true;
         np.holds = true;
         continue;

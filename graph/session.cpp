@@ -144,7 +144,8 @@ void Session::reserve(const std::vector<NamedTensor>& inputs) {
     const ValuePlan& vp = plan->value(v);
     const int producer = graph_.value(v).producer;
     // An output that is an input or a constant has no producer to plan.
-    if (vp.dtype == DType::Undefined || producer < 0 || plan->node(producer).mode == NodePlan::Mode::Dynamic) continue;
+    if (vp.dtype == DType::Undefined || vp.held || producer < 0 || plan->node(producer).mode == NodePlan::Mode::Dynamic)
+      continue;
     // Two buffers per output: the caller may hold one (a cache fed back) while the next run fills the other.
     std::vector<Tensor> held;
     for (int copy = 0; copy < 2; ++copy) held.push_back(outputs_->buffer(i, vp.dtype, vp.shape()));
@@ -420,9 +421,10 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
     }
     const Tensor& t = *at_[static_cast<size_t>(v)];
     const ValuePlan& vp = p.value(v);
-    // Views into the arena, the inputs or constants are copied so the caller owns what it gets.
+    // Views into the arena, the inputs, constants or a kernel's storage are
+    // copied so the caller owns what it gets.
     const bool owned = &t == &made_[static_cast<size_t>(v)] && t.owner() && vp.offset < 0 && vp.alias_of < 0 &&
-                       !vp.known && !graph_.value(v).is_input;
+                       !vp.known && !vp.held && !graph_.value(v).is_input;
     result.push_back(owned ? std::move(made_[static_cast<size_t>(v)]) : Tensor::clone(t));
   }
   return result;

@@ -23,6 +23,7 @@ void register_all_ops(OpRegistry& r) {
   register_layer_norm_ops(r);
   register_quantize_ops(r);
   register_misc_ops(r);
+  register_control_flow_ops(r);
   register_topk_op(r);
   register_einsum_op(r);
   register_matmul_ops(r);

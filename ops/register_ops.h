@@ -30,6 +30,7 @@ void register_softmax_ops(OpRegistry& r);
 void register_layer_norm_ops(OpRegistry& r);
 void register_quantize_ops(OpRegistry& r);
 void register_misc_ops(OpRegistry& r);
+void register_control_flow_ops(OpRegistry& r);
 void register_topk_op(OpRegistry& r);
 void register_einsum_op(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);

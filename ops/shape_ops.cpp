@@ -168,39 +168,7 @@ class UnsqueezeKernel : public Kernel {
 // Constant: the value comes from exactly one attribute.
 class ConstantKernel : public Kernel {
  public:
-  explicit ConstantKernel(const KernelInfo& info) {
-    const Attributes& a = info.attrs();
-    int given = 0;
-    if (const Tensor* t = a.get_tensor("value")) {
-      value_ = *t;
-      ++given;
-    }
-    if (a.has("value_float")) {
-      value_ = Tensor::allocate(DType::F32, {});
-      *value_.data<float>() = a.get_float("value_float", 0);
-      ++given;
-    }
-    if (a.has("value_floats")) {
-      const auto v = a.get_floats("value_floats");
-      value_ = Tensor::allocate(DType::F32, {static_cast<int64_t>(v.size())});
-      std::copy(v.begin(), v.end(), value_.data<float>());
-      ++given;
-    }
-    if (a.has("value_int")) {
-      value_ = Tensor::allocate(DType::I64, {});
-      *value_.data<int64_t>() = a.get_int("value_int");
-      ++given;
-    }
-    if (a.has("value_ints")) {
-      const auto v = a.get_ints("value_ints");
-      value_ = Tensor::allocate(DType::I64, {static_cast<int64_t>(v.size())});
-      std::copy(v.begin(), v.end(), value_.data<int64_t>());
-      ++given;
-    }
-    if (a.has("value_string") || a.has("value_strings")) fail("string constants are not supported");
-    if (a.has("sparse_value")) fail("sparse constants are not supported");
-    if (given != 1) fail("Constant needs exactly one value attribute, got {}", given);
-  }
+  explicit ConstantKernel(const KernelInfo& info) : value_(constant_node_value(info.attrs())) {}
   void reshape(ReshapeContext& ctx) override { ctx.set_output(0, value_.dtype(), value_.shape()); }
   void run(RunContext& ctx) override {
     if (value_.bytes()) std::memcpy(ctx.output(0).raw(), value_.raw(), value_.bytes());

@@ -357,3 +357,96 @@ TEST_CASE("advise_random_reads: a cold page read from a marked mapping reads tha
   }
   std::remove(path.c_str());
 }
+
+namespace {
+
+// y = If(n > 2): then a Constant node [1, 2, 3], else an initializer [7, 8]
+// (the branches differ in shape, as a LongRoPE model's rotary caches do);
+// `else_reads_x` makes the else branch compute from the outer graph instead.
+// With `on_shape` the condition is x's length > 2 instead of n > 2: known
+// when planning, so the If is planned with its outputs held.
+ModelBuilder if_model(bool else_reads_x = false, bool on_shape = false) {
+  ModelBuilder b;
+  b.input("n", kInt64, {}).input("x", kFloat, {-1}).output("y", kFloat, {-1});
+  b.initializer<int64_t>("two", kInt64, {1}, {2});
+  if (on_shape) b.node("Shape", {"x"}, {"length"}, "length");
+  b.node("Greater", {on_shape ? "length" : "n", "two"}, {"cond"}, "greater");
+  onnx::NodeProto& n = b.node("If", {"cond"}, {"y"}, "if");
+  auto branch = [&](const char* name) {
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(name);
+    return a->mutable_g();
+  };
+  onnx::GraphProto* then_g = branch("then_branch");
+  onnx::NodeProto* c = then_g->add_node();
+  c->set_op_type("Constant");
+  c->set_name("three");
+  c->add_output("a");
+  onnx::AttributeProto* v = c->add_attribute();
+  v->set_name("value");
+  v->set_type(onnx::AttributeProto::TENSOR);
+  v->mutable_t()->set_data_type(kFloat);
+  v->mutable_t()->add_dims(3);
+  for (float f : {1.f, 2.f, 3.f}) v->mutable_t()->add_float_data(f);
+  then_g->add_output()->set_name("a");
+  onnx::GraphProto* else_g = branch("else_branch");
+  if (else_reads_x) {
+    onnx::NodeProto* add = else_g->add_node();
+    add->set_op_type("Add");
+    add->set_name("outer_add");
+    add->add_input("x");
+    add->add_input("x");
+    add->add_output("b");
+  } else {
+    onnx::TensorProto* t = else_g->add_initializer();
+    t->set_name("b");
+    t->set_data_type(kFloat);
+    t->add_dims(2);
+    for (float f : {7.f, 8.f}) t->add_float_data(f);
+  }
+  else_g->add_output()->set_name("b");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("loader: an If on constant branches runs the branch its condition picks", "[loader][if]") {
+  for (bool on_shape : {false, true}) {
+    INFO((on_shape ? "the condition known when planning" : "the condition known at run time"));
+    const std::string dir = scratch_dir("loader_if");
+    Session s(load_onnx(save(if_model(false, on_shape), dir)), default_op_registry());
+    auto run = [&](int64_t n) {
+      Tensor t = Tensor::allocate(DType::I64, {});
+      *t.data<int64_t>() = n;
+      Tensor x = Tensor::allocate(DType::F32, {n});
+      return s.run({{"n", t}, {"x", x}}).at(0);
+    };
+    Tensor a = run(5);
+    REQUIRE(a.shape() == Shape{3});
+    CHECK((a.data<float>()[0] == 1 && a.data<float>()[1] == 2 && a.data<float>()[2] == 3));
+    a.data<float>()[0] = -1;  // the caller's copy, not the branch's constant
+    const Tensor b = run(1);
+    REQUIRE(b.shape() == Shape{2});
+    CHECK((b.data<float>()[0] == 7 && b.data<float>()[1] == 8));
+    const Tensor again = run(3);
+    REQUIRE(again.shape() == Shape{3});
+    CHECK(again.data<float>()[0] == 1);
+  }
+}
+
+TEST_CASE("loader: an If whose branch computes is refused, naming what the branch holds", "[loader][if][bad-input]") {
+  const std::string dir = scratch_dir("loader_if_refused");
+  const std::string path = save(if_model(/*else_reads_x=*/true), dir);
+  try {
+    Session s(load_onnx(path), default_op_registry());
+    FAIL("expected the If to be refused");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("else_branch") != std::string::npos);
+    CHECK(what.find("'outer_add' is Add") != std::string::npos);
+    CHECK(what.find("'if'") != std::string::npos);
+  }
+}

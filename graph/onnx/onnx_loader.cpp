@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -209,6 +210,51 @@ Tensor read_tensor_view(LoadState& st, const onnx::TensorProto& tp, const std::s
   });
 }
 
+Attribute read_attribute(LoadState& st, const onnx::AttributeProto& ap, const std::string& what);
+
+// A subgraph (If's then_branch / else_branch): its outputs when each is a
+// constant it defines (ConstantBranch); else the first thing that is not.
+std::shared_ptr<const ConstantBranch> read_branch(LoadState& st, const onnx::GraphProto& gp, const std::string& what) {
+  auto b = std::make_shared<ConstantBranch>();
+  for (const auto& o : gp.output()) b->names.push_back(o.name());
+  if (gp.input_size() > 0) {
+    b->not_constant = fmt::format("it declares {} input(s)", gp.input_size());
+    return b;
+  }
+  std::map<std::string, Tensor> known;
+  for (const auto& init : gp.initializer())
+    known[init.name()] = read_tensor(st, init, fmt::format("{} initializer '{}'", what, init.name()));
+  for (const auto& np : gp.node()) {
+    const bool constant =
+        np.op_type() == "Constant" && (np.domain().empty() || np.domain() == "ai.onnx") && np.output_size() == 1;
+    if (!constant) {
+      b->not_constant = fmt::format("its node '{}' is {} (only Constant nodes are taken)", np.name(), np.op_type());
+      return b;
+    }
+    const std::string label = fmt::format("{} node '{}'", what, np.name());
+    Attributes attrs;
+    for (const auto& ap : np.attribute()) attrs.set(ap.name(), read_attribute(st, ap, label));
+    Tensor t;
+    try {
+      t = constant_node_value(attrs);
+    } catch (const Error& e) {
+      b->not_constant = fmt::format("its Constant node '{}': {}", np.name(), e.what());
+      return b;
+    }
+    known[np.output(0)] = std::move(t);
+  }
+  for (const std::string& name : b->names) {
+    const auto it = known.find(name);
+    if (it == known.end()) {
+      b->not_constant = fmt::format("its output '{}' is not a constant it defines", name);
+      b->outputs.clear();
+      return b;
+    }
+    b->outputs.push_back(it->second);
+  }
+  return b;
+}
+
 Attribute read_attribute(LoadState& st, const onnx::AttributeProto& ap, const std::string& what) {
   Attribute a;
   using AP = onnx::AttributeProto;
@@ -220,7 +266,10 @@ Attribute read_attribute(LoadState& st, const onnx::AttributeProto& ap, const st
       a.kind = Attribute::Kind::Tensor;
       a.t = read_tensor(st, ap.t(), what + " attribute '" + ap.name() + "'");
       break;
-    case AP::GRAPH: a.kind = Attribute::Kind::Graph; break;  // subgraphs are not run
+    case AP::GRAPH:
+      a.kind = Attribute::Kind::Graph;
+      a.graph = read_branch(st, ap.g(), what + " attribute '" + ap.name() + "'");
+      break;
     case AP::FLOATS:
       a.kind = Attribute::Kind::Floats;
       a.floats.assign(ap.floats().begin(), ap.floats().end());
