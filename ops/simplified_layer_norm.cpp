@@ -15,6 +15,14 @@
 //   inv_std_var (optional), output 3 input_skip_bias_sum = s (optional) —
 //   the residual stream the next layer adds to.
 //
+// com.microsoft::SkipLayerNormalization (what the builder writes for
+// LayerNorm models: Phi-2, Nemotron, ...): input, skip, gamma, beta
+// (optional), bias (optional); attribute epsilon. s as above; output 0 =
+// (s − mean(s)) / sqrt(var(s) + epsilon) · gamma + beta, output 1 mean,
+// output 2 inv_std_var, output 3 s (each optional). As onnxruntime's CPU
+// kernel: the mean and E[s²] summed in double, var = E[s²] − mean², each
+// output computed in double and rounded once.
+//
 // RMSNormalization (ai.onnx 23), what torch.onnx writes for RMSNorm at
 // opset 23+: X [..., D...] (float16, bfloat16, float, double), scale
 // broadcast to X's dims from axis on; attributes axis (−1), epsilon,
@@ -136,14 +144,19 @@ class SimplifiedLayerNormKernel : public Kernel {
   float epsilon_;
 };
 
-class SkipSimplifiedLayerNormKernel : public Kernel {
+// SkipSimplifiedLayerNormalization, and SkipLayerNormalization (mean
+// subtracted, beta added): inputs 0 input, 1 skip, 2 gamma, then beta
+// (LayerNorm only) and bias.
+class SkipLayerNormKernel : public Kernel {
  public:
-  explicit SkipSimplifiedLayerNormKernel(const KernelInfo& info) : epsilon_(info.attrs().get_float("epsilon", 1e-5f)) {}
+  explicit SkipLayerNormKernel(const KernelInfo& info)
+      : epsilon_(info.attrs().get_float("epsilon", 1e-5f)),
+        simplified_(info.op_type() == "SkipSimplifiedLayerNormalization") {}
 
   void reshape(ReshapeContext& ctx) override {
     const DType t = ctx.dtype(0);
     if (!norm_dtype(t)) fail("input 0 is {}, expected float32, float16 or bfloat16", dtype_name(t));
-    for (int i : {1, 2, 3})
+    for (int i : {1, 2, 3, 4})
       if (ctx.has_input(i) && ctx.dtype(i) != t)
         fail("input {} is {}, input 0 is {}; they must agree", i, dtype_name(ctx.dtype(i)), dtype_name(t));
     const Shape& x = ctx.shape(0);
@@ -154,8 +167,9 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
     if (skip.empty() || skip.size() > x.size() || !std::equal(skip.begin(), skip.end(), x.end() - static_cast<long>(skip.size())))
       fail("skip {} does not match input {} (equal, or its trailing dims)", shape_str(skip), shape_str(x));
     if (numel(ctx.shape(2)) != d) fail("gamma {} does not match the hidden size {}", shape_str(ctx.shape(2)), d);
-    if (ctx.has_input(3) && numel(ctx.shape(3)) != d)
-      fail("bias {} does not match the hidden size {}", shape_str(ctx.shape(3)), d);
+    for (int i : {beta_at(), bias_at()})
+      if (i >= 0 && ctx.has_input(i) && numel(ctx.shape(i)) != d)
+        fail("{} {} does not match the hidden size {}", i == bias_at() ? "bias" : "beta", shape_str(ctx.shape(i)), d);
     ctx.set_output(0, t, x);
     Shape stat = x;
     stat.back() = 1;
@@ -165,7 +179,7 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
   }
 
   void run(RunContext& ctx) override {
-    dispatch_float(ctx.input(0).dtype(), "SkipSimplifiedLayerNormalization input", [&](auto tag) {
+    dispatch_float(ctx.input(0).dtype(), "the skip norm's input", [&](auto tag) {
       run_as<typename decltype(tag)::type>(ctx);
     });
   }
@@ -178,7 +192,8 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
     const T* x = X.data<T>();
     const T* sk = ctx.input(1).data<T>();
     const T* w = ctx.input(2).data<T>();
-    const T* bias = ctx.has_input(3) ? ctx.input(3).data<T>() : nullptr;
+    const T* bias = ctx.has_input(bias_at()) ? ctx.input(bias_at()).data<T>() : nullptr;
+    const T* beta = beta_at() >= 0 && ctx.has_input(beta_at()) ? ctx.input(beta_at()).data<T>() : nullptr;
     T* y = ctx.output(0).data<T>();
     float* mean_out = ctx.has_output(1) ? ctx.output(1).data<float>() : nullptr;
     float* inv_out = ctx.has_output(2) ? ctx.output(2).data<float>() : nullptr;
@@ -186,14 +201,15 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
     const float eps = epsilon_;
     const int64_t skip_rows = d > 0 ? ctx.input(1).size() / d : 0;
     ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
-      // 16-bit: s, the skip row, then the output in float32 rows; gamma and
-      // bias widened once per share.
+      // 16-bit: s, the skip row, then the output in float32 rows; gamma,
+      // bias and beta widened once per share.
       const size_t wd = f32 ? 0 : static_cast<size_t>(d);
-      std::vector<float> wide(4 * wd);
-      float *sw = wide.data(), *kw = sw + wd, *gw = kw + wd, *bw = gw + wd;
+      std::vector<float> wide(5 * wd);
+      float *sw = wide.data(), *kw = sw + wd, *gw = kw + wd, *bw = gw + wd, *ew = bw + wd;
       if constexpr (!f32) {
         widen(w, d, gw);
         if (bias) widen(bias, d, bw);
+        if (beta) widen(beta, d, ew);
       }
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = x + r * d;
@@ -203,25 +219,59 @@ class SkipSimplifiedLayerNormKernel : public Kernel {
           // s lands in output 3 when asked for, else in y (normalised in place).
           float* s = sum_out ? sum_out + r * d : y + r * d;
           for (int64_t i = 0; i < d; ++i) s[i] = xr[i] + sr[i] + (bias ? bias[i] : 0.0f);
-          const float inv = inv_rms(s, d, eps);
-          for (int64_t i = 0; i < d; ++i) yr[i] = s[i] * inv * w[i];
-          if (inv_out) inv_out[r] = inv;
+          const Stats st = stats(s, d, eps);
+          if (simplified_) {
+            for (int64_t i = 0; i < d; ++i) yr[i] = s[i] * st.inv * w[i];
+          } else {
+            for (int64_t i = 0; i < d; ++i)
+              yr[i] = static_cast<float>((s[i] - st.mean) / st.sd * w[i] + (beta ? beta[i] : 0.0f));
+          }
+          if (inv_out) inv_out[r] = st.inv;
+          if (mean_out) mean_out[r] = static_cast<float>(st.mean);
         } else {
           widen(xr, d, sw);
           widen(sr, d, kw);
           for (int64_t i = 0; i < d; ++i) sw[i] = sw[i] + kw[i] + (bias ? bw[i] : 0.0f);
-          const float inv = inv_rms(sw, d, eps);
+          const Stats st = stats(sw, d, eps);
           if (sum_out) narrow(sw, d, sum_out + r * d);
-          for (int64_t i = 0; i < d; ++i) kw[i] = sw[i] * inv * gw[i];
+          if (simplified_) {
+            for (int64_t i = 0; i < d; ++i) kw[i] = sw[i] * st.inv * gw[i];
+          } else {
+            for (int64_t i = 0; i < d; ++i)
+              kw[i] = static_cast<float>((sw[i] - st.mean) / st.sd * gw[i] + (beta ? ew[i] : 0.0f));
+          }
           narrow(kw, d, yr);
-          if (inv_out) inv_out[r] = inv;
+          if (inv_out) inv_out[r] = st.inv;
+          if (mean_out) mean_out[r] = static_cast<float>(st.mean);
         }
-        if (mean_out) mean_out[r] = 0.0f;
       }
     });
   }
 
+  // A row's statistics: the RMS norm's 1 / rms (mean 0), or LayerNorm's
+  // mean, standard deviation and 1 / sd.
+  struct Stats {
+    double mean = 0, sd = 1;
+    float inv = 1;
+  };
+  Stats stats(const float* s, int64_t d, float eps) const {
+    if (simplified_) return {0.0, 1.0, inv_rms(s, d, eps)};
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      sum += s[i];
+      sq += static_cast<double>(s[i]) * s[i];
+    }
+    Stats st;
+    st.mean = sum / static_cast<double>(d);
+    st.sd = std::sqrt(sq / static_cast<double>(d) - st.mean * st.mean + eps);
+    st.inv = static_cast<float>(1.0 / st.sd);
+    return st;
+  }
+  int beta_at() const { return simplified_ ? -1 : 3; }
+  int bias_at() const { return simplified_ ? 3 : 4; }
+
   float epsilon_;
+  bool simplified_;
 };
 
 class RmsNormalizationKernel : public Kernel {
@@ -306,7 +356,8 @@ class RmsNormalizationKernel : public Kernel {
 void register_simplified_layer_norm_ops(OpRegistry& r) {
   r.add("", "SimplifiedLayerNormalization", 1, kOnnxOpsetMax, make_factory<SimplifiedLayerNormKernel>());
   r.add(kMicrosoftDomain, "SimplifiedLayerNormalization", 1, 1, make_factory<SimplifiedLayerNormKernel>());
-  r.add(kMicrosoftDomain, "SkipSimplifiedLayerNormalization", 1, 1, make_factory<SkipSimplifiedLayerNormKernel>());
+  r.add(kMicrosoftDomain, "SkipSimplifiedLayerNormalization", 1, 1, make_factory<SkipLayerNormKernel>());
+  r.add(kMicrosoftDomain, "SkipLayerNormalization", 1, 1, make_factory<SkipLayerNormKernel>());
   r.add("", "RMSNormalization", 23, kOnnxOpsetMax, make_factory<RmsNormalizationKernel>());
 }
 

@@ -20,8 +20,8 @@ add_test(NAME genai_build_tiny
 set_tests_properties(genai_build_tiny PROPERTIES FIXTURES_SETUP genai_tiny TIMEOUT 900)
 
 # The same builder on tiny random checkpoints of Qwen3, Qwen2, Mistral,
-# Phi-3 (and with LongRoPE), Gemma, Gemma 2 and Granite (fp32, int4;
-# configs/genai-archs.json).
+# Phi-3 (and with LongRoPE), Phi-2, Nemotron, Gemma, Gemma 2 and Granite
+# (fp32, int4; configs/genai-archs.json).
 set(ONEBIT_GENAI_ARCHS ${PROJECT_BINARY_DIR}/models/genai-archs)
 add_test(NAME genai_build_archs
   COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/genai_models.py archs --out ${ONEBIT_GENAI_ARCHS}

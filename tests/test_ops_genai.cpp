@@ -597,6 +597,86 @@ TEST_CASE("SimplifiedLayerNormalization and SkipSimplifiedLayerNormalization", "
                   Error);
 }
 
+TEST_CASE("SkipLayerNormalization: mean subtracted, beta and bias, every output, float32 and float16", "[genai][norm]") {
+  const int64_t rows = 3, d = 40;
+  std::vector<float> x = randn(static_cast<size_t>(rows * d), 11), skip = randn(static_cast<size_t>(rows * d), 12);
+  std::vector<float> w = randn(static_cast<size_t>(d), 13), beta = randn(static_cast<size_t>(d), 14),
+                     bias = randn(static_cast<size_t>(d), 15);
+  for (std::vector<float>* v : {&x, &skip, &w, &beta, &bias})
+    for (float& f : *v) f = half_to_float(float_to_half(f + 0.5f));  // float16 holds them; the rows' means are not 0
+  const float eps = 1e-5f;
+  std::vector<double> sum(x.size()), y(x.size()), mean(static_cast<size_t>(rows)), inv(mean);
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = 0, var = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      const size_t k = static_cast<size_t>(r * d + i);
+      sum[k] = static_cast<double>(x[k]) + skip[k] + bias[static_cast<size_t>(i)];
+      m += sum[k];
+    }
+    m /= d;
+    for (int64_t i = 0; i < d; ++i) {
+      const double c = sum[static_cast<size_t>(r * d + i)] - m;
+      var += c * c;
+    }
+    mean[static_cast<size_t>(r)] = m;
+    inv[static_cast<size_t>(r)] = 1.0 / std::sqrt(var / d + eps);
+    for (int64_t i = 0; i < d; ++i) {
+      const size_t k = static_cast<size_t>(r * d + i);
+      y[k] = (sum[k] - m) * inv[static_cast<size_t>(r)] * w[static_cast<size_t>(i)] + beta[static_cast<size_t>(i)];
+    }
+  }
+  for (DType t : {DType::F32, DType::F16}) {
+    INFO(dtype_name(t));
+    auto ten = [&](Shape shape, const std::vector<float>& v) {
+      return make_tensor_as(t, std::move(shape), std::vector<double>(v.begin(), v.end()));
+    };
+    const auto out = OpTest("SkipLayerNormalization", 1, "com.microsoft")
+                         .attr("epsilon", eps)
+                         .input(ten({1, rows, d}, x))
+                         .input(ten({1, rows, d}, skip))
+                         .constant(ten({d}, w))
+                         .constant(ten({d}, beta))
+                         .constant(ten({d}, bias))
+                         .outputs(4)
+                         .run();
+    REQUIRE(out.size() == 4);
+    const double tol = t == DType::F32 ? 1e-5 : 2e-3;
+    CHECK(out[0].dtype() == t);
+    CHECK(all_close(to_doubles(out[0]), y, tol, tol));
+    CHECK(out[1].shape() == Shape{1, rows, 1});
+    CHECK(all_close(to_doubles(out[1]), mean, 1e-5, 1e-6));
+    CHECK(all_close(to_doubles(out[2]), inv, 1e-5, 1e-6));
+    CHECK(all_close(to_doubles(out[3]), sum, tol, tol));
+  }
+  // No beta, no bias: (s − mean) · inv · gamma.
+  const Tensor plain = OpTest("SkipLayerNormalization", 1, "com.microsoft")
+                           .attr("epsilon", eps)
+                           .input(make_tensor<float>({rows, d}, x))
+                           .input(make_tensor<float>({rows, d}, skip))
+                           .constant(make_tensor<float>({d}, w))
+                           .run1();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * d;
+    const float* kr = skip.data() + r * d;
+    double m = 0, var = 0;
+    for (int64_t i = 0; i < d; ++i) m += static_cast<double>(xr[i]) + kr[i];
+    m /= d;
+    for (int64_t i = 0; i < d; ++i) var += (static_cast<double>(xr[i]) + kr[i] - m) * (static_cast<double>(xr[i]) + kr[i] - m);
+    for (int64_t i = 0; i < d; ++i) {
+      const size_t k = static_cast<size_t>(r * d + i);
+      const double want = (static_cast<double>(xr[i]) + kr[i] - m) / std::sqrt(var / d + eps) * w[static_cast<size_t>(i)];
+      CHECK(std::fabs(plain.data<float>()[k] - want) <= 1e-5 * (1 + std::fabs(want)));
+    }
+  }
+  CHECK_THROWS_WITH(OpTest("SkipLayerNormalization", 1, "com.microsoft")
+                        .input(make_tensor<float>({rows, d}, x))
+                        .input(make_tensor<float>({rows, d}, skip))
+                        .constant(make_tensor<float>({d}, w))
+                        .constant(make_tensor<float>({d - 1}, std::vector<float>(static_cast<size_t>(d - 1), 0.0f)))
+                        .run(),
+                    Catch::Contains("beta"));
+}
+
 TEST_CASE("GatherBlockQuantized: 4-bit rows default and given zero points int4", "[genai][gather]") {
   const int64_t rows = 5, k = 64, block = 32, blocks = 2;
   std::mt19937 rng(5);

@@ -1,7 +1,8 @@
 """onnxruntime-genai's builds of the other architectures its builder takes
 (scripts/genai_models.py archs: tiny random Qwen3, Qwen2, Mistral, Phi-3,
 Phi-3 with LongRoPE (an If picks the rotary caches; the sequence outgrows
-the original 16 positions mid-run), Gemma, Gemma 2 with its sliding window
+the original 16 positions mid-run), Phi-2 and Nemotron (LayerNorm:
+SkipLayerNormalization; partial rotary), Gemma, Gemma 2 with its sliding window
 of 32 and soft caps, Granite with its multipliers): `1bit ort-run` on each folder against onnxruntime-genai's own
 greedy generator, 32 steps after a 7-token prompt (past Gemma 2's window).
 fp32: every token equal, and each step's logits within float rounding of
