@@ -44,6 +44,17 @@ def files(pytestconfig, tmp_path_factory) -> dict[str, Path]:
                           [helper.make_tensor_value_info("out", TensorProto.INT64, ["b", "s"])])
     f["nologits"] = tmp / "nologits.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), f["nologits"])
+    # onnxruntime-genai's exclude_embeds and exclude_lm_head decoders: embeddings in, hidden states out.
+    g = helper.make_graph([helper.make_node("Identity", ["inputs_embeds"], ["logits"])], "embeds",
+                          [helper.make_tensor_value_info("inputs_embeds", TensorProto.FLOAT, ["b", "s", 8])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["b", "s", 8])])
+    f["embeds"] = tmp / "embeds.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), f["embeds"])
+    g = helper.make_graph([helper.make_node("Cast", ["input_ids"], ["hidden_states"], to=TensorProto.FLOAT)], "nohead",
+                          [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"])],
+                          [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT, ["b", "s"])])
+    f["nohead"] = tmp / "nohead.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), f["nohead"])
     # A directory without a model, and a tokenizer with more ids than the model's logits.
     (tmp / "empty").mkdir()
     tok = json.loads((model.parent / "tokenizer.json").read_text())
@@ -74,6 +85,10 @@ CASES = {
                                                   ["float16 KV cache", "keeps no KV cache", "no past inputs"]),
     "graph without logits": (["ort-run", "{nologits}", "--prompt-ids", "1,2"],
                              ["no output named logits", "inputs:", "input_ids"]),
+    "a decoder fed embeddings": (["ort-run", "{embeds}", "--prompt-ids", "1,2"],
+                                 ["no input named input_ids", "inputs_embeds", "exclude_embeds"]),
+    "a decoder without its LM head": (["ort-run", "{nohead}", "--prompt-ids", "1,2"],
+                                      ["no output named logits", "hidden_states", "exclude_lm_head"]),
     "missing model": (["ort-run", "{tmp}/none.onnx", "--prompt-ids", "1"], ["none.onnx", "cannot open"]),
     "missing model, the directory's models listed": (["ort-run", "{tmp}/none.onnx", "--prompt-ids", "1"],
                                                      ["none.onnx", "no such file", "nologits.onnx"]),
