@@ -63,14 +63,18 @@ CausalLmBinding bind_causal_lm(const Graph& g, const ModelFiles* files) {
   const auto name_or = [&](const std::string& given, const char* dflt) { return named && !given.empty() ? given : dflt; };
   const std::string ids_name = name_or(genai ? genai->input_ids : "", "input_ids");
   const Value* ids = find_io(g, g.inputs, ids_name);
-  if (!ids) {
-    // onnxruntime-genai's exclude_embeds: the decoder of a pipeline that embeds elsewhere.
-    const bool embeds = find_io(g, g.inputs, "inputs_embeds") != nullptr;
-    throw explain(fmt::format("no input named {}{}", ids_name,
-                              embeds ? " (it takes inputs_embeds: a decoder fed embeddings computed outside it, as "
-                                       "onnxruntime-genai's exclude_embeds builds it; 1bit feeds token ids)"
-                                     : ""));
-  }
+  // A name not found, and why when the graph has onnxruntime-genai's
+  // replacement for it (exclude_embeds, exclude_lm_head: the decoder of a
+  // pipeline that embeds or projects outside it).
+  const auto missing = [&](const char* io, const std::string& name, const std::vector<int>& ids_of,
+                           const char* instead, const char* why) {
+    return explain(fmt::format("no {} named {}{}", io, name,
+                               find_io(g, ids_of, instead) ? fmt::format(" ({})", why) : std::string()));
+  };
+  if (!ids)
+    throw missing("input", ids_name, g.inputs, "inputs_embeds",
+                  "it takes inputs_embeds: a decoder fed embeddings computed outside it, as onnxruntime-genai's "
+                  "exclude_embeds builds it; 1bit feeds token ids");
   if (ids->dtype != DType::I64 && ids->dtype != DType::I32) throw explain("input_ids is not int64 or int32");
   b.input_ids = ids->name;
   b.ids_dtype = ids->dtype;
@@ -84,14 +88,10 @@ CausalLmBinding bind_causal_lm(const Graph& g, const ModelFiles* files) {
   }
   const std::string logits_name = name_or(genai ? genai->logits : "", "logits");
   const Value* logits = find_io(g, g.outputs, logits_name);
-  if (!logits) {
-    // onnxruntime-genai's exclude_lm_head: the LM head left to the pipeline.
-    const bool hidden = find_io(g, g.outputs, "hidden_states") != nullptr;
-    throw explain(fmt::format("no output named {}{}", logits_name,
-                              hidden ? " (it returns hidden_states: a decoder without its LM head, as "
-                                       "onnxruntime-genai's exclude_lm_head builds it; 1bit picks tokens from logits)"
-                                     : ""));
-  }
+  if (!logits)
+    throw missing("output", logits_name, g.outputs, "hidden_states",
+                  "it returns hidden_states: a decoder without its LM head, as onnxruntime-genai's exclude_lm_head "
+                  "builds it; 1bit picks tokens from logits");
   if (logits->has_shape && logits->dims.size() != 3) throw explain("logits is not [batch, seq, vocab]");
   b.logits = logits->name;
 

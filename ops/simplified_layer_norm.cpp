@@ -220,12 +220,7 @@ class SkipLayerNormKernel : public Kernel {
           float* s = sum_out ? sum_out + r * d : y + r * d;
           for (int64_t i = 0; i < d; ++i) s[i] = xr[i] + sr[i] + (bias ? bias[i] : 0.0f);
           const Stats st = stats(s, d, eps);
-          if (simplified_) {
-            for (int64_t i = 0; i < d; ++i) yr[i] = s[i] * st.inv * w[i];
-          } else {
-            for (int64_t i = 0; i < d; ++i)
-              yr[i] = static_cast<float>((s[i] - st.mean) / st.sd * w[i] + (beta ? beta[i] : 0.0f));
-          }
+          normalize(s, d, st, w, beta, yr);
           if (inv_out) inv_out[r] = st.inv;
           if (mean_out) mean_out[r] = static_cast<float>(st.mean);
         } else {
@@ -234,12 +229,7 @@ class SkipLayerNormKernel : public Kernel {
           for (int64_t i = 0; i < d; ++i) sw[i] = sw[i] + kw[i] + (bias ? bw[i] : 0.0f);
           const Stats st = stats(sw, d, eps);
           if (sum_out) narrow(sw, d, sum_out + r * d);
-          if (simplified_) {
-            for (int64_t i = 0; i < d; ++i) kw[i] = sw[i] * st.inv * gw[i];
-          } else {
-            for (int64_t i = 0; i < d; ++i)
-              kw[i] = static_cast<float>((sw[i] - st.mean) / st.sd * gw[i] + (beta ? ew[i] : 0.0f));
-          }
+          normalize(sw, d, st, gw, beta ? ew : nullptr, kw);
           narrow(kw, d, yr);
           if (inv_out) inv_out[r] = st.inv;
           if (mean_out) mean_out[r] = static_cast<float>(st.mean);
@@ -266,6 +256,16 @@ class SkipLayerNormKernel : public Kernel {
     st.sd = std::sqrt(sq / static_cast<double>(d) - st.mean * st.mean + eps);
     st.inv = static_cast<float>(1.0 / st.sd);
     return st;
+  }
+  // y = s · inv · gamma (RMS), or (s − mean) / sd · gamma + beta in double
+  // (LayerNorm; beta may be null); y may be s.
+  void normalize(const float* s, int64_t d, const Stats& st, const float* gamma, const float* beta, float* y) const {
+    if (simplified_) {
+      for (int64_t i = 0; i < d; ++i) y[i] = s[i] * st.inv * gamma[i];
+      return;
+    }
+    for (int64_t i = 0; i < d; ++i)
+      y[i] = static_cast<float>((s[i] - st.mean) / st.sd * gamma[i] + (beta ? beta[i] : 0.0f));
   }
   int beta_at() const { return simplified_ ? -1 : 3; }
   int bias_at() const { return simplified_ ? 3 : 4; }
