@@ -29,6 +29,7 @@ Environment read_environment() {
   e.q4 = env_flag("ONEBIT_Q4", true);
   e.kv_state = env_flag("ONEBIT_KV_STATE", true);
   e.patch_plans = env_flag("ONEBIT_PLAN_PATCH", true);
+  e.regrow_plans = env_flag("ONEBIT_PLAN_REGROW", true);
   e.trace = env_flag("ONEBIT_TRACE", false);
   e.profile = env_flag("ONEBIT_PROFILE", false);
   e.huge_pages = env_flag("ONEBIT_HUGE_PAGES", false);
@@ -142,6 +143,7 @@ SessionOptions SessionFlags::options() const {
   o.q4_fusion = env.q4;
   o.kv_state = env.kv_state;
   o.patch_plans = env.patch_plans;
+  o.regrow_plans = env.regrow_plans;
   o.debug_refusals = env.qdq_debug;
   o.profile = env.profile;
   o.kernel.act_precision = parse_act_precision(act_precision).value();  // validated by one_of

@@ -22,6 +22,7 @@ struct Environment {
   bool q4 = true;           // ONEBIT_Q4=0: 4-bit DequantizeLinear -> MatMul node by node
   bool kv_state = true;     // ONEBIT_KV_STATE=0: keep the exported cache Concats
   bool patch_plans = true;  // ONEBIT_PLAN_PATCH=0: plan every new input shape afresh
+  bool regrow_plans = true;  // ONEBIT_PLAN_REGROW=0: patches reshape what a decode step reaches
   bool trace = false;       // ONEBIT_TRACE=1: kernels and passes log their choices
   bool profile = false;     // ONEBIT_PROFILE=1: time per op type
   bool huge_pages = false;  // ONEBIT_HUGE_PAGES=1: pack weights onto huge pages

@@ -54,7 +54,7 @@ std::vector<Tensor> evaluate_node(const Graph& g, const Node& node, Kernel& kern
   std::vector<uint8_t> workspace(rc.workspace() + 64);
   void* ws = workspace.data() + (64 - reinterpret_cast<uintptr_t>(workspace.data()) % 64) % 64;
   RunContext ctx(inputs.data(), static_cast<int>(inputs.size()), outs.data(), static_cast<int>(outs.size()),
-                 rc.workspace() ? ws : nullptr, pool);
+                 rc.workspace() ? ws : nullptr, rc.workspace(), pool);
   kernel.run(ctx);
   // A held output is the kernel's own storage (a state, a constant it
   // picked): what a node evaluated here returns is the caller's.

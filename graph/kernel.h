@@ -144,9 +144,9 @@ class ReshapeContext {
 class RunContext {
  public:
   RunContext(const Tensor* const* inputs, int num_inputs, Tensor* outputs, int num_outputs, void* workspace,
-             ThreadPool& pool)
+             size_t workspace_bytes, ThreadPool& pool)
       : inputs_(inputs), num_inputs_(num_inputs), outputs_(outputs), num_outputs_(num_outputs),
-        workspace_(workspace), pool_(pool) {}
+        workspace_(workspace), workspace_bytes_(workspace_bytes), pool_(pool) {}
 
   int num_inputs() const { return num_inputs_; }
   bool has_input(int i) const { return i < num_inputs_ && inputs_[i] != nullptr; }
@@ -163,6 +163,9 @@ class RunContext {
     return outputs_[i];
   }
   void* workspace() const { return workspace_; }
+  // The bytes at workspace(): at least what reshape asked for, for the
+  // shapes the plan last reshaped this node at (Kernel::follows_growth).
+  size_t workspace_bytes() const { return workspace_bytes_; }
   ThreadPool& pool() const { return pool_; }
 
  private:
@@ -172,6 +175,7 @@ class RunContext {
   Tensor* outputs_;
   int num_outputs_;
   void* workspace_;
+  size_t workspace_bytes_;
   ThreadPool& pool_;
 };
 
@@ -204,6 +208,18 @@ class Kernel {
   // the end): the planner may then have the inputs' producers write straight
   // into the output and skip this kernel (graph/planner.cpp).
   virtual std::optional<int64_t> concat_axis() const { return std::nullopt; }
+  // True when a plan may move this node to longer inputs without calling
+  // reshape (a steady decode step: Planner::patch repeats the growth of the
+  // step before). The kernel promises three things:
+  //   - each output dim is a constant or one input dim plus a constant (the
+  //     values reshape reads do not change them), and no output is a view
+  //     of an input;
+  //   - run() checks everything reshape checks, on the tensors it is bound
+  //     to, with the same errors; its workspace too (workspace_bytes());
+  //   - whatever reshape prepares (a KV state's room), run() prepares too.
+  // So a plan grown wrongly fails a run with an error, never reads or
+  // writes out of bounds.
+  virtual bool follows_growth() const { return false; }
   // One line for traces and `inspect` (which microkernel, which layout).
   virtual std::string describe() const { return {}; }
 };

@@ -1,6 +1,7 @@
 #include "graph/planner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 
@@ -8,6 +9,7 @@
 #include "graph/evaluate.h"
 #include "graph/kernel.h"
 #include "graph/memory_plan.h"
+#include "graph/profiler.h"
 
 namespace onebit {
 
@@ -241,8 +243,122 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+std::vector<Tensor> Planner::refold(const Plan& p, size_t n) const {
+  if (!profiler_) return fold(p, n);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> outs = fold(p, n);
+  profiler_->add_node(n, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return outs;
+}
+
+bool Planner::regrow(Plan& p, const std::vector<const Tensor*>& inputs) const {
+  Plan::Growth& gr = p.growth;
+  if (!gr.valid) return false;
+  size_t at = 0;
+  for (size_t i = 0; i < g_.inputs.size(); ++i) {
+    const ValuePlan& vp = p.value(g_.inputs[i]);
+    const Shape& to = inputs[i]->shape();
+    if (vp.dtype != inputs[i]->dtype() || to.size() != vp.rank() || at + to.size() > gr.inputs.size()) return false;
+    for (size_t d = 0; d < to.size(); ++d)
+      if (to[d] != vp.dims()[d] + gr.inputs[at + d]) return false;
+    at += to.size();
+  }
+  // The values it moves are scattered over the plan and their shapes over
+  // the heap, and the weights have just gone by: ask for them all first
+  // (the misses overlap), then move them.
+  for (int v : gr.values) __builtin_prefetch(&p.value(v), 1);
+  for (int v : gr.values) __builtin_prefetch(p.value(v).shape().data(), 1);
+  // Moves the inputs and the first `done` steps' outputs by sign · their
+  // deltas; going back (sign -1), puts back the folds gr.undo kept.
+  auto move = [&](size_t done, int64_t sign) {
+    const int64_t* delta = gr.inputs.data();
+    for (int v : g_.inputs) {
+      p.value(v).grow(delta, sign);
+      delta += p.value(v).rank();
+    }
+    delta = gr.dims.data();
+    size_t undo = 0;
+    for (size_t k = 0; k < done; ++k) {
+      const Plan::Growth::Step& st = gr.steps[k];
+      for (uint32_t i = 0; i < st.values; ++i) {
+        ValuePlan& vp = p.value(gr.values[st.values_at + i]);
+        vp.grow(delta, sign);
+        delta += vp.rank();
+        if (sign < 0 && st.fold && vp.folded_at >= 0 && undo < gr.undo.size())
+          p.folded[static_cast<size_t>(vp.folded_at)] = std::move(gr.undo[undo++]);
+      }
+    }
+  };
+  move(0, 1);
+  gr.undo.clear();
+  const int64_t* delta = gr.dims.data();
+  size_t changed = 0, done = 0;
+  int64_t folds = 0;
+  bool holds = true;
+  for (; done < gr.steps.size() && holds; ++done) {
+    const Plan::Growth::Step& st = gr.steps[done];
+    const int* values = gr.values.data() + st.values_at;
+    for (uint32_t i = 0; i < st.values; ++i) {
+      ValuePlan& vp = p.value(values[i]);
+      vp.grow(delta, 1);
+      delta += vp.rank();
+      holds = holds && vp.count() >= 0 &&
+              (vp.offset < 0 || std::max<size_t>(1, dtype_bytes(vp.dtype, vp.count())) <= vp.slot_bytes);
+    }
+    if (!st.fold) continue;
+    ++folds;
+    const size_t n = static_cast<size_t>(st.node);
+    const Node& node = g_.nodes[n];
+    std::vector<Tensor> outs = holds ? refold(p, n) : std::vector<Tensor>(node.outputs.size());
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const int v = node.outputs[o];
+      if (v < 0) continue;
+      const ValuePlan& vp = p.value(v);
+      if (vp.folded_at < 0 || changed >= gr.changed.size()) {  // never recorded so
+        holds = false;
+        continue;
+      }
+      Tensor& kept = p.folded[static_cast<size_t>(vp.folded_at)];
+      holds = holds && outs[o].shape() == vp.shape() && !same_tensor(kept, outs[o]) == (gr.changed[changed] != 0);
+      ++changed;
+      gr.undo.push_back(std::move(kept));
+      kept = std::move(outs[o]);
+    }
+  }
+  if (!holds) {
+    move(done, -1);
+    gr.undo.clear();
+    gr.valid = false;
+    return false;
+  }
+  gr.undo.clear();
+  p.patched_nodes = 0;
+  p.refolded_nodes = folds;
+  p.regrown = true;
+  return true;
+}
+
 bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
   if (!p.patchable) return false;
+  if (regrow_ && regrow(p, inputs)) return true;
+  p.regrown = false;
+  p.refolded_nodes = 0;
+  // What this patch does, kept for the next to repeat (Plan::Growth).
+  Plan::Growth& rec = p.growth;
+  rec.valid = false;
+  rec.inputs.clear();
+  rec.steps.clear();
+  rec.values.clear();
+  rec.dims.clear();
+  rec.changed.clear();
+  bool repeatable = true;
+  auto record_delta = [&](const ValuePlan& vp, const Shape& to) {
+    if (to.size() != vp.rank()) {
+      repeatable = false;
+      return;
+    }
+    for (size_t d = 0; d < to.size(); ++d) rec.dims.push_back(to[d] - vp.dims()[d]);
+  };
   // The nodes reading a value whose shape or folded data this patch changed
   // (due): only those are reshaped, the rest keep what they had. A value
   // whose data alone changed (a fold's new result, same shape) leaves due
@@ -267,6 +383,12 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
   for (size_t i = 0; i < g_.inputs.size(); ++i) {
     ValuePlan& vp = p.value(g_.inputs[i]);
     if (vp.dtype != inputs[i]->dtype()) return false;
+    const Shape& to = inputs[i]->shape();
+    if (to.size() == vp.rank()) {
+      for (size_t d = 0; d < to.size(); ++d) rec.inputs.push_back(to[d] - vp.dims()[d]);
+    } else {
+      repeatable = false;
+    }
     if (vp.shape() == inputs[i]->shape()) continue;
     vp.set_shape(inputs[i]->shape());
     mark(g_.inputs[i], false);
@@ -281,6 +403,9 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       return true;
     }
     if (np.mode != NodePlan::Mode::Static && np.mode != NodePlan::Mode::Folded) return false;
+    if (np.mode == NodePlan::Mode::Static && !kernels_[n]->follows_growth()) repeatable = false;
+    rec.steps.push_back(
+        {static_cast<int>(n), np.mode == NodePlan::Mode::Folded, static_cast<uint32_t>(rec.values.size()), 0});
     bool all_known = true;
     const ReshapeContext* rc = reshape_node(p, n, all_known);
     if (!rc) return false;
@@ -295,6 +420,10 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       if (op.dtype != vp.dtype || op.held != vp.held) return false;
       const size_t bytes = output_bytes(node, o, op);
       bool moved = false;
+      record_delta(vp, op.shape);
+      rec.values.push_back(v);
+      ++rec.steps.back().values;
+      if (np.mode == NodePlan::Mode::Static && (vp.alias_of >= 0 || op.alias_of >= 0)) repeatable = false;
       if (np.mode == NodePlan::Mode::Static && !op.held && !g_.value(v).is_output) {
         const int src = op.alias_of >= 0 ? node.inputs[static_cast<size_t>(op.alias_of)] : -1;
         if (src != vp.alias_of) return false;
@@ -315,14 +444,17 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
     if (np.mode == NodePlan::Mode::Static) return rc->workspace() <= np.workspace_bytes;
     // Folded: evaluated again; new data reaches its readers.
     if (!all_known || out_bytes > kPlanFoldBytes || holds) return false;
-    std::vector<Tensor> outs = fold(p, n);
+    std::vector<Tensor> outs = refold(p, n);
+    ++p.refolded_nodes;
     for (size_t o = 0; o < outs.size(); ++o) {
       const int v = node.outputs[o];
       if (v < 0) continue;
       ValuePlan& vp = p.value(v);
       if (vp.folded_at < 0) return false;
       Tensor& kept = p.folded[static_cast<size_t>(vp.folded_at)];
-      if (same_tensor(kept, outs[o])) continue;
+      const bool same = same_tensor(kept, outs[o]);
+      rec.changed.push_back(same ? 0 : 1);
+      if (same) continue;
       kept = std::move(outs[o]);
       mark(v, kept.shape() == vp.shape());
     }
@@ -336,6 +468,7 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       if (!patch_node(n)) return false;
       ++p.patched_nodes;
     }
+  rec.valid = repeatable && !rec.steps.empty();
   return true;
 }
 

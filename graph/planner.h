@@ -7,7 +7,9 @@
 // plan can also be patched to other input shapes that fit in its slots,
 // reshaping only the nodes the change reaches (a decode step's past length
 // reaches the KV appends, the attention products and the folds of the mask
-// and position: ~130 of the Qwen3-0.6B shape's ~1100 nodes).
+// and position: ~130 of the Qwen3-0.6B shape's ~1100 nodes); and a steady
+// decode step, which grows its inputs as the step before did, repeats that
+// patch without reshaping anything (Plan::Growth).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@
 namespace onebit {
 
 class Kernel;
+class Profiler;
 class ThreadPool;
 
 struct NodePlan {
@@ -63,6 +66,15 @@ struct ValuePlan {
     count_ = checked_numel(shape);
   }
   const int64_t* dims() const { return rank_ <= kInlineRank ? inline_ : shape_.data(); }
+  // Each dim moved by sign · delta[d] (a plan grown as the step before:
+  // Plan::Growth); the count is -1 when that leaves no valid shape.
+  void grow(const int64_t* delta, int64_t sign) {  // rank() deltas
+    for (size_t d = 0; d < rank_; ++d) {
+      shape_[d] += sign * delta[d];
+      if (d < kInlineRank) inline_[d] = shape_[d];
+    }
+    count_ = checked_numel(shape_);
+  }
   size_t rank() const { return rank_; }
   int64_t count() const { return count_; }
 
@@ -92,7 +104,35 @@ struct Plan {
   // Planner::patch may move it to other input shapes (no Concat placed
   // into a graph output: those offsets follow the shapes).
   bool patchable = true;
-  int64_t patched_nodes = 0;  // nodes the last patch visited: reshaped, folded again or (dynamic) passed through
+  int64_t patched_nodes = 0;   // nodes the last patch reshaped (folded again or not), or passed through (dynamic)
+  int64_t refolded_nodes = 0;  // folds the last patch evaluated again
+  bool regrown = false;        // the last patch repeated the growth before it (Growth): nothing reshaped
+
+  // The last patch, kept so the next may repeat it without reshaping: a
+  // steady decode step grows each input by what the step before grew it
+  // (the past by one). Kept when every static node that patch reached
+  // follows growth (Kernel::follows_growth: its outputs' dims are its
+  // inputs' plus constants) and views no input. The repeat grows those
+  // nodes' outputs by the same deltas (by induction in graph order, exactly
+  // what a reshape would give them) and evaluates the folds it reached
+  // again; a fold whose shape does not grow by its delta, or whose data
+  // changes where it did not (or not where it did), would reach other
+  // nodes: the plan is then put back as it was and patched node by node.
+  struct Growth {
+    bool valid = false;
+    struct Step {
+      int node;
+      bool fold;
+      uint32_t values_at, values;  // its present outputs: `values` of them from values[values_at]
+    };
+    std::vector<int64_t> inputs;   // per graph input, per dim: its delta
+    std::vector<Step> steps;       // the static nodes and folds it reached, in graph order
+    std::vector<int> values;       // their present outputs
+    std::vector<int64_t> dims;     // per step, per present output, per dim: its delta
+    std::vector<uint8_t> changed;  // per fold, per present output: its data changed
+    std::vector<Tensor> undo;      // a repeat's replaced folds, until it is known to hold
+  };
+  Growth growth;
 
   NodePlan& node(int n) { return nodes[static_cast<size_t>(n)]; }
   const NodePlan& node(int n) const { return nodes[static_cast<size_t>(n)]; }
@@ -126,6 +166,12 @@ class Planner {
   // smaller step this way.
   bool patch(Plan& p, const std::vector<const Tensor*>& inputs) const;
 
+  // With a profiler, a patch times each fold it evaluates again as that
+  // node's run (the mask and positions of a decode step are computed there).
+  void set_profiler(Profiler* profiler) { profiler_ = profiler; }
+  // Off: a patch never repeats the growth before it (Plan::Growth); control runs.
+  void set_regrow(bool on) { regrow_ = on; }
+
   // Per value: the last node reading it (kNever for graph outputs, -1 unread).
   static constexpr int kNever = 0x7fffffff;
   int last_use(int v) const { return last_use_[static_cast<size_t>(v)]; }
@@ -140,6 +186,12 @@ class Planner {
 
  private:
   void place_concat_inputs(Plan& p) const;
+  // Plan::Growth repeated for these inputs: false, with `p` as it was, when
+  // they did not grow as the inputs of the patch before or the folds do not
+  // follow. A fold that throws leaves `p` unusable.
+  bool regrow(Plan& p, const std::vector<const Tensor*>& inputs) const;
+  // Node n evaluated again while patching, timed when profiling.
+  std::vector<Tensor> refold(const Plan& p, size_t n) const;
   // The reshape of node n from the plan's current input dtypes, shapes and
   // known values: the planner's one context, valid until the next call (its
   // inputs point at the plan's shapes); null when it needs values the plan
@@ -158,6 +210,8 @@ class Planner {
   // reshape_node's context, its storage kept from node to node (a decode
   // step's patch reshapes ~130 nodes; a planner serves one session's thread).
   mutable ReshapeContext scratch_;
+  Profiler* profiler_ = nullptr;
+  bool regrow_ = true;
 };
 
 }  // namespace onebit

@@ -11,8 +11,8 @@ namespace onebit {
 
 void Profiler::reset() {
   std::fill(node_ms_.begin(), node_ms_.end(), 0.0);
-  runs_ = plans_ = patches_ = patch_nodes_ = 0;
-  plan_ms_ = patch_ms_ = 0;
+  runs_ = plans_ = patches_ = patch_nodes_ = patch_folds_ = regrown_ = 0;
+  plan_ms_ = patch_ms_ = node_total_ms_ = 0;
 }
 
 std::string Profiler::report(const Graph& g, const std::vector<std::unique_ptr<Kernel>>& kernels) const {
@@ -37,7 +37,11 @@ std::string Profiler::report(const Graph& g, const std::vector<std::unique_ptr<K
       "profile: {:.1f} ms in kernels over {} runs, {:.1f} ms planning {} new shapes, {:.1f} ms patching {} plans to new "
       "shapes{}\n",
       total, runs_, plan_ms_, plans_, patch_ms_, patches_,
-      patches_ > 0 ? fmt::format(" ({:.0f} nodes each)", double(patch_nodes_) / double(patches_)) : std::string());
+      patches_ > 0 ? fmt::format(" ({:.0f} nodes reshaped and {:.0f} folds evaluated again each, their time counted "
+                                 "above; {} grown as the step before, reshaping nothing)",
+                                 double(patch_nodes_) / double(patches_), double(patch_folds_) / double(patches_),
+                                 regrown_)
+                   : std::string());
   for (const auto& [op, r] : rows) {
     if (r.ms <= 0) continue;
     s += fmt::format("  {:<28} {:>9.1f} ms {:>5.1f}%  {:>4} nodes  worst '{}' {}\n", op, r.ms, 100 * r.ms / total,

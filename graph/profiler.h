@@ -19,16 +19,27 @@ class Profiler {
  public:
   explicit Profiler(size_t nodes = 0) : node_ms_(nodes, 0.0) {}
 
-  void add_node(size_t n, double ms) { node_ms_[n] += ms; }
+  void add_node(size_t n, double ms) {
+    node_ms_[n] += ms;
+    node_total_ms_ += ms;
+  }
   void add_plan(double ms) {
     plan_ms_ += ms;
     ++plans_;
   }
-  void add_patch(double ms, int64_t nodes) {  // a kept plan moved to new shapes (Planner::patch)
+  // A kept plan moved to new shapes (Planner::patch): `ms` in all, of which
+  // the folds it evaluated again were added to their nodes (add_node);
+  // `reshaped` nodes, `refolded` folds, `regrown` without reshaping.
+  void add_patch(double ms, int64_t reshaped, int64_t refolded, bool regrown) {
     patch_ms_ += ms;
     ++patches_;
-    patch_nodes_ += nodes;
+    patch_nodes_ += reshaped;
+    patch_folds_ += refolded;
+    regrown_ += regrown;
   }
+  // The time add_node was given during the patch now being timed (the
+  // session takes it out of the patch's).
+  double node_ms() const { return node_total_ms_; }
   void add_run() { ++runs_; }
   void reset();
 
@@ -43,7 +54,10 @@ class Profiler {
   double plan_ms_ = 0;           // time building them
   int64_t patches_ = 0;          // plans patched meanwhile
   double patch_ms_ = 0;          // time patching them
-  int64_t patch_nodes_ = 0;      // nodes they reshaped or folded again
+  int64_t patch_nodes_ = 0;      // nodes they reshaped (folds among them) or passed through
+  int64_t patch_folds_ = 0;      // folds they evaluated again (timed as those nodes' runs)
+  int64_t regrown_ = 0;          // patches that reshaped nothing (Plan::Growth)
+  double node_total_ms_ = 0;     // all add_node was given
 };
 
 }  // namespace onebit

@@ -60,6 +60,8 @@ Session::Session(Graph graph, const OpRegistry& registry, const SessionOptions& 
   for (size_t i = 0; i < graph_.outputs.size(); ++i) output_slot_[static_cast<size_t>(graph_.outputs[i])] = i;
   outputs_ = std::make_unique<OutputPool>(graph_.outputs.size(), graph_.path);
   profiler_ = Profiler(graph_.nodes.size());
+  if (options_.profile) planner_->set_profiler(&profiler_);
+  planner_->set_regrow(options_.regrow_plans);
   made_.resize(graph_.values.size());
   at_.resize(graph_.values.size());
   io_at_.reserve(2 * graph_.nodes.size() + 1);
@@ -253,6 +255,7 @@ const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
       return *plans_.front().plan;
     }
   const auto t0 = Clock::now();
+  const double folds_before = profiler_.node_ms();  // folds a patch evaluates are timed as their nodes
   if (options_.patch_plans) {
     // The kept plan with room for these shapes that is nearest to them now.
     auto best = plans_.end();
@@ -271,11 +274,16 @@ const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
         throw;
       }
       if (patched) {
+        const Plan& plan = *best->plan;
         ++stats_.plans_patched;
-        stats_.nodes_patched += best->plan->patched_nodes;
+        stats_.plans_regrown += plan.regrown;
+        stats_.nodes_patched += plan.patched_nodes;
+        stats_.nodes_refolded += plan.refolded_nodes;
         best->shapes = std::move(key);
         plans_.splice(plans_.begin(), plans_, best);
-        if (options_.profile) profiler_.add_patch(ms_since(t0), best->plan->patched_nodes);
+        if (options_.profile)
+          profiler_.add_patch(ms_since(t0) - (profiler_.node_ms() - folds_before), plan.patched_nodes,
+                              plan.refolded_nodes, plan.regrown);
         return *plans_.front().plan;
       }
       plans_.erase(best);  // left half-patched: unusable
@@ -379,7 +387,7 @@ std::vector<Tensor> Session::run(const std::vector<NamedTensor>& named_inputs) {
       with_context([&] { return graph_.node_label(node); }, [&] { bind_outputs(p, out_ids, at_, arena, outs); });
       void* workspace = p.nodes[n].workspace_at >= 0 ? arena + p.nodes[n].workspace_at : nullptr;
       RunContext ctx(ins.data(), static_cast<int>(ins.size()), outs.data(), static_cast<int>(outs.size()), workspace,
-                     *pool_);
+                     p.nodes[n].workspace_bytes, *pool_);
       if (options_.profile) {
         const auto t0 = Clock::now();
         with_context([&] { return graph_.node_label(node); }, [&] { kernel.run(ctx); });

@@ -69,6 +69,7 @@ struct SessionOptions {
   bool debug_refusals = false;  // every fusion logs each refused group and why
   bool profile = false;      // time every kernel, by op type
   bool patch_plans = true;   // off: every new input-shape signature is planned afresh (control runs)
+  bool regrow_plans = true;  // off: patches always reshape, never repeat the growth before (Plan::Growth; control runs)
   KernelOptions kernel;
   // Outputs whose last row along the sequence axis is all the caller reads
   // (the generator's logits): their LM head computes only that row.

@@ -25,13 +25,13 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/broadcast.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
 #include "ops/kv_gemm.h"
 #include "ops/op_util.h"
 #include "ops/sgemm.h"
 #include "ops/softmax.h"
+#include "base/sizes.h"
 #include "base/thread_pool.h"
 #include "quant/ukernels/kv_ukernels.h"
 
@@ -68,7 +68,7 @@ struct MaskRows {
   // broadcasts into them without widening them, keys not broadcast. A mask
   // of rank 5 or more, even of leading 1s, would widen the sum's rank (and
   // move the axis a Softmax of axis 3 normalises): not rows.
-  static bool fits(const Shape& ms, const Shape& scores) {
+  static bool fits(const Shape& ms, const int64_t* scores) {
     const size_t rank = ms.size();
     if (rank == 0 || rank > 4) return false;
     for (size_t i = 0; i < rank; ++i) {
@@ -80,7 +80,7 @@ struct MaskRows {
   static MaskRows of(const Tensor& mask, const Shape& scores) {
     MaskRows r;
     const Shape& ms = mask.shape();
-    if ((mask.dtype() != DType::F32 && mask.dtype() != DType::F16) || !fits(ms, scores)) return r;
+    if ((mask.dtype() != DType::F32 && mask.dtype() != DType::F16) || !fits(ms, scores.data())) return r;
     const size_t rank = ms.size();
     int64_t dims[4] = {1, 1, 1, 1};
     for (size_t i = 0; i < rank; ++i) dims[4 - 1 - i] = ms[rank - 1 - i];
@@ -150,59 +150,40 @@ class GqaMatMulKernel : public Kernel {
         kv_config_(kv_gemm_config()) {}
 
   void reshape(ReshapeContext& ctx) override {
-    // float32 runs the GEMM; float16 / bfloat16 / double (a fusion that
-    // could not see the dtype) run the reference loop below, in float.
-    // A KV state is float32 or float16 (KernelOptions::kv_dtype) under float32 A.
-    const DType t = ctx.dtype(0);
-    if (state_) {
-      check_head_stride(ctx, 4);
-      const DType kv = ctx.dtype(1);
-      if ((t != DType::F32 && t != DType::F16) || (kv != DType::F32 && kv != DType::F16 && kv != DType::I8))
-        fail("inputs are {} and {}: over a KV state A is float32 or float16 and the state float32, float16 or int8",
-             dtype_name(t), dtype_name(kv));
-    } else if ((t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64) || ctx.dtype(1) != t) {
-      fail("inputs are {} and {}, expected float32 (or one float type)", dtype_name(ctx.dtype(0)), dtype_name(ctx.dtype(1)));
-    }
-    const Shape& a = ctx.shape(0);
-    if (a.size() != 4 || ctx.shape(1).size() != 4)
-      fail("expected A [b,h,S,X] and KV [b,kvh,T,d], got {} and {}", shape_str(a), shape_str(ctx.shape(1)));
-    const Shape& kv = ctx.shape(1);
-    int64_t rep = 1;  // without the repeat's shapes: one query head per KV head
-    if (ctx.has_input(2)) {
-      // The repeat the graph spelled out: Expand to e, then Reshape to r.
-      const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, tensor_to_ints(ctx.value(2))});
-      if (e.size() != 5 || e[0] != kv[0] || e[1] != kv[1] || e[3] != kv[2] || e[4] != kv[3])
-        fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(e), shape_str(kv));
-      rep = e[2];
-      const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(3)), allowzero_);
-      if (r != Shape{kv[0], kv[1] * rep, kv[2], kv[3]})
-        fail("Reshape of {} to {} is not [b, kvh*rep, T, d]", shape_str(e), shape_str(r));
-    }
-    const int64_t x = trans_b_ ? kv[3] : kv[2];
-    if (a[0] != kv[0] || a[1] != kv[1] * rep || a[3] != x)
-      fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * rep, kv[2], kv[3]);
-    const Shape y{a[0], a[1], a[2], trans_b_ ? kv[2] : kv[3]};
-    if (softmax_) {
-      // The pass saw float32 (or float16) scores and mask of one dtype, the
-      // mask unable to widen them (declared shapes); the file's values must agree.
-      if ((t != DType::F32 && t != DType::F16) || ctx.dtype(5) != t)
-        fail("scores and mask are {} and {}: the fused ·scale + mask -> Softmax takes both float32 or both float16",
-             dtype_name(t), dtype_name(ctx.dtype(5)));
-      if (!MaskRows::fits(ctx.shape(5), y))
-        fail("mask {} does not broadcast into the scores {} along their rows, as the graph declared",
-             shape_str(ctx.shape(5)), shape_str(y));
-    }
-    ctx.set_output(0, t, y);
-    const size_t m = static_cast<size_t>(rep * a[2]);
-    const size_t slots = slot_bytes(m, static_cast<size_t>(kv[2]), static_cast<size_t>(kv[3]), ctx.dtype(1)) *
-                         static_cast<size_t>(ThreadPool::default_threads());
-    ctx.set_workspace(slots + (half_path(t, ctx.dtype(1)) ? align64(numel(a) * 4) + align64(numel(y) * 4) : 0));
+    if (state_) check_head_stride(ctx, 4);
+    const Tensor* expand = ctx.has_input(2) ? &ctx.value(2) : nullptr;
+    const Tensor* target = ctx.has_input(3) ? &ctx.value(3) : nullptr;
+    const Checked c = check(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), ctx.shape(1), expand, target,
+                            softmax_ ? ctx.dtype(5) : DType::Undefined, softmax_ ? &ctx.shape(5) : nullptr);
+    ctx.set_output(0, ctx.dtype(0), Shape(c.y, c.y + 4));
+    ctx.set_workspace(workspace(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), c));
   }
+
+  // A plan may grow this node without reshaping it: run() checks what
+  // reshape() does (check() below) on the tensors it is bound to.
+  bool follows_growth() const override { return true; }
 
   void run(RunContext& ctx) override {
     const Tensor& A = ctx.input(0);
     const Tensor& KV = ctx.input(1);
     Tensor& Y = ctx.output(0);
+    {
+      // What reshape checked, again (Kernel::follows_growth).
+      if (state_ && (ctx.input(4).dtype() != DType::I64 || ctx.input(4).size() != 1))
+        fail("input 4 (the KV heads' stride) is {} {}, expected one int64", dtype_name(ctx.input(4).dtype()),
+             shape_str(ctx.input(4).shape()));
+      const Checked c = check(A.dtype(), KV.dtype(), A.shape(), KV.shape(), ctx.has_input(2) ? &ctx.input(2) : nullptr,
+                              ctx.has_input(3) ? &ctx.input(3) : nullptr,
+                              softmax_ ? ctx.input(5).dtype() : DType::Undefined,
+                              softmax_ ? &ctx.input(5).shape() : nullptr);
+      if (Y.dtype() != A.dtype() || Y.rank() != 4 || !std::equal(c.y, c.y + 4, Y.shape().begin()))
+        fail("bound to an output of {} {}, expected {} [{},{},{},{}]", dtype_name(Y.dtype()), shape_str(Y.shape()),
+             dtype_name(A.dtype()), c.y[0], c.y[1], c.y[2], c.y[3]);
+      const size_t need = workspace(A.dtype(), KV.dtype(), A.shape(), c);
+      if (need > ctx.workspace_bytes())
+        fail("needs a {}-byte workspace for A {} and KV {}, the plan has {}", need, shape_str(A.shape()),
+             shape_str(KV.shape()), ctx.workspace_bytes());
+    }
     const int64_t b = KV.dim(0), kvh = KV.dim(1), t = KV.dim(2), d = KV.dim(3);
     const int64_t head_stride = state_ ? *ctx.input(4).data<int64_t>() : t * d;
     kv_state_head(KV.raw(), KV.dtype(), head_stride, 0, t, d);  // the stride checked before any task runs
@@ -379,6 +360,108 @@ class GqaMatMulKernel : public Kernel {
   // One task's workspace: A [m×k] against t rows of d (the scores need none).
   size_t slot_bytes(size_t m, size_t t, size_t d, DType kv) const {
     return trans_b_ ? 0 : kv_mix_workspace(kv_config_, m, t, d, kv);
+  }
+
+  struct Checked {
+    int64_t rep;   // query heads per KV head
+    int64_t t, d;  // KV positions and head size
+    int64_t y[4];  // the output's shape
+  };
+
+  // What reshape() checks and run() checks again (Kernel::follows_growth),
+  // allocating nothing unless it fails: the dtypes, A [b,h,S,X] against KV
+  // [b,kvh,T,d] repeated rep times (the repeat the graph spelled out as
+  // Expand to `expand`, Reshape to `target`, when it has them), and with the
+  // fused Softmax the mask (`mask`, of `mask_dtype`) over the scores' rows.
+  Checked check(DType t, DType kv_dtype, const Shape& a, const Shape& kv, const Tensor* expand, const Tensor* target,
+                DType mask_dtype, const Shape* mask) const {
+    // float32 runs the GEMM; float16 / bfloat16 / double (a fusion that
+    // could not see the dtype) run the reference loop below, in float.
+    // A KV state is float32 or float16 (KernelOptions::kv_dtype) under float32 A.
+    if (state_) {
+      if ((t != DType::F32 && t != DType::F16) ||
+          (kv_dtype != DType::F32 && kv_dtype != DType::F16 && kv_dtype != DType::I8))
+        fail("inputs are {} and {}: over a KV state A is float32 or float16 and the state float32, float16 or int8",
+             dtype_name(t), dtype_name(kv_dtype));
+    } else if ((t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::F64) || kv_dtype != t) {
+      fail("inputs are {} and {}, expected float32 (or one float type)", dtype_name(t), dtype_name(kv_dtype));
+    }
+    if (a.size() != 4 || kv.size() != 4)
+      fail("expected A [b,h,S,X] and KV [b,kvh,T,d], got {} and {}", shape_str(a), shape_str(kv));
+    Checked c{1, kv[2], kv[3], {}};  // without the repeat's shapes: one query head per KV head
+    if (!expand != !target)
+      fail("has only input {} of the repeat's two shapes (inputs 2 and 3), expected both or neither", expand ? 2 : 3);
+    if (expand) c.rep = spelled_repeat(kv, *expand, *target);
+    const int64_t x = trans_b_ ? kv[3] : kv[2];
+    if (a[0] != kv[0] || a[1] != checked_mul(kv[1], c.rep, "the repeated KV heads") || a[3] != x)
+      fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * c.rep, kv[2], kv[3]);
+    c.y[0] = a[0], c.y[1] = a[1], c.y[2] = a[2], c.y[3] = trans_b_ ? kv[2] : kv[3];
+    if (mask) {
+      // The pass saw float32 (or float16) scores and mask of one dtype, the
+      // mask unable to widen them (declared shapes); the file's values must agree.
+      if ((t != DType::F32 && t != DType::F16) || mask_dtype != t)
+        fail("scores and mask are {} and {}: the fused ·scale + mask -> Softmax takes both float32 or both float16",
+             dtype_name(t), dtype_name(mask_dtype));
+      if (!MaskRows::fits(*mask, c.y))
+        fail("mask {} does not broadcast into the scores {} along their rows, as the graph declared", shape_str(*mask),
+             shape_str(Shape(c.y, c.y + 4)));
+    }
+    return c;
+  }
+
+  // rep when Expand of KV [b,kvh,T,d] (as [b,kvh,1,T,d]) to `expand`, then
+  // Reshape to `target`, repeats each KV head rep times: [b, kvh·rep, T, d].
+  // The values are read in place (run() checks them each step).
+  int64_t spelled_repeat(const Shape& kv, const Tensor& expand, const Tensor& target) const {
+    const int64_t from[5] = {kv[0], kv[1], 1, kv[2], kv[3]};
+    const int64_t n = expand.size();
+    int64_t e[5] = {0, 0, 0, 0, 0};
+    bool repeat = n <= 5;
+    for (int64_t i = 0; i < 5 && repeat; ++i) {
+      // Expand broadcasts: each dim equal, or one of the two 1.
+      const int64_t dim = i >= 5 - n ? tensor_int_at(expand, i - (5 - n)) : 1;
+      e[i] = dim == from[i] || dim == 1 ? from[i] : from[i] == 1 ? dim : -1;
+      repeat = e[i] >= 0 && (i == 2 || e[i] == from[i]);
+    }
+    if (!repeat)
+      fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(tensor_to_ints(expand)), shape_str(kv));
+    // Reshape's target: 0 copies e's dim (unless allowzero), -1 infers the rest.
+    const int64_t want[4] = {kv[0], checked_mul(kv[1], e[2], "the repeated KV heads"), kv[2], kv[3]};
+    bool same = target.size() == 4;
+    int64_t known = 1, infer = -1;
+    for (int64_t i = 0; i < 4 && same; ++i) {
+      int64_t dim = tensor_int_at(target, i);
+      if (dim == 0 && !allowzero_) dim = e[i];
+      if (dim == -1) {
+        same = infer < 0;
+        infer = i;
+        continue;
+      }
+      same = dim == want[i];
+      if (same) known = checked_mul(known, dim, "a Reshape target");
+    }
+    // The one inferred dim is what the others leave of e's elements.
+    if (same && infer >= 0) {
+      int64_t total = 1;
+      for (int64_t dim : e) total = checked_mul(total, dim, "an Expand target");
+      same = known != 0 && total % known == 0 && total / known == want[infer];
+    }
+    if (!same)
+      fail("Reshape of {} to {} is not [b, kvh*rep, T, d]", shape_str(Shape(e, e + 5)),
+           shape_str(tensor_to_ints(target)));
+    return e[2];
+  }
+
+  // The workspace reshape() asks for: a slot per thread, and for float16 A
+  // the widened A and product.
+  size_t workspace(DType t, DType kv_dtype, const Shape& a, const Checked& c) const {
+    const size_t m = static_cast<size_t>(c.rep * a[2]);
+    const size_t slots = slot_bytes(m, static_cast<size_t>(c.t), static_cast<size_t>(c.d), kv_dtype) *
+                         static_cast<size_t>(ThreadPool::default_threads());
+    if (!half_path(t, kv_dtype)) return slots;
+    int64_t y = 4;
+    for (int64_t dim : c.y) y = checked_mul(y, dim, "the scores' bytes");
+    return slots + align64(numel(a) * 4) + align64(static_cast<size_t>(y));
   }
 
   bool trans_b_, allowzero_, state_, masked_, softmax_;

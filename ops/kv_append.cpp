@@ -35,17 +35,13 @@ class KvAppendKernel : public Kernel {
       : past_axis_(info.attrs().get_int("past_axis")), store_(info.options().kv_dtype) {}
 
   bool needs_input_data(int input) const override { return input == 0; }
+  // run() takes the past from its input, checks what reshape checks and
+  // reserves the room itself: a plan may grow it (Kernel::follows_growth).
+  bool follows_growth() const override { return true; }
 
   void reshape(ReshapeContext& ctx) override {
-    if (ctx.dtype(0) != DType::F32 && ctx.dtype(0) != DType::F16)
-      fail("new keys or values are {}, expected float32 or float16", dtype_name(ctx.dtype(0)));
     const Shape& x = ctx.shape(0);
-    if (x.size() != 4 || x[0] != 1)
-      fail("new keys or values have shape {}, expected [1, kv_heads, S, head_dim]", shape_str(x));
-    const Shape& past = ctx.shape(1);
-    if (past_axis_ < 0 || past_axis_ >= static_cast<int64_t>(past.size()))
-      fail("past_axis {} is outside the past's shape {}", past_axis_, shape_str(past));
-    const int64_t total = past[static_cast<size_t>(past_axis_)] + x[2];
+    const int64_t total = check(ctx.dtype(0), x, ctx.shape(1));
     // Planning for a longer sequence (the generator reserves for its last
     // step) sizes the state now, so the decode steps allocate nothing.
     store_.reserve(x[1], x[3], total);
@@ -56,7 +52,7 @@ class KvAppendKernel : public Kernel {
   void run(RunContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t kvh = x.dim(1), s = x.dim(2), d = x.dim(3);
-    const int64_t past = ctx.input(1).dim(static_cast<int>(past_axis_));
+    const int64_t past = check(x.dtype(), x.shape(), ctx.input(1).shape()) - s;
     store_.continue_at(past);
     store_.reserve(kvh, d, past + s);
     const float* src = x.dtype() == DType::F32 ? x.data<float>() : nullptr;
@@ -69,6 +65,18 @@ class KvAppendKernel : public Kernel {
     store_.length = past + s;
     ctx.output(0) = Tensor(store_.dtype(), {1, kvh, store_.length, d}, store_.data(), store_.owner());
     *ctx.output(1).data<int64_t>() = store_.head_stride();
+  }
+
+  // What reshape checks and run checks again: new positions [1, kvh, S, d]
+  // of float32 or float16, past_axis inside the past's shape. Returns P + S.
+  int64_t check(DType t, const Shape& x, const Shape& past) const {
+    if (t != DType::F32 && t != DType::F16)
+      fail("new keys or values are {}, expected float32 or float16", dtype_name(t));
+    if (x.size() != 4 || x[0] != 1)
+      fail("new keys or values have shape {}, expected [1, kv_heads, S, head_dim]", shape_str(x));
+    if (past_axis_ < 0 || past_axis_ >= static_cast<int64_t>(past.size()))
+      fail("past_axis {} is outside the past's shape {}", past_axis_, shape_str(past));
+    return checked_add(past[static_cast<size_t>(past_axis_)], x[2], "the KV positions");
   }
 
   std::string describe() const override {

@@ -11,7 +11,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/thread_pool.h"
+#include "graph/kernel.h"
 #include "graph/onnx/onnx_loader.h"
+#include "graph/op_registry.h"
 #include "graph/session.h"
 #include "model_builder.h"
 #include "op_test_util.h"
@@ -36,7 +39,10 @@ enum class Cache { Stacked, PerLayer };
 
 // x [1,S,16] -> attention over past + new (2 KV heads of 8, 4 query heads)
 // -> y [1,4,S,8], and the cache after the step.
-enum class Extra { None, Cache, Present };
+// Extra::Mask instead scales and masks the scores (a graph input mask [1, 1,
+// S, T]) before the Softmax, as transformers' eager attention does; the
+// masked-scores fusions then make the Q·Kᵀ node that whole chain.
+enum class Extra { None, Cache, Present, Mask };
 
 // rep = 1 is multi-head attention: transformers exports no repeat_kv then,
 // and attention reads the cache through a Transpose and plain MatMuls.
@@ -102,14 +108,30 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
   ModelBuilder::attr_int(b.node("Concat", {"r_head", "t", "d"}, {"r"}), "axis", 0);
   ModelBuilder::attr_ints(b.node("Transpose", {k_heads}, {"kt"}), "perm", {0, 1, 3, 2});
   b.node("MatMul", {"q", "kt"}, {"scores"});
-  ModelBuilder::attr_int(b.node("Softmax", {"scores"}, {"p"}), "axis", -1);
+  if (extra == Extra::Mask) {
+    b.input("mask", kFloat, {1, 1, -1, -1}).declare("scores", kFloat, {1, h, -1, -1});
+    // S and T by names of their own (the past's dim 3 is sym3 too).
+    auto name_dims = [](onnx::ValueInfoProto& v) {
+      auto* shape = v.mutable_type()->mutable_tensor_type()->mutable_shape();
+      shape->mutable_dim(2)->set_dim_param("seq");
+      shape->mutable_dim(3)->set_dim_param("total");
+    };
+    name_dims(*b.graph().mutable_input(b.graph().input_size() - 1));
+    name_dims(*b.graph().mutable_value_info(b.graph().value_info_size() - 1));
+    b.initializer<float>("scale", kFloat, {}, {0.35f});
+    b.node("Mul", {"scores", "scale"}, {"scaled"});
+    b.node("Add", {"scaled", "mask"}, {"masked"});
+    ModelBuilder::attr_int(b.node("Softmax", {"masked"}, {"p"}), "axis", -1);
+  } else {
+    ModelBuilder::attr_int(b.node("Softmax", {"scores"}, {"p"}), "axis", -1);
+  }
   b.node("MatMul", {"p", v_heads}, {"y"});
   if (cache == Cache::Stacked) {
     b.node("Unsqueeze", {"k_cat", "i0"}, {"k_stack"});
     b.node("Unsqueeze", {"v_cat", "i0"}, {"v_stack"});
     ModelBuilder::attr_int(b.node("Concat", {"k_stack", "v_stack"}, {"present"}), "axis", 0);
   }
-  if (extra != Extra::None) {  // something besides attention reads the cache, or the stacked present
+  if (extra == Extra::Cache || extra == Extra::Present) {  // something else reads the cache, or the stacked present
     const std::string read = extra == Extra::Present ? "present" : cache == Cache::Stacked ? "k_cat" : "present_k";
     b.output("k_sum", kFloat, {});
     ModelBuilder::attr_int(b.node("ReduceSum", {read}, {"k_sum"}), "keepdims", 0);
@@ -420,6 +442,204 @@ TEST_CASE("plan patching: a value whose data alone changed reaches only the node
   // shape and the new [L, 1]), and Expand where L / 4 changed (4, 8, 12 and
   // back to 7): 7 × 10 + 4. The Add is never reshaped.
   CHECK(patched.stats().nodes_patched == 74);
+}
+
+namespace {
+
+// x's length L reaches only folds: y1 = Range(0, L), a steady step's growth
+// (one more each step); with `halves`, y2 = Range(0, L / 2) too, which grows
+// every other step; with `quarters`, q = L / 4 read by y3 = Range(0, q)
+// (reached only when q changes) and by y4 = z + q, a static Add whose
+// reshape reads shapes only (it runs on the new q).
+std::string fold_model(bool halves, bool quarters, const std::string& name) {
+  ModelBuilder b;
+  b.input("x", kFloat, {1, -1}).input("z", kFloat, {2}).output("y1", kInt64, {-1});
+  b.initializer<int64_t>("i1", kInt64, {}, {1});
+  b.initializer<int64_t>("zero", kInt64, {}, {0});
+  b.initializer<int64_t>("two", kInt64, {}, {2});
+  b.initializer<int64_t>("four", kInt64, {}, {4});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i1"}, {"len"});
+  b.node("Range", {"zero", "len", "i1"}, {"y1"});
+  if (halves) {
+    b.output("y2", kInt64, {-1});
+    b.node("Div", {"len", "two"}, {"half"});
+    b.node("Range", {"zero", "half", "i1"}, {"y2"});
+  }
+  if (quarters) {
+    b.output("y3", kInt64, {-1}).output("y4", kFloat, {2});
+    b.node("Div", {"len", "four"}, {"q"});
+    b.node("Range", {"zero", "q", "i1"}, {"y3"});
+    ModelBuilder::attr_int(b.node("Cast", {"q"}, {"qf"}), "to", kFloat);
+    b.node("Add", {"z", "qf"}, {"y4"});
+  }
+  const std::string path = scratch_dir(name) + "/model.onnx";
+  b.save(path);
+  return path;
+}
+
+// Lengths 12, 11, ..., 4 after a reserve for 40, then 5, 6, ..., 39: each
+// session's outputs must be those of plans built afresh, at every length.
+// Returns the plans regrown.
+int64_t fold_steps(const std::string& path, bool regrow) {
+  auto open_session = [&](bool patch, bool grow) {
+    SessionOptions o;
+    o.patch_plans = patch;
+    o.regrow_plans = grow;
+    return Session(load_onnx(path), default_op_registry(), o);
+  };
+  Session s = open_session(true, regrow), fresh = open_session(false, false);
+  auto inputs = [](int64_t len) {
+    return std::vector<NamedTensor>{{"x", Tensor(DType::F32, {1, len}, nullptr)},
+                                    {"z", test::make_tensor<float>({2}, {0.5f, -3.f})}};
+  };
+  s.reserve(inputs(40));
+  std::vector<int64_t> lengths;
+  for (int64_t len = 12; len >= 4; --len) lengths.push_back(len);
+  for (int64_t len = 5; len < 40; ++len) lengths.push_back(len);
+  for (int64_t len : lengths) {
+    INFO("L = " << len);
+    const std::vector<Tensor> got = s.run(inputs(len)), want = fresh.run(inputs(len));
+    REQUIRE(got.size() == want.size());
+    for (size_t o = 0; o < got.size(); ++o) require_same(got[o], want[o], true);
+    CHECK(got[0].shape() == Shape{len});
+  }
+  CHECK(s.stats().plans_patched == static_cast<int64_t>(lengths.size()));
+  return s.stats().plans_regrown;
+}
+
+}  // namespace
+
+TEST_CASE("plan growth: a step that grows as the one before repeats that patch, reshaping nothing", "[plan]") {
+  // Each length after the first patch of a run in one direction repeats the
+  // patch before: 12 -> 11 records -1 (after 40 -> 12 recorded -28), 10..4
+  // repeat it; 4 -> 5 records +1, 6..39 repeat it.
+  const std::string path = fold_model(false, false, "plan_growth_linear");
+  CHECK(fold_steps(path, true) == 7 + 34);
+  CHECK(fold_steps(path, false) == 0);
+}
+
+TEST_CASE("plan growth: folds that grow otherwise put the plan back and patch it node by node", "[plan]") {
+  // y2 = Range(0, L / 2) grows by 0 and 1 in turn: no step repeats the one
+  // before, and each try is undone after y1 already grew.
+  CHECK(fold_steps(fold_model(true, false, "plan_growth_halves"), true) == 0);
+  // q = L / 4 changes at every fourth length: a step where it changes where
+  // it did not before (Range(0, q) would need evaluating) is patched node by
+  // node; the steps between repeat.
+  const int64_t regrown = fold_steps(fold_model(false, true, "plan_growth_quarters"), true);
+  CHECK(regrown > 0);
+  CHECK(regrown < 7 + 34);
+}
+
+TEST_CASE("plan growth: a decode loop over the KV state reshapes nothing after its second step", "[kv_state][plan]") {
+  // The scores' ·scale, + mask and Softmax fused into Q·Kᵀ: the nodes the
+  // past length reaches are the KV appends and the attention products
+  // (Kernel::follows_growth) and folds. Growing, patching node by node, and
+  // planning afresh give the same bits at every step.
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
+    INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache");
+    const std::string path = scratch_dir("kv_growth") + "/model.onnx";
+    attention(cache, Extra::Mask).save(path);
+    auto open_session = [&](bool patch, bool grow) {
+      SessionOptions o;
+      o.kv_state_inputs = past_names(cache);
+      o.patch_plans = patch;
+      o.regrow_plans = grow;
+      return Session(load_onnx(path), default_op_registry(), o);
+    };
+    Session grown = open_session(true, true), patched = open_session(true, false), fresh = open_session(false, false);
+    REQUIRE(grown.pass_report().get("kv_state") == 2);
+    REQUIRE(grown.pass_report().get("scores_softmax_fused") == 1);
+    auto inputs = [&](int64_t p, int64_t n, int seed) {
+      std::vector<NamedTensor> in{{"x", input_x(n, seed)}};
+      for (const std::string& name : past_names(cache))
+        in.push_back({name, Tensor(DType::F32, past_shape(cache, p), nullptr)});
+      Tensor mask = Tensor::allocate(DType::F32, {1, 1, n, p + n});
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < p + n; ++j) mask.data<float>()[i * (p + n) + j] = j <= p + i ? 0.f : -3.4e38f;
+      in.push_back({"mask", mask});
+      return in;
+    };
+    for (Session* s : {&grown, &patched, &fresh}) {
+      s->reserve(inputs(0, 5, 0));
+      s->reserve(inputs(40, 1, 0));
+    }
+    std::vector<std::pair<int64_t, int64_t>> steps{{0, 5}};
+    for (int64_t p = 5; p < 39; ++p) steps.push_back({p, 1});
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const auto [p, n] = steps[i];
+      INFO("step " << i << ": past " << p << ", " << n << " new");
+      const std::vector<Tensor> a = grown.run(inputs(p, n, static_cast<int>(i)));
+      require_same(a[0], patched.run(inputs(p, n, static_cast<int>(i)))[0], true);
+      require_same(a[0], fresh.run(inputs(p, n, static_cast<int>(i)))[0], true);
+    }
+    // The prefill is the reserved plan itself; the first one-token step
+    // patches the plan reserved for past 40 down to 6 positions, the second
+    // records +1, and the other 32 repeat it.
+    CHECK(grown.stats().plans_patched == 34);
+    CHECK(grown.stats().plans_regrown == 32);
+    CHECK(patched.stats().plans_regrown == 0);
+    CHECK(grown.stats().nodes_patched * 10 < patched.stats().nodes_patched);
+  }
+}
+
+TEST_CASE("plan growth: KvAppend and GqaMatMul check at run what their reshape checks", "[kv_state][plan]") {
+  // A grown plan binds them without reshaping (Kernel::follows_growth): run
+  // must refuse tensors their reshape would have refused, by name.
+  Graph g;
+  for (const char* name : {"a", "kv", "y", "x", "past", "state", "stride", "e"}) g.add_value(Value{name});
+  Node gqa{"gqa", "GqaMatMul", kOneBitDomain, 1, {0, 1}, {2}, {}};
+  Attribute trans_b;
+  trans_b.kind = Attribute::Kind::Int;
+  trans_b.i = 1;
+  gqa.attrs.set("transB", trans_b);
+  Node append{"append", "KvAppend", kOneBitDomain, 1, {3, 4}, {5, 6}, {}};
+  Attribute axis;
+  axis.kind = Attribute::Kind::Int;
+  axis.i = 2;
+  append.attrs.set("past_axis", axis);
+  Node half_repeat = gqa;  // Expand's shape without Reshape's
+  half_repeat.inputs.push_back(7);
+  g.nodes = {gqa, append, half_repeat};
+  ThreadPool pool(1);
+  const KernelOptions options;
+  auto make = [&](int n) {
+    const Node& node = g.nodes[static_cast<size_t>(n)];
+    return default_op_registry().find(kOneBitDomain, node.op_type, 1)->create(KernelInfo(g, node, &pool, options));
+  };
+  auto run = [&](Kernel& k, std::vector<const Tensor*> in, std::vector<Tensor>& out) {
+    RunContext ctx(in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), nullptr, 0, pool);
+    k.run(ctx);
+  };
+  const std::unique_ptr<Kernel> scores = make(0);
+  REQUIRE(scores->follows_growth());
+  const Tensor a = Tensor::allocate(DType::F32, {1, 2, 1, 4}), kv = Tensor::allocate(DType::F32, {1, 2, 3, 4});
+  std::fill(a.data<float>(), a.data<float>() + a.size(), 0.5f);
+  std::fill(kv.data<float>(), kv.data<float>() + kv.size(), 0.25f);
+  std::vector<Tensor> y{Tensor::allocate(DType::F32, {1, 2, 1, 3})};
+  REQUIRE_NOTHROW(run(*scores, {&a, &kv}, y));
+  CHECK(y[0].data<float>()[0] == 0.5f);
+  std::vector<Tensor> wrong{Tensor::allocate(DType::F32, {1, 2, 1, 4})};  // the keys grew, the scores did not
+  CHECK_THROWS_WITH(run(*scores, {&a, &kv}, wrong),
+                    Catch::Contains("bound to an output of float32 [1,2,1,4], expected float32 [1,2,1,3]"));
+  const Tensor a3 = Tensor::allocate(DType::F32, {1, 3, 1, 4});  // 3 query heads over 2 KV heads
+  CHECK_THROWS_WITH(run(*scores, {&a3, &kv}, y), Catch::Contains("does not match the repeated KV"));
+  const Tensor e = test::make_tensor<int64_t>({5}, {1, 2, 1, 3, 4});
+  CHECK_THROWS_WITH(run(*make(2), {&a, &kv, &e}, y), Catch::Contains("has only input 2 of the repeat's two shapes"));
+
+  const std::unique_ptr<Kernel> kv_append = make(1);
+  REQUIRE(kv_append->follows_growth());
+  const Tensor x = Tensor::allocate(DType::F32, {1, 2, 1, 4}), past = Tensor(DType::F32, {1, 2, 0, 4}, nullptr);
+  std::fill(x.data<float>(), x.data<float>() + x.size(), 1.f);
+  std::vector<Tensor> state(2);
+  state[1] = Tensor::allocate(DType::I64, {});
+  REQUIRE_NOTHROW(run(*kv_append, {&x, &past}, state));
+  CHECK(state[0].shape() == Shape{1, 2, 1, 4});
+  const Tensor x3 = Tensor::allocate(DType::F32, {2, 1, 4});
+  CHECK_THROWS_WITH(run(*kv_append, {&x3, &past}, state), Catch::Contains("expected [1, kv_heads, S, head_dim]"));
+  const Tensor flat_past = Tensor(DType::F32, {1, 2}, nullptr);
+  CHECK_THROWS_WITH(run(*kv_append, {&x, &flat_past}, state),
+                    Catch::Contains("past_axis 2 is outside the past's shape [1,2]"));
 }
 
 TEST_CASE("plan patching: a patch that fails leaves no half-patched plan behind", "[plan]") {
