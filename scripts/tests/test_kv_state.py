@@ -3,7 +3,10 @@
 session, appended in place) and with ONEBIT_KV_STATE=0 (the exported
 Concats, `present` fed back as `past`), must choose the same tokens with
 bit-identical logits; the default run must really use the state (KvAppend
-nodes in its profile), the ONEBIT_KV_STATE=0 run must not.
+nodes in its profile), the ONEBIT_KV_STATE=0 run must not. Its steady decode
+steps grow their plan as the step before did, reshaping nothing (the
+profile's count), and give the logits of a run with ONEBIT_PLAN_REGROW=0,
+whose patches reshape node by node, bit for bit.
 
   pytest scripts/tests/test_kv_state.py --onebit build/1bit --model DIR/model-cached.onnx --layers 2
 
@@ -33,7 +36,7 @@ def runs(onebit, pytestconfig, tmp_path_factory):
     (model,) = models(pytestconfig, [tiny(pytestconfig) / "model-cached.onnx"])
     tmp = tmp_path_factory.mktemp("kv_state")
     out = {}
-    for name, env in (("state", {}), ("plain", {"ONEBIT_KV_STATE": "0"})):
+    for name, env in (("state", {}), ("plain", {"ONEBIT_KV_STATE": "0"}), ("reshaped", {"ONEBIT_PLAN_REGROW": "0"})):
         out[name] = cli.ort_run(onebit, model, ["--prompt", PROMPT], STEPS, tmp / f"{name}.npy",
                                 env={"ONEBIT_PROFILE": "1", **env}, capture_stderr=True)
     s, p = out["state"], out["plain"]
@@ -50,6 +53,21 @@ def test_state_run_appends_in_place(runs, pytestconfig):
 
 def test_exported_run_has_no_state(runs):
     assert profile_nodes(runs["plain"].stderr, "com.onebit::KvAppend") == 0
+
+
+def regrown(profile: str) -> int:
+    m = re.search(r"; (\d+) grown as the step before, reshaping nothing", profile)
+    assert m, "no patch line in the profile"
+    return int(m.group(1))
+
+
+def test_steady_steps_reshape_nothing(runs):
+    # The prompt's plan is the one reserved; the first step patches the plan
+    # reserved for the last one down, the second records +1, the rest repeat it.
+    assert regrown(runs["state"].stderr) == STEPS - 3
+    assert regrown(runs["reshaped"].stderr) == 0
+    s, r = runs["state"].logits, runs["reshaped"].logits
+    assert np.array_equal(s, r), f"max |d| {np.max(np.abs(s - r)):.3g}"
 
 
 def test_steps(runs):
