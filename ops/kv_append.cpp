@@ -51,8 +51,8 @@ class KvAppendKernel : public Kernel {
 
   void run(RunContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const int64_t kvh = x.dim(1), s = x.dim(2), d = x.dim(3);
-    const int64_t past = check(x.dtype(), x.shape(), ctx.input(1).shape()) - s;
+    const int64_t total = check(x.dtype(), x.shape(), ctx.input(1).shape());
+    const int64_t kvh = x.dim(1), s = x.dim(2), d = x.dim(3), past = total - s;
     store_.continue_at(past);
     store_.reserve(kvh, d, past + s);
     const float* src = x.dtype() == DType::F32 ? x.data<float>() : nullptr;
