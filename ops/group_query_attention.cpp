@@ -101,81 +101,50 @@ class GroupQueryAttentionKernel : public Kernel {
   bool needs_input_data(int input) const override { return !(state_ && (input == 3 || input == 4)); }
 
   void reshape(ReshapeContext& ctx) override {
-    const DType t = ctx.dtype(0);
-    if (t != DType::F32 && t != DType::F16)
-      fail("input 0 (query) is {}, expected float32 or float16", dtype_name(t));
-    for (int i : {1, 2, 3, 4, 10, 11})
-      if (ctx.has_input(i) && ctx.dtype(i) != t)
-        fail("input {} ({}) is {}, expected {} as the query", i, input_name(i), dtype_name(ctx.dtype(i)),
-             dtype_name(t));
-    for (int i : {7, 8})
-      if (ctx.has_input(i) && ctx.dtype(i) != t && ctx.dtype(i) != DType::F32)
-        fail("input {} ({}) is {}, expected {} or float32", i, input_name(i), dtype_name(ctx.dtype(i)),
-             dtype_name(t));
-    for (int i : {5, 6})
-      if (ctx.dtype(i) != DType::I32) fail("input {} ({}) is {}, expected int32", i, input_name(i), dtype_name(ctx.dtype(i)));
-    const Shape& q = ctx.shape(0);
-    if (q.size() != 3) fail("input query has shape {}, expected [batch, sequence, hidden]", shape_str(q));
-    const int64_t b = q[0], s = q[1];
-    const int64_t width = packed_ ? heads_ + 2 * kv_heads_ : heads_;
-    if (q[2] % width != 0)
-      fail("input query's last dim {} is not a multiple of {} heads{}", q[2], width, packed_ ? " (packed Q, K, V)" : "");
-    const int64_t d = q[2] / width;
-    if (!packed_)
-      for (int i : {1, 2})
-        if (ctx.shape(i) != Shape{b, s, kv_heads_ * d})
-          fail("input {} ({}) has shape {}, expected [{}, {}, {}]", i, input_name(i), shape_str(ctx.shape(i)), b, s,
-               kv_heads_ * d);
-    int64_t past_len = 0;
-    if (ctx.has_input(3) != ctx.has_input(4)) fail("inputs past_key and past_value must be given together");
-    if (ctx.has_input(3)) {
-      for (int i : {3, 4}) {
-        const Shape& p = ctx.shape(i);
-        if (p.size() != 4 || p[0] != b || p[1] != kv_heads_ || p[3] != d)
-          fail("input {} ({}) has shape {}, expected [{}, {}, past, {}]", i, input_name(i), shape_str(p), b, kv_heads_, d);
-      }
-      if (ctx.shape(3) != ctx.shape(4))
-        fail("past_key {} and past_value {} differ in shape", shape_str(ctx.shape(3)), shape_str(ctx.shape(4)));
-      past_len = ctx.shape(3)[2];
-    }
-    if (numel(ctx.shape(5)) != b) fail("input seqlens_k has shape {}, expected [{}]", shape_str(ctx.shape(5)), b);
-    if (numel(ctx.shape(6)) != 1) fail("input total_sequence_length has shape {}, expected a scalar", shape_str(ctx.shape(6)));
-    if (rotary_) {
-      const Shape& c = ctx.shape(7);
-      if (c.size() != 2 || ctx.shape(8) != c || 2 * c[1] > d || c[1] == 0)
-        fail("cos_cache {} and sin_cache {} must both be [max_position, rotary_dim / 2] with rotary_dim ≤ head size {}",
-             shape_str(c), shape_str(ctx.shape(8)), d);
-    }
-    if (ctx.has_input(9) && ctx.shape(9) != Shape{b, s})
-      fail("input position_ids has shape {}, expected [{}, {}]", shape_str(ctx.shape(9)), b, s);
-    if (ctx.has_input(11) && numel(ctx.shape(11)) != heads_)
-      fail("input head_sink has shape {}, expected [{}]", shape_str(ctx.shape(11)), heads_);
+    Operand in[kInputs];
+    for (int i = 0; i < kInputs; ++i)
+      if (ctx.has_input(i)) in[i] = {true, ctx.dtype(i), &ctx.shape(i)};
     // The total length: known when it derives from input shapes (the
     // attention mask's), else planned at run time.
-    const int64_t total = *ctx.value(6).data<int32_t>();
-    if (total < s) fail("total_sequence_length {} is less than the sequence length {}", total, s);
-    int64_t t_max = 0;
+    const Checked c = check(in, ctx.value(6));
+    const DType t = ctx.dtype(0);
     if (state_) {
-      if (b != 1) fail("the kept KV state follows one sequence; the batch is {}", b);
-      t_max = std::max(total, past_len + s);
-      k_.reserve(kv_heads_, d, t_max);  // the decode steps then grow nothing
-      v_.reserve(kv_heads_, d, t_max);
+      k_.reserve(kv_heads_, c.d, c.t_max);  // the decode steps then grow nothing
+      v_.reserve(kv_heads_, c.d, c.t_max);
     } else {
-      t_max = std::max(total, past_len);
       for (int o : {1, 2})
-        if (ctx.has_output(o)) ctx.set_output(o, t, {b, kv_heads_, t_max, d});
+        if (ctx.has_output(o)) ctx.set_output(o, t, {c.b, kv_heads_, c.t_max, c.d});
     }
-    if (ctx.has_input(10)) {
-      const Shape& m = ctx.shape(10);
-      if (m.size() != 4 || (m[0] != 1 && m[0] != b) || (m[1] != 1 && m[1] != heads_) || m[2] != s || m[3] < total)
-        fail("input attention_bias has shape {}, expected [{} or 1, {} or 1, {}, ≥ {}]", shape_str(m), b, heads_, s, total);
-    }
-    ctx.set_output(0, t, {b, s, heads_ * d});
-    const Plan p = plan(b, s, d, t_max, t == DType::F16, ctx.has_input(10));
-    ctx.set_workspace(p.workspace(static_cast<size_t>(ThreadPool::default_threads())));
+    ctx.set_output(0, t, {c.b, c.s, heads_ * c.d});
+    ctx.set_workspace(workspace(c, t == DType::F16, ctx.has_input(10)));
   }
 
+  // With the KV state kept its only output is [b, s, heads·d], whatever the
+  // total length (a value) is: a plan may grow it, and run() checks what
+  // reshape() does (check() below). Without, the present outputs' length
+  // is that value.
+  bool follows_growth() const override { return state_; }
+
   void run(RunContext& ctx) override {
+    {
+      // What reshape checked, again (Kernel::follows_growth).
+      Operand in[kInputs];
+      for (int i = 0; i < kInputs; ++i)
+        if (ctx.has_input(i)) in[i] = {true, ctx.input(i).dtype(), &ctx.input(i).shape()};
+      const Checked c = check(in, ctx.input(6));
+      const DType t = ctx.input(0).dtype();
+      for (int o = 0; o < 3; ++o) {
+        if (!ctx.has_output(o)) continue;
+        const Tensor& y = ctx.output(o);
+        const int64_t want[4] = {c.b, o == 0 ? c.s : kv_heads_, o == 0 ? heads_ * c.d : c.t_max, c.d};
+        if (y.dtype() != t || y.rank() != (o == 0 ? 3 : 4) || !std::equal(want, want + y.rank(), y.shape().begin()))
+          fail("output {} is bound as {} {}, expected {} [{},{},{}{}]", o, dtype_name(y.dtype()), shape_str(y.shape()),
+               dtype_name(t), want[0], want[1], want[2], o == 0 ? "" : fmt::format(",{}", want[3]));
+      }
+      const size_t need = workspace(c, t == DType::F16, ctx.has_input(10));
+      if (need > ctx.workspace_bytes())
+        fail("needs a {}-byte workspace for {} positions, the plan has {}", need, c.t_max, ctx.workspace_bytes());
+    }
     const Tensor& Q = ctx.input(0);
     const int64_t b = Q.dim(0), s = Q.dim(1);
     const int64_t width = packed_ ? heads_ + 2 * kv_heads_ : heads_;
@@ -417,6 +386,89 @@ class GroupQueryAttentionKernel : public Kernel {
     size_t slot = 0;          // one thread's scores, GEMM workspace and (float16) widened bias row
     size_t workspace(size_t threads) const { return q_bytes + in_bytes + out_bytes + slot * threads; }
   };
+
+  static constexpr int kInputs = 12;
+  // An input's dtype and shape as reshape() or run() sees it.
+  struct Operand {
+    bool present = false;
+    DType dtype = DType::Undefined;
+    const Shape* shape = nullptr;
+  };
+  struct Checked {
+    int64_t b, s, d;  // batch, new positions, head size
+    int64_t t_max;    // positions the cache holds after this step
+  };
+
+  // What reshape() checks and run() checks again (Kernel::follows_growth):
+  // dtypes, every input's shape against the query's, the total length
+  // (`total_input`, input 6's value) against them.
+  Checked check(const Operand (&in)[kInputs], const Tensor& total_input) const {
+    const DType t = in[0].dtype;
+    if (t != DType::F32 && t != DType::F16)
+      fail("input 0 (query) is {}, expected float32 or float16", dtype_name(t));
+    for (int i : {1, 2, 3, 4, 10, 11})
+      if (in[i].present && in[i].dtype != t)
+        fail("input {} ({}) is {}, expected {} as the query", i, input_name(i), dtype_name(in[i].dtype), dtype_name(t));
+    for (int i : {7, 8})
+      if (in[i].present && in[i].dtype != t && in[i].dtype != DType::F32)
+        fail("input {} ({}) is {}, expected {} or float32", i, input_name(i), dtype_name(in[i].dtype), dtype_name(t));
+    for (int i : {5, 6})
+      if (in[i].dtype != DType::I32) fail("input {} ({}) is {}, expected int32", i, input_name(i), dtype_name(in[i].dtype));
+    const Shape& q = *in[0].shape;
+    if (q.size() != 3) fail("input query has shape {}, expected [batch, sequence, hidden]", shape_str(q));
+    const int64_t b = q[0], s = q[1];
+    const int64_t width = packed_ ? heads_ + 2 * kv_heads_ : heads_;
+    if (q[2] % width != 0)
+      fail("input query's last dim {} is not a multiple of {} heads{}", q[2], width, packed_ ? " (packed Q, K, V)" : "");
+    const int64_t d = q[2] / width;
+    auto is = [](const Shape& x, std::initializer_list<int64_t> want) {
+      return x.size() == want.size() && std::equal(want.begin(), want.end(), x.begin());
+    };
+    if (!packed_)
+      for (int i : {1, 2})
+        if (!is(*in[i].shape, {b, s, kv_heads_ * d}))
+          fail("input {} ({}) has shape {}, expected [{}, {}, {}]", i, input_name(i), shape_str(*in[i].shape), b, s,
+               kv_heads_ * d);
+    int64_t past_len = 0;
+    if (in[3].present != in[4].present) fail("inputs past_key and past_value must be given together");
+    if (in[3].present) {
+      for (int i : {3, 4}) {
+        const Shape& p = *in[i].shape;
+        if (p.size() != 4 || p[0] != b || p[1] != kv_heads_ || p[3] != d)
+          fail("input {} ({}) has shape {}, expected [{}, {}, past, {}]", i, input_name(i), shape_str(p), b, kv_heads_, d);
+      }
+      if (*in[3].shape != *in[4].shape)
+        fail("past_key {} and past_value {} differ in shape", shape_str(*in[3].shape), shape_str(*in[4].shape));
+      past_len = (*in[3].shape)[2];
+    }
+    if (numel(*in[5].shape) != b) fail("input seqlens_k has shape {}, expected [{}]", shape_str(*in[5].shape), b);
+    if (numel(*in[6].shape) != 1)
+      fail("input total_sequence_length has shape {}, expected a scalar", shape_str(*in[6].shape));
+    const int64_t total = *total_input.data<int32_t>();
+    if (rotary_) {
+      const Shape& c = *in[7].shape;
+      if (c.size() != 2 || *in[8].shape != c || 2 * c[1] > d || c[1] == 0)
+        fail("cos_cache {} and sin_cache {} must both be [max_position, rotary_dim / 2] with rotary_dim ≤ head size {}",
+             shape_str(c), shape_str(*in[8].shape), d);
+    }
+    if (in[9].present && !is(*in[9].shape, {b, s}))
+      fail("input position_ids has shape {}, expected [{}, {}]", shape_str(*in[9].shape), b, s);
+    if (in[11].present && numel(*in[11].shape) != heads_)
+      fail("input head_sink has shape {}, expected [{}]", shape_str(*in[11].shape), heads_);
+    if (total < s) fail("total_sequence_length {} is less than the sequence length {}", total, s);
+    if (state_ && b != 1) fail("the kept KV state follows one sequence; the batch is {}", b);
+    if (in[10].present) {
+      const Shape& m = *in[10].shape;
+      if (m.size() != 4 || (m[0] != 1 && m[0] != b) || (m[1] != 1 && m[1] != heads_) || m[2] != s || m[3] < total)
+        fail("input attention_bias has shape {}, expected [{} or 1, {} or 1, {}, ≥ {}]", shape_str(m), b, heads_, s,
+             total);
+    }
+    return {b, s, d, state_ ? std::max(total, past_len + s) : std::max(total, past_len)};
+  }
+
+  size_t workspace(const Checked& c, bool half, bool bias) const {
+    return plan(c.b, c.s, c.d, c.t_max, half, bias).workspace(static_cast<size_t>(ThreadPool::default_threads()));
+  }
 
   Plan plan(int64_t b, int64_t s, int64_t d, int64_t t, bool half, bool bias) const {
     Plan p;

@@ -320,11 +320,8 @@ class ReduceKernel : public Kernel {
 
   void reshape(ReshapeContext& ctx) override {
     const DType t = ctx.dtype(0);
-    const bool boolean_ok = op_ == Red::Max || op_ == Red::Min;
-    if (!(dtype_is_float(t) || (dtype_is_integer(t) && dtype_bits(t) >= 8) || (boolean_ok && t == DType::Bool)))
-      unsupported_dtype(fmt::format("{} input 0 (shape {})", name_, shape_str(ctx.shape(0))), t);
+    check_input(t, ctx.shape(0));
     const Shape& in = ctx.shape(0);
-    check_max_rank(ctx.rank(0), name_);
     const Tensor* axes = nullptr;
     if (axes_input_ && ctx.has_input(1)) axes = &ctx.value(1);
     const uint32_t mask = reduced_mask(ctx.rank(0), axes);
@@ -336,11 +333,30 @@ class ReduceKernel : public Kernel {
     ctx.set_output(0, t, std::move(out));
   }
 
+  // Its output's dims are the input's, the reduced ones dropped or 1: a
+  // plan may grow it; run() checks what reshape() does.
+  bool follows_growth() const override { return true; }
+
   void run(RunContext& ctx) override {
     const Tensor& X = ctx.input(0);
+    check_input(X.dtype(), X.shape());
     const Tensor* axes = axes_input_ && ctx.has_input(1) ? &ctx.input(1) : nullptr;
     const uint32_t mask = reduced_mask(X.rank(), axes);
     Tensor& Y = ctx.output(0);
+    {
+      // Bound to the shape reshape() gives (Kernel::follows_growth).
+      bool same = Y.dtype() == X.dtype();
+      int64_t o = 0;
+      for (int d = 0; d < X.rank() && same; ++d) {
+        const bool reduced = (mask >> d) & 1u;
+        if (reduced && !keepdims_) continue;
+        same = o < Y.rank() && Y.dim(static_cast<int>(o)) == (reduced ? 1 : X.dim(d));
+        ++o;
+      }
+      if (!same || o != Y.rank())
+        fail("bound to an output of {} {} for input {} {}", dtype_name(Y.dtype()), shape_str(Y.shape()),
+             dtype_name(X.dtype()), shape_str(X.shape()));
+    }
     ThreadPool& pool = ctx.pool();
     if (X.dtype() == DType::Bool) {  // ReduceMax = any, ReduceMin = all (False < True)
       const Tensor xb(DType::U8, X.shape(), X.raw());
@@ -369,6 +385,13 @@ class ReduceKernel : public Kernel {
   }
 
  private:
+  void check_input(DType t, const Shape& in) const {
+    const bool boolean_ok = op_ == Red::Max || op_ == Red::Min;
+    if (!(dtype_is_float(t) || (dtype_is_integer(t) && dtype_bits(t) >= 8) || (boolean_ok && t == DType::Bool)))
+      unsupported_dtype(fmt::format("{} input 0 (shape {})", name_, shape_str(in)), t);
+    check_max_rank(static_cast<int>(in.size()), name_);
+  }
+
   // Bit d set when axis d is reduced. Recomputed in run() from the same
   // inputs, since a cached plan may skip reshape().
   uint32_t reduced_mask(int rank, const Tensor* axes_input) const {

@@ -642,6 +642,81 @@ TEST_CASE("plan growth: KvAppend and GqaMatMul check at run what their reshape c
                     Catch::Contains("past_axis 2 is outside the past's shape [1,2]"));
 }
 
+TEST_CASE("plan growth: GroupQueryAttention over the KV state and ReduceSum check at run what reshape checks",
+          "[kv_state][plan][genai]") {
+  // onnxruntime-genai's decode steps reach these two (the attention and the
+  // mask's ReduceSum into seqlens_k): a grown plan binds them unreshaped.
+  Graph g;
+  for (const char* name : {"q", "k", "v", "past_k", "past_v", "seqlens", "total", "y", "mask", "axes", "sum"})
+    g.add_value(Value{name});
+  auto int_attr = [](int64_t v) {
+    Attribute a;
+    a.kind = Attribute::Kind::Int;
+    a.i = v;
+    return a;
+  };
+  Node gqa{"gqa", "GroupQueryAttention", kOneBitDomain, 1, {0, 1, 2, 3, 4, 5, 6}, {7}, {}};
+  gqa.attrs.set("num_heads", int_attr(2));
+  gqa.attrs.set("kv_num_heads", int_attr(1));
+  Node sum{"sum", "ReduceSum", "", 13, {8, 9}, {10}, {}};
+  sum.attrs.set("keepdims", int_attr(0));
+  g.nodes = {gqa, sum};
+  ThreadPool pool(1);
+  const KernelOptions options;
+  auto make = [&](int n, const std::string& domain, int64_t opset) {
+    const Node& node = g.nodes[static_cast<size_t>(n)];
+    return default_op_registry().find(domain, node.op_type, opset)->create(KernelInfo(g, node, &pool, options));
+  };
+  auto run = [&](Kernel& k, std::vector<const Tensor*> in, std::vector<Tensor>& out, void* ws, size_t ws_bytes) {
+    RunContext ctx(in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), ws, ws_bytes,
+                   pool);
+    k.run(ctx);
+  };
+  auto filled = [](DType t, Shape shape, float v) {
+    Tensor x = Tensor::allocate(t, std::move(shape));
+    std::fill(x.data<float>(), x.data<float>() + x.size(), v);
+    return x;
+  };
+  const std::unique_ptr<Kernel> attention = make(0, kOneBitDomain, 1);
+  REQUIRE(attention->follows_growth());
+  const Tensor q = filled(DType::F32, {1, 1, 8}, 0.5f), k = filled(DType::F32, {1, 1, 4}, 0.25f),
+               v = filled(DType::F32, {1, 1, 4}, 2.f);
+  const Tensor past(DType::F32, {1, 1, 0, 4}, nullptr);
+  const Tensor seqlens = test::make_tensor<int32_t>({1}, {0}), total = test::make_tensor<int32_t>({}, {1});
+  const std::vector<const Tensor*> in{&q, &k, &v, &past, &past, &seqlens, &total};
+  // The workspace the reshape asks for, as a plan would reserve it.
+  std::vector<InputInfo> infos(in.size());
+  for (size_t i = 0; i < in.size(); ++i) infos[i] = {in[i]->dtype(), &in[i]->shape(), in[i], true};
+  ReshapeContext rc(infos, 1, {true});
+  attention->reshape(rc);
+  REQUIRE(rc.outputs()[0].shape == Shape{1, 1, 8});
+  REQUIRE(rc.workspace() > 0);
+  std::vector<float> ws(rc.workspace() / sizeof(float) + 16);
+  std::vector<Tensor> y{Tensor::allocate(DType::F32, {1, 1, 8})};
+  REQUIRE_NOTHROW(run(*attention, in, y, ws.data(), rc.workspace()));
+  CHECK(y[0].data<float>()[0] == 2.f);  // one position: its value
+  std::vector<Tensor> wrong{Tensor::allocate(DType::F32, {1, 2, 8})};
+  CHECK_THROWS_WITH(run(*attention, in, wrong, ws.data(), rc.workspace()),
+                    Catch::Contains("output 0 is bound as float32 [1,2,8], expected float32 [1,1,8]"));
+  CHECK_THROWS_WITH(run(*attention, in, y, ws.data(), rc.workspace() / 2), Catch::Contains("-byte workspace"));
+  const Tensor total0 = test::make_tensor<int32_t>({}, {0});
+  std::vector<const Tensor*> short_total = in;
+  short_total[6] = &total0;
+  CHECK_THROWS_WITH(run(*attention, short_total, y, ws.data(), rc.workspace()),
+                    Catch::Contains("total_sequence_length 0 is less than the sequence length 1"));
+
+  const std::unique_ptr<Kernel> reduce = make(1, "", 13);
+  REQUIRE(reduce->follows_growth());
+  const Tensor mask = test::make_tensor<int64_t>({1, 5}, {1, 1, 1, 1, 1});
+  const Tensor axes = test::make_tensor<int64_t>({1}, {1});
+  std::vector<Tensor> s{Tensor::allocate(DType::I64, {1})};
+  REQUIRE_NOTHROW(run(*reduce, {&mask, &axes}, s, nullptr, 0));
+  CHECK(s[0].data<int64_t>()[0] == 5);
+  std::vector<Tensor> s5{Tensor::allocate(DType::I64, {5})};
+  CHECK_THROWS_WITH(run(*reduce, {&mask, &axes}, s5, nullptr, 0),
+                    Catch::Contains("bound to an output of int64 [5] for input int64 [1,5]"));
+}
+
 TEST_CASE("plan patching: a patch that fails leaves no half-patched plan behind", "[plan]") {
   // Reshape(Relu(x), [2, -1]) refuses an odd length. The plan reserved for
   // 12 is patched to 10, then a patch to 9 fails at the Reshape after the

@@ -14,7 +14,7 @@ fp16-cuda the float16 build for CUDA (float16 GroupQueryAttention; its
 tokens checked against onnxruntime's greedy run as fp16's). One test per
 build and check:
 
-  test_generator_tokens[fp32-0]   test_logits_vs_onnxruntime[int4]   test_kv_state[fp32]
+  test_generator_tokens[fp32-0]   test_logits_vs_onnxruntime[int4]   test_kv_state[fp32]   test_plan_grows[fp16]
 
   pytest scripts/tests/test_genai.py --onebit build/1bit --genai build/models/genai-tiny
 """
@@ -141,6 +141,31 @@ def test_kv_state(onebit, pytestconfig, build):
     plain = json.loads(p.stdout[p.stdout.index("{"):])
     assert plain["kv_state"] is False
     assert plain["generated_ids"] == kept["generated_ids"]
+
+
+# The fp16 CPU build writes its attention as plain ops (the mask built by
+# Expand, Tile, Where, ... on float16), which 1bit fuses but whose mask nodes
+# are reshaped each step: not grown.
+@pytest.mark.parametrize("build", [b for b in BUILDS if b != "fp16"])
+def test_plan_grows(onebit, pytestconfig, tmp_path, build):
+    """With the KV state kept, GroupQueryAttention and the mask's ReduceSum
+    follow growth: every steady step grows its plan as the step before,
+    reshaping nothing (after the first step's patch and the second's, which
+    records the growth), with the logits of patches that reshape, bit for bit."""
+    import re
+
+    from onebit_tools import cli
+
+    model = genai_dir(pytestconfig, build) / "model.onnx"
+    runs = {}
+    for regrow in ("1", "0"):
+        runs[regrow] = cli.ort_run(onebit, model, ["--prompt", PROMPTS[0]], STEPS, tmp_path / f"{regrow}.npy",
+                                   env={"ONEBIT_PROFILE": "1", "ONEBIT_PLAN_REGROW": regrow}, capture_stderr=True)
+    grown = {k: re.search(r"; (\d+) grown as the step before", r.stderr) for k, r in runs.items()}
+    assert grown["1"] and grown["0"], "no patch line in the profile"
+    assert int(grown["1"].group(1)) == STEPS - 3
+    assert int(grown["0"].group(1)) == 0
+    assert runs["1"].logits.tobytes() == runs["0"].logits.tobytes()
 
 
 def test_fp16_cache_is_lossless(onebit, pytestconfig, tmp_path):
