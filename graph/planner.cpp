@@ -319,7 +319,8 @@ bool Planner::regrow(Plan& p, const std::vector<const Tensor*>& inputs) const {
         continue;
       }
       Tensor& kept = p.folded[static_cast<size_t>(vp.folded_at)];
-      holds = holds && outs[o].shape() == vp.shape() && !same_tensor(kept, outs[o]) == (gr.changed[changed] != 0);
+      holds = holds && outs[o].dtype() == vp.dtype && outs[o].shape() == vp.shape() &&
+              !same_tensor(kept, outs[o]) == (gr.changed[changed] != 0);
       ++changed;
       gr.undo.push_back(std::move(kept));
       kept = std::move(outs[o]);

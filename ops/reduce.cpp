@@ -316,6 +316,8 @@ class ReduceKernel : public Kernel {
     if (axes_input_ && info.attrs().has("axes"))
       fail("attribute 'axes' is not part of {} at opset {}; axes are input 1", name_, info.opset());
     if (!axes_input_) attr_axes_ = info.attrs().get_ints("axes", {});
+    // Axes given as values a step might change would move the output's dims.
+    follows_growth_ = !axes_input_ || !info.has_input(1) || info.constant(1) != nullptr;
   }
 
   void reshape(ReshapeContext& ctx) override {
@@ -333,9 +335,10 @@ class ReduceKernel : public Kernel {
     ctx.set_output(0, t, std::move(out));
   }
 
-  // Its output's dims are the input's, the reduced ones dropped or 1: a
-  // plan may grow it; run() checks what reshape() does.
-  bool follows_growth() const override { return true; }
+  // Its output's dims are the input's, the reduced ones dropped or 1 (axes
+  // that are an attribute or a constant): a plan may grow it; run() checks
+  // what reshape() does.
+  bool follows_growth() const override { return follows_growth_; }
 
   void run(RunContext& ctx) override {
     const Tensor& X = ctx.input(0);
@@ -409,7 +412,7 @@ class ReduceKernel : public Kernel {
 
   Red op_;
   std::string name_;
-  bool keepdims_ = true, noop_ = false, axes_input_ = false;
+  bool keepdims_ = true, noop_ = false, axes_input_ = false, follows_growth_ = true;
   std::vector<int64_t> attr_axes_;
 };
 

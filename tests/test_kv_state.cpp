@@ -660,7 +660,11 @@ TEST_CASE("plan growth: GroupQueryAttention over the KV state and ReduceSum chec
   gqa.attrs.set("kv_num_heads", int_attr(1));
   Node sum{"sum", "ReduceSum", "", 13, {8, 9}, {10}, {}};
   sum.attrs.set("keepdims", int_attr(0));
-  g.nodes = {gqa, sum};
+  Node sum_of_axes = sum;  // axes a value the file computes: they could change a step's output dims
+  sum_of_axes.inputs[1] = 11;
+  g.add_value(Value{"computed_axes"});
+  g.value(9).constant = test::make_tensor<int64_t>({1}, {1});
+  g.nodes = {gqa, sum, sum_of_axes};
   ThreadPool pool(1);
   const KernelOptions options;
   auto make = [&](int n, const std::string& domain, int64_t opset) {
@@ -707,6 +711,7 @@ TEST_CASE("plan growth: GroupQueryAttention over the KV state and ReduceSum chec
 
   const std::unique_ptr<Kernel> reduce = make(1, "", 13);
   REQUIRE(reduce->follows_growth());
+  CHECK_FALSE(make(2, "", 13)->follows_growth());
   const Tensor mask = test::make_tensor<int64_t>({1, 5}, {1, 1, 1, 1, 1});
   const Tensor axes = test::make_tensor<int64_t>({1}, {1});
   std::vector<Tensor> s{Tensor::allocate(DType::I64, {1})};
