@@ -353,12 +353,13 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
   rec.dims.clear();
   rec.changed.clear();
   bool repeatable = true;
-  auto record_delta = [&](const ValuePlan& vp, const Shape& to) {
+  // Appends to `deltas` how `vp` grows to `to` (per dim).
+  auto record_delta = [&](std::vector<int64_t>& deltas, const ValuePlan& vp, const Shape& to) {
     if (to.size() != vp.rank()) {
       repeatable = false;
       return;
     }
-    for (size_t d = 0; d < to.size(); ++d) rec.dims.push_back(to[d] - vp.dims()[d]);
+    for (size_t d = 0; d < to.size(); ++d) deltas.push_back(to[d] - vp.dims()[d]);
   };
   // The nodes reading a value whose shape or folded data this patch changed
   // (due): only those are reshaped, the rest keep what they had. A value
@@ -384,12 +385,7 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
   for (size_t i = 0; i < g_.inputs.size(); ++i) {
     ValuePlan& vp = p.value(g_.inputs[i]);
     if (vp.dtype != inputs[i]->dtype()) return false;
-    const Shape& to = inputs[i]->shape();
-    if (to.size() == vp.rank()) {
-      for (size_t d = 0; d < to.size(); ++d) rec.inputs.push_back(to[d] - vp.dims()[d]);
-    } else {
-      repeatable = false;
-    }
+    record_delta(rec.inputs, vp, inputs[i]->shape());
     if (vp.shape() == inputs[i]->shape()) continue;
     vp.set_shape(inputs[i]->shape());
     mark(g_.inputs[i], false);
@@ -421,7 +417,7 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       if (op.dtype != vp.dtype || op.held != vp.held) return false;
       const size_t bytes = output_bytes(node, o, op);
       bool moved = false;
-      record_delta(vp, op.shape);
+      record_delta(rec.dims, vp, op.shape);
       rec.values.push_back(v);
       ++rec.steps.back().values;
       if (np.mode == NodePlan::Mode::Static && (vp.alias_of >= 0 || op.alias_of >= 0)) repeatable = false;

@@ -278,7 +278,6 @@ const Plan& Session::plan_for(const std::vector<const Tensor*>& inputs) {
         ++stats_.plans_patched;
         stats_.plans_regrown += plan.regrown;
         stats_.nodes_patched += plan.patched_nodes;
-        stats_.nodes_refolded += plan.refolded_nodes;
         best->shapes = std::move(key);
         plans_.splice(plans_.begin(), plans_, best);
         if (options_.profile)

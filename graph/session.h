@@ -80,7 +80,6 @@ class Session {
     int64_t plans_patched = 0;  // runs whose plan was a kept one moved to their shapes (Planner::patch)
     int64_t plans_regrown = 0;  // of those, plans grown as the patch before without reshaping (Plan::Growth)
     int64_t nodes_patched = 0;  // nodes those patches reshaped or passed through (Plan::patched_nodes), in all
-    int64_t nodes_refolded = 0;  // folds those patches evaluated again (Plan::refolded_nodes), in all
     int64_t arena_allocations = 0;   // times the arena had to grow
     int64_t output_allocations = 0;  // graph-output buffers that could not be recycled
     size_t arena_bytes = 0;       // arena capacity

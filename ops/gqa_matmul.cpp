@@ -169,9 +169,7 @@ class GqaMatMulKernel : public Kernel {
     Tensor& Y = ctx.output(0);
     {
       // What reshape checked, again (Kernel::follows_growth).
-      if (state_ && (ctx.input(4).dtype() != DType::I64 || ctx.input(4).size() != 1))
-        fail("input 4 (the KV heads' stride) is {} {}, expected one int64", dtype_name(ctx.input(4).dtype()),
-             shape_str(ctx.input(4).shape()));
+      if (state_) check_head_stride(4, ctx.input(4).dtype(), ctx.input(4).shape());
       const Checked c = check(A.dtype(), KV.dtype(), A.shape(), KV.shape(), ctx.has_input(2) ? &ctx.input(2) : nullptr,
                               ctx.has_input(3) ? &ctx.input(3) : nullptr,
                               softmax_ ? ctx.input(5).dtype() : DType::Undefined,

@@ -116,7 +116,8 @@ class GroupQueryAttentionKernel : public Kernel {
         if (ctx.has_output(o)) ctx.set_output(o, t, {c.b, kv_heads_, c.t_max, c.d});
     }
     ctx.set_output(0, t, {c.b, c.s, heads_ * c.d});
-    ctx.set_workspace(workspace(c, t == DType::F16, ctx.has_input(10)));
+    const Plan p = plan(c.b, c.s, c.d, c.t_max, t == DType::F16, ctx.has_input(10));
+    ctx.set_workspace(p.workspace(static_cast<size_t>(ThreadPool::default_threads())));
   }
 
   // With the KV state kept its only output is [b, s, heads·d], whatever the
@@ -126,12 +127,14 @@ class GroupQueryAttentionKernel : public Kernel {
   bool follows_growth() const override { return state_; }
 
   void run(RunContext& ctx) override {
+    // What reshape checked, again (Kernel::follows_growth).
+    Operand in[kInputs];
+    for (int i = 0; i < kInputs; ++i)
+      if (ctx.has_input(i)) in[i] = {true, ctx.input(i).dtype(), &ctx.input(i).shape()};
+    const Checked c = check(in, ctx.input(6));
+    // The workspace reshape sized: for the same total length.
+    const Plan pl = plan(c.b, c.s, c.d, c.t_max, ctx.input(0).dtype() == DType::F16, ctx.has_input(10));
     {
-      // What reshape checked, again (Kernel::follows_growth).
-      Operand in[kInputs];
-      for (int i = 0; i < kInputs; ++i)
-        if (ctx.has_input(i)) in[i] = {true, ctx.input(i).dtype(), &ctx.input(i).shape()};
-      const Checked c = check(in, ctx.input(6));
       const DType t = ctx.input(0).dtype();
       for (int o = 0; o < 3; ++o) {
         if (!ctx.has_output(o)) continue;
@@ -141,16 +144,14 @@ class GroupQueryAttentionKernel : public Kernel {
           fail("output {} is bound as {} {}, expected {} [{},{},{}{}]", o, dtype_name(y.dtype()), shape_str(y.shape()),
                dtype_name(t), want[0], want[1], want[2], o == 0 ? "" : fmt::format(",{}", want[3]));
       }
-      const size_t need = workspace(c, t == DType::F16, ctx.has_input(10));
+      const size_t need = pl.workspace(static_cast<size_t>(ThreadPool::default_threads()));
       if (need > ctx.workspace_bytes())
         fail("needs a {}-byte workspace for {} positions, the plan has {}", need, c.t_max, ctx.workspace_bytes());
     }
     const Tensor& Q = ctx.input(0);
-    const int64_t b = Q.dim(0), s = Q.dim(1);
-    const int64_t width = packed_ ? heads_ + 2 * kv_heads_ : heads_;
-    const int64_t d = Q.dim(2) / width, rep = heads_ / kv_heads_;
+    const int64_t b = c.b, s = c.s, d = c.d, rep = heads_ / kv_heads_;
     const int64_t past_buf = ctx.has_input(3) ? ctx.input(3).dim(2) : 0;
-    const int64_t total = *ctx.input(6).data<int32_t>();
+    const int64_t total = c.total;
     const int32_t* seqlens = ctx.input(5).data<int32_t>();
     const bool first_prompt = s == total;
     const bool half = Q.dtype() == DType::F16;
@@ -208,9 +209,6 @@ class GroupQueryAttentionKernel : public Kernel {
         fail("sequence {} needs {} positions, the cache has {}", i, past[static_cast<size_t>(i)] + s,
              state_ ? k_.capacity() : head_stride / d);
 
-    // The workspace reshape sized: for the same total length.
-    const Plan pl = plan(b, s, d, state_ ? std::max(total, past_buf + s) : std::max(total, past_buf), half,
-                         ctx.has_input(10));
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
     float* qr = reinterpret_cast<float*>(ws);  // [B, S, N, H]: rotated queries
     // float16: the inputs widened, and the output before its rounding.
@@ -396,6 +394,7 @@ class GroupQueryAttentionKernel : public Kernel {
   };
   struct Checked {
     int64_t b, s, d;  // batch, new positions, head size
+    int64_t total;    // total_sequence_length
     int64_t t_max;    // positions the cache holds after this step
   };
 
@@ -463,11 +462,7 @@ class GroupQueryAttentionKernel : public Kernel {
         fail("input attention_bias has shape {}, expected [{} or 1, {} or 1, {}, ≥ {}]", shape_str(m), b, heads_, s,
              total);
     }
-    return {b, s, d, state_ ? std::max(total, past_len + s) : std::max(total, past_len)};
-  }
-
-  size_t workspace(const Checked& c, bool half, bool bias) const {
-    return plan(c.b, c.s, c.d, c.t_max, half, bias).workspace(static_cast<size_t>(ThreadPool::default_threads()));
+    return {b, s, d, total, state_ ? std::max(total, past_len + s) : std::max(total, past_len)};
   }
 
   Plan plan(int64_t b, int64_t s, int64_t d, int64_t t, bool half, bool bias) const {

@@ -51,11 +51,11 @@ inline size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 // Input i of a kernel over a KV state (graph/passes/kv_state.cpp): how many
 // elements apart the cache's heads lie, one int64. run() reads it as such.
-inline void check_head_stride(const ReshapeContext& ctx, int i) {
-  if (ctx.dtype(i) != DType::I64 || numel(ctx.shape(i)) != 1)
-    fail("input {} (the KV heads' stride) is {} {}, expected one int64", i, dtype_name(ctx.dtype(i)),
-         shape_str(ctx.shape(i)));
+inline void check_head_stride(int i, DType dtype, const Shape& shape) {
+  if (dtype != DType::I64 || numel(shape) != 1)
+    fail("input {} (the KV heads' stride) is {} {}, expected one int64", i, dtype_name(dtype), shape_str(shape));
 }
+inline void check_head_stride(const ReshapeContext& ctx, int i) { check_head_stride(i, ctx.dtype(i), ctx.shape(i)); }
 
 // Ranks up to this use fixed-size index arrays in run() (no allocation).
 inline constexpr int kMaxRank = 16;
