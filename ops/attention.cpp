@@ -503,7 +503,9 @@ class MultiHeadAttentionKernel : public Kernel {
 // [b, S, N·d]; key, value caches [b, kvh, T, d] (float32 or float16);
 // attention_bias (optional); e, r, f of the key chain, then of the value
 // chain (checked at plan time to be exactly that repeat and flatten, else
-// the plan is refused naming the shapes); with inputs 10 and 11
+// the plan is refused naming the shapes; e and r omitted when the pass
+// proved them the repeat of attribute kv_repeat, which is then checked
+// against num_heads and the caches' heads); with inputs 10 and 11
 // (graph/kv_state.cpp) the caches are KvAppend states whose heads lie that
 // many elements apart. MultiHeadAttention's attributes, semantics and
 // float16 rounding as above; the products run on ops/kv_gemm.h's kernels
@@ -511,7 +513,8 @@ class MultiHeadAttentionKernel : public Kernel {
 class GroupedAttentionKernel : public Kernel {
  public:
   explicit GroupedAttentionKernel(const KernelInfo& info)
-      : kv_config_(kv_gemm_config()), a_(info.attrs()), heads_(a_.heads) {
+      : kv_config_(kv_gemm_config()), a_(info.attrs()), heads_(a_.heads),
+        kv_repeat_(info.attrs().get_int("kv_repeat", 0)) {
     state_ = info.has_input(10) || info.has_input(11);
   }
 
@@ -615,14 +618,22 @@ class GroupedAttentionKernel : public Kernel {
   // Inputs first, first + 1, first + 2: the Expand, Reshape and flattening
   // Reshape targets of one cache's chain, which must repeat each KV head to
   // num_heads and flatten [b, T, num_heads, d] to [b, T, num_heads·d].
+  // Without the Expand and Reshape targets (the pass proved them), the
+  // repeat is attribute kv_repeat.
   void check_repeat(ReshapeContext& ctx, const Shape& kv, int first) const {
     const int64_t rep = heads_ / kv[1];
-    const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, tensor_to_ints(ctx.value(first))});
-    if (e != Shape{kv[0], kv[1], rep, kv[2], kv[3]})
-      fail("Expand to {} of the cache {} is not a repeat of each KV head {} times", shape_str(e), shape_str(kv), rep);
-    const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(first + 1)), false);
-    if (r != Shape{kv[0], heads_, kv[2], kv[3]})
-      fail("Reshape of {} to {} is not [b, num_heads, T, d]", shape_str(e), shape_str(r));
+    if (!ctx.has_input(first) || !ctx.has_input(first + 1)) {
+      if (ctx.has_input(first) || ctx.has_input(first + 1) || kv_repeat_ != rep)
+        fail("the cache {} repeated {} times (attribute kv_repeat, inputs {} and {} omitted) is not num_heads = {}",
+             shape_str(kv), kv_repeat_, first, first + 1, heads_);
+    } else {
+      const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, tensor_to_ints(ctx.value(first))});
+      if (e != Shape{kv[0], kv[1], rep, kv[2], kv[3]})
+        fail("Expand to {} of the cache {} is not a repeat of each KV head {} times", shape_str(e), shape_str(kv), rep);
+      const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(first + 1)), false);
+      if (r != Shape{kv[0], heads_, kv[2], kv[3]})
+        fail("Reshape of {} to {} is not [b, num_heads, T, d]", shape_str(e), shape_str(r));
+    }
     const Shape t{kv[0], kv[2], heads_, kv[3]};
     const Shape f = resolve_reshape(t, tensor_to_ints(ctx.value(first + 2)), false);
     if (f != Shape{kv[0], kv[2], heads_ * kv[3]})
@@ -632,6 +643,7 @@ class GroupedAttentionKernel : public Kernel {
   KvGemmConfig kv_config_;
   MhaAttributes a_;
   int64_t heads_;
+  int64_t kv_repeat_ = 0;  // 0: e and r are inputs
   bool state_ = false;
 };
 

@@ -37,6 +37,15 @@ class ModelBuilder {
     value_info(graph().add_output(), name, dtype, dims);
     return *this;
   }
+  // Names symbolic dim `axis` of graph input or output `value` `param`
+  // (input() and output() name a -1 dim "sym" + its index).
+  ModelBuilder& dim_param(const std::string& value, int axis, const std::string& param) {
+    for (auto* list : {graph().mutable_input(), graph().mutable_output()})
+      for (auto& vi : *list)
+        if (vi.name() == value)
+          vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(axis)->set_dim_param(param);
+    return *this;
+  }
   // Declares an intermediate value's dtype and dims (value_info).
   ModelBuilder& declare(const std::string& name, int32_t dtype, const std::vector<int64_t>& dims) {
     value_info(graph().add_value_info(), name, dtype, dims);

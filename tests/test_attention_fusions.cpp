@@ -19,6 +19,7 @@
 #include "model_builder.h"
 #include "op_test_util.h"
 #include "pass_test_util.h"
+#include "repeat_kv_util.h"
 #include "ops/register_ops.h"
 
 using namespace onebit;
@@ -263,6 +264,22 @@ TEST_CASE("gqa fusion must not fire when the repeat axis is not 2", "[fusion][gq
 
 namespace {
 
+// Cache x ("k" or "v") repeated by Expand to target e and Reshape to r,
+// then transposed and flattened by Reshape to f: MultiHeadAttention's input.
+void repeat_and_flatten(ModelBuilder& b, const std::string& x, const std::string& e, const std::string& r) {
+  b.node("Unsqueeze", {"cache_" + x, "ax"}, {"u_" + x});
+  b.node("Expand", {"u_" + x, e}, {"ex_" + x});
+  b.node("Reshape", {"ex_" + x, r}, {"rep_" + x});
+  ModelBuilder::attr_ints(b.node("Transpose", {"rep_" + x}, {"tr_" + x}), "perm", {0, 2, 1, 3});
+  b.node("Reshape", {"tr_" + x, "f"}, {"flat_" + x});
+}
+
+void add_mha(ModelBuilder& b, int64_t heads) {
+  auto& mha = b.node("MultiHeadAttention", {"q", "flat_k", "flat_v", "", "", "ab"}, {"y"});
+  mha.set_domain("com.microsoft");
+  ModelBuilder::attr_int(mha, "num_heads", heads);
+}
+
 // onnxruntime-genai's float16 attention (float32 here): each cache a Concat
 // of past and new keys, repeated to the query heads and flattened, read by
 // com.microsoft MultiHeadAttention with an attention_bias. unsqueeze_axis 1
@@ -286,15 +303,9 @@ ModelBuilder mha_repeat(int64_t kvh, int64_t rep, int64_t s, int64_t past, int64
     const std::string x = kv;
     b.input("past_" + x, kFloat, {1, kvh, past, d}).input("new_" + x, kFloat, {1, kvh, s, d});
     ModelBuilder::attr_int(b.node("Concat", {"past_" + x, "new_" + x}, {"cache_" + x}), "axis", 2);
-    b.node("Unsqueeze", {"cache_" + x, "ax"}, {"u_" + x});
-    b.node("Expand", {"u_" + x, "e"}, {"ex_" + x});
-    b.node("Reshape", {"ex_" + x, "r"}, {"rep_" + x});
-    ModelBuilder::attr_ints(b.node("Transpose", {"rep_" + x}, {"tr_" + x}), "perm", {0, 2, 1, 3});
-    b.node("Reshape", {"tr_" + x, "f"}, {"flat_" + x});
+    repeat_and_flatten(b, x, "e", "r");
   }
-  auto& mha = b.node("MultiHeadAttention", {"q", "flat_k", "flat_v", "", "", "ab"}, {"y"});
-  mha.set_domain("com.microsoft");
-  ModelBuilder::attr_int(mha, "num_heads", n);
+  add_mha(b, n);
   return b;
 }
 
@@ -344,6 +355,102 @@ TEST_CASE("mha repeat_kv fusion: an Expand that is no repeat is refused at plan 
   Session fused(load_onnx(path), default_op_registry());
   CHECK(fused.pass_report().get("mha_repeat_kv_fused") == 1);
   CHECK_THROWS_WITH(fused.run(mha_inputs(kvh, rep, s, past, d)), Catch::Contains("is not a repeat of each KV head 2 times"));
+}
+
+namespace {
+
+// The same attention with each chain's Expand and Reshape targets computed
+// from its cache's Shape, as onnxruntime-genai's builder writes them
+// (tests/repeat_kv_util.h), and symbolic lengths: one session runs a
+// prompt and decode steps.
+ModelBuilder mha_repeat_shapes(int64_t kvh, int64_t rep, int64_t d, const test::RepeatTargets& k,
+                               const test::RepeatTargets& v) {
+  const int64_t n = kvh * rep;
+  ModelBuilder b;
+  auto* ms = b.proto().add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  b.input("q", kFloat, {1, -1, n * d}).input("ab", kFloat, {1, 1, -1, -1}).output("y", kFloat, {1, -1, n * d});
+  b.dim_param("q", 1, "s").dim_param("ab", 2, "s").dim_param("ab", 3, "t").dim_param("y", 1, "s");
+  b.initializer<int64_t>("ax", kInt64, {1}, {2});
+  b.initializer<int64_t>("f", kInt64, {3}, {0, 0, n * d});
+  for (const char* kv : {"k", "v"}) {
+    const std::string x = kv;
+    b.input("past_" + x, kFloat, {1, kvh, -1, d}).input("new_" + x, kFloat, {1, kvh, -1, d});
+    b.dim_param("past_" + x, 2, "past").dim_param("new_" + x, 2, "s");
+    ModelBuilder::attr_int(b.node("Concat", {"past_" + x, "new_" + x}, {"cache_" + x}), "axis", 2);
+    test::add_repeat_kv_targets(b, "cache_" + x, x + "_", "e_" + x, "r_" + x, x == "k" ? k : v);
+    repeat_and_flatten(b, x, "e_" + x, "r_" + x);
+  }
+  add_mha(b, n);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("mha repeat_kv fusion: the builder's Shape chains proven the repeat, read by no step", "[fusion][mha]") {
+  const int64_t kvh = 2, rep = 3, d = 8;
+  const std::string path = scratch_dir("mha_shapes") + "/model.onnx";
+  mha_repeat_shapes(kvh, rep, d, {}, {}).save(path);
+  Session fused(load_onnx(path), default_op_registry());
+  SessionOptions o;
+  o.stop_after_pass = test::pass_index("fuse-mha-repeat-kv");
+  Session plain(load_onnx(path), default_op_registry(), o);
+  CHECK(fused.pass_report().get("mha_repeat_kv_fused") == 1);
+  CHECK(fused.pass_report().get("mha_repeat_kv_fused_repeat_proven") == 1);
+  // What is left: the caches' Concats and the attention; no Shape chain.
+  REQUIRE(fused.graph().nodes.size() == 3);
+  const Node& ga = fused.graph().nodes.back();
+  CHECK(ga.op_type == "GroupedAttention");
+  CHECK(ga.attrs.get_int("kv_repeat", 0) == rep);
+  for (int i : {4, 5, 7, 8}) CHECK(ga.inputs[static_cast<size_t>(i)] == -1);
+  // A prompt, then steps: the same session at each length.
+  for (const auto& [s, past] : std::vector<std::pair<int64_t, int64_t>>{{4, 0}, {1, 4}, {1, 5}, {2, 6}}) {
+    CAPTURE(s, past);
+    const auto inputs = mha_inputs(kvh, rep, s, past, d);
+    const Tensor a = fused.run(inputs)[0], b = plain.run(inputs)[0];
+    REQUIRE(a.shape() == b.shape());
+    double worst = 0;
+    for (int64_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, double(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
+    CHECK(worst < 1e-5);
+  }
+}
+
+TEST_CASE("mha repeat_kv fusion: a chain not proven keeps its targets, checked at plan time", "[fusion][mha]") {
+  const int64_t kvh = 2, rep = 3, d = 8;
+  test::RepeatTargets wrong;
+  wrong.r_mul = 2;  // r repeats the heads twice where e repeats them three times
+  for (bool key : {true, false}) {
+    CAPTURE(key);
+    const std::string path = scratch_dir("mha_shapes_wrong") + "/model.onnx";
+    mha_repeat_shapes(kvh, rep, d, key ? wrong : test::RepeatTargets{}, key ? test::RepeatTargets{} : wrong).save(path);
+    Session fused(load_onnx(path), default_op_registry());
+    CHECK(fused.pass_report().get("mha_repeat_kv_fused") == 1);
+    CHECK(fused.pass_report().get("mha_repeat_kv_fused_repeat_proven") == 0);
+    CHECK_THROWS_WITH(fused.run(mha_inputs(kvh, rep, 1, 3, d)), Catch::Contains("is not [b, num_heads, T, d]"));
+  }
+}
+
+TEST_CASE("GroupedAttention: without the repeat's targets, kv_repeat must repeat the caches to num_heads",
+          "[fusion][mha]") {
+  using test::make_tensor;
+  const Tensor q = make_tensor<float>({1, 1, 4}, {1, 0, 0, 1});
+  const Tensor kv = make_tensor<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor f = make_tensor<int64_t>({3}, {0, 0, 4});
+  auto grouped = [&](int64_t kv_repeat, bool e_only) {
+    test::OpTest t("GroupedAttention", 1, "com.onebit");
+    t.attr("num_heads", int64_t{2}).attr("kv_repeat", kv_repeat).input(q).input(kv).input(kv).omit();
+    for (int i = 0; i < 2; ++i) {
+      if (e_only) t.constant(make_tensor<int64_t>({5}, {1, 1, 2, 2, 2})).omit();
+      else t.omit().omit();
+      t.constant(f);
+    }
+    return t.run1();
+  };
+  CHECK(grouped(2, false).shape() == Shape{1, 1, 4});
+  CHECK_THROWS_WITH(grouped(1, false), Catch::Contains("repeated 1 times (attribute kv_repeat, inputs 4 and 5 omitted) is not num_heads = 2"));
+  CHECK_THROWS_WITH(grouped(2, true), Catch::Contains("inputs 4 and 5 omitted"));
 }
 
 namespace {

@@ -11,12 +11,20 @@
 //
 // (ops/attention.cpp), which reads the unrepeated caches; the shapes are
 // only known at plan time, where the kernel checks they are that repeat and
-// flatten and refuses the plan otherwise. The kv-state pass after it can
-// then keep the caches in the session. Preconditions: the MultiHeadAttention
+// flatten and refuses the plan otherwise. The builder computes e and r from
+// the cache's Shape (Gather, Unsqueeze, Concat, Mul, and an Equal / Where
+// that maps -1 to 1): ~24 nodes a layer that a plan would evaluate again at
+// every step, as the cache grows. When graph/passes/shape_expr.h proves
+// both chains' e and r to be the cache's dims with one constant repeat, for
+// every cache size, the fused node takes neither (inputs 4, 5, 7, 8
+// omitted) and the repeat as attribute kv_repeat, which the kernel checks
+// against num_heads and the cache's heads; the chains are then dead. The
+// kv-state pass after it can then keep the caches in the session. Preconditions: the MultiHeadAttention
 // has no bias, key_padding_mask, past or buffer-sharing inputs and only its
 // first output; both Reshapes without allowzero.
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
+#include "graph/passes/shape_expr.h"
 
 namespace onebit {
 
@@ -49,7 +57,23 @@ bool match_chain(const Graph& g, int value, Chain& out, const char*& why) {
 struct MhaGroup {
   int node = -1;
   Chain k, v;
+  int64_t repeat = 0;  // proven for both chains, or 0
 };
+
+// The repeat when the chain's e and r are, for every size of its rank-4
+// cache (the kernel checks the rank), [b, kvh, rep, T, d] and
+// [b, kvh·rep, T, d] of the cache's dims with one constant rep >= 1; else 0.
+int64_t proven_repeat(const Graph& g, const Chain& c) {
+  const RankOf rank = [&](int v) -> int64_t { return v == c.cache ? 4 : -1; };
+  const auto e = shape_expr(g, c.expand, rank), r = shape_expr(g, c.reshape, rank);
+  if (!e || !r || e->boolean || r->boolean || e->terms.size() != 5) return 0;
+  const ShapeTerm rep = e->terms[2];
+  if (rep.of >= 0 || rep.k < 1) return 0;
+  const int x = c.cache;
+  const std::vector<ShapeTerm> want_e{dim_term(x, 0), dim_term(x, 1), rep, dim_term(x, 2), dim_term(x, 3)};
+  const std::vector<ShapeTerm> want_r{dim_term(x, 0), dim_term(x, 1, rep.k), dim_term(x, 2), dim_term(x, 3)};
+  return !e->scalar && !r->scalar && e->terms == want_e && r->terms == want_r ? rep.k : 0;
+}
 
 Match<MhaGroup> match(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
@@ -63,6 +87,8 @@ Match<MhaGroup> match(const FusionScan& scan, int node) {
     if (input_at(n, i) >= 0) return Refusal{"optional_input"};
   for (size_t o = 1; o < n.outputs.size(); ++o)
     if (n.outputs[o] >= 0) return Refusal{"present_output"};
+  const int64_t rk = proven_repeat(g, m.k);
+  if (rk > 0 && proven_repeat(g, m.v) == rk) m.repeat = rk;
   return m;
 }
 
@@ -72,11 +98,17 @@ void fuse_mha_repeat_kv(Graph& g, PassContext& ctx) {
   Fusion<MhaGroup> f;
   f.name = "mha_repeat_kv";
   f.match = match;
-  f.apply = [](Graph& g, const MhaGroup& m, std::vector<bool>&, std::map<std::string, int64_t>&) {
+  f.apply = [](Graph& g, const MhaGroup& m, std::vector<bool>&, std::map<std::string, int64_t>& counts) {
     Node& n = g.node(m.node);  // keeps its attributes and first output
+    const bool proven = m.repeat > 0;
     make_onebit_node(n, "GroupedAttention",
-                     {n.inputs[0], m.k.cache, m.v.cache, input_at(n, 5), m.k.expand, m.k.reshape, m.k.flat,
-                      m.v.expand, m.v.reshape, m.v.flat});
+                     {n.inputs[0], m.k.cache, m.v.cache, input_at(n, 5), proven ? -1 : m.k.expand,
+                      proven ? -1 : m.k.reshape, m.k.flat, proven ? -1 : m.v.expand, proven ? -1 : m.v.reshape,
+                      m.v.flat});
+    if (proven) {
+      set_int_attr(n, "kv_repeat", m.repeat);
+      ++counts["repeat_proven"];
+    }
     n.outputs.resize(1);
   };
   run_fusion(g, ctx, f);

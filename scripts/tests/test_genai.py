@@ -168,6 +168,21 @@ def test_plan_grows(onebit, pytestconfig, tmp_path, build):
     assert runs["1"].logits.tobytes() == runs["0"].logits.tobytes()
 
 
+def test_fp16_repeat_proven(onebit, pytestconfig):
+    """The fp16 CPU build computes each layer's KV-head repeat targets from
+    the cache's Shape; the fusion proves them the repeat for every length
+    (graph/passes/shape_expr.h), so no step evaluates them: every layer's
+    attention is fused with its repeat proven."""
+    import os
+
+    d = genai_dir(pytestconfig, "fp16")
+    layers = json.loads((d / "genai_config.json").read_text())["model"]["decoder"]["num_hidden_layers"]
+    env = dict(os.environ, ONEBIT_QDQ_DEBUG="1")
+    p = subprocess.run([onebit, "ort-run", str(d / "model.onnx"), "--prompt", PROMPTS[0], "-n", "2"],
+                       capture_output=True, text=True, env=env, check=True)
+    assert f"mha_repeat_kv_fused groups={layers} repeat_proven={layers} " in p.stderr, p.stderr
+
+
 def test_fp16_cache_is_lossless(onebit, pytestconfig, tmp_path):
     """On the fp16 build the keys and values are float16 already, so a
     float16 cache stores them exactly: the logits are bit for bit those of
