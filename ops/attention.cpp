@@ -618,22 +618,27 @@ class GroupedAttentionKernel : public Kernel {
   // Inputs first, first + 1, first + 2: the Expand, Reshape and flattening
   // Reshape targets of one cache's chain, which must repeat each KV head to
   // num_heads and flatten [b, T, num_heads, d] to [b, T, num_heads·d].
-  // Without the Expand and Reshape targets (the pass proved them), the
-  // repeat is attribute kv_repeat.
+  // Without the Expand and Reshape targets (the pass proved them the cache's
+  // dims with attribute kv_repeat as the repeat), the values they hold are
+  // made from the cache's shape and checked the same way.
   void check_repeat(ReshapeContext& ctx, const Shape& kv, int first) const {
     const int64_t rep = heads_ / kv[1];
-    if (!ctx.has_input(first) || !ctx.has_input(first + 1)) {
-      if (ctx.has_input(first) || ctx.has_input(first + 1) || kv_repeat_ != rep)
-        fail("the cache {} repeated {} times (attribute kv_repeat, inputs {} and {} omitted) is not num_heads = {}",
-             shape_str(kv), kv_repeat_, first, first + 1, heads_);
-    } else {
-      const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, tensor_to_ints(ctx.value(first))});
-      if (e != Shape{kv[0], kv[1], rep, kv[2], kv[3]})
-        fail("Expand to {} of the cache {} is not a repeat of each KV head {} times", shape_str(e), shape_str(kv), rep);
-      const Shape r = resolve_reshape(e, tensor_to_ints(ctx.value(first + 1)), false);
-      if (r != Shape{kv[0], heads_, kv[2], kv[3]})
-        fail("Reshape of {} to {} is not [b, num_heads, T, d]", shape_str(e), shape_str(r));
-    }
+    const bool proven = !ctx.has_input(first) && !ctx.has_input(first + 1);
+    if (!proven && !(ctx.has_input(first) && ctx.has_input(first + 1)))
+      fail("inputs {} and {} (the repeat's Expand and Reshape targets): one is omitted", first, first + 1);
+    if (proven && (kv_repeat_ < 1 || kv_repeat_ > heads_))
+      fail("inputs {} and {} omitted, with kv_repeat = {}: expected 1 to num_heads = {}", first, first + 1, kv_repeat_,
+           heads_);
+    const std::vector<int64_t> ev = proven ? std::vector<int64_t>{kv[0], kv[1], kv_repeat_, kv[2], kv[3]}
+                                           : tensor_to_ints(ctx.value(first));
+    const std::vector<int64_t> rv = proven ? std::vector<int64_t>{kv[0], kv[1] * kv_repeat_, kv[2], kv[3]}
+                                           : tensor_to_ints(ctx.value(first + 1));
+    const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, ev});
+    if (e != Shape{kv[0], kv[1], rep, kv[2], kv[3]})
+      fail("Expand to {} of the cache {} is not a repeat of each KV head {} times", shape_str(e), shape_str(kv), rep);
+    const Shape r = resolve_reshape(e, rv, false);
+    if (r != Shape{kv[0], heads_, kv[2], kv[3]})
+      fail("Reshape of {} to {} is not [b, num_heads, T, d]", shape_str(e), shape_str(r));
     const Shape t{kv[0], kv[2], heads_, kv[3]};
     const Shape f = resolve_reshape(t, tensor_to_ints(ctx.value(first + 2)), false);
     if (f != Shape{kv[0], kv[2], heads_ * kv[3]})

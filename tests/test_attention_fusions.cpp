@@ -438,9 +438,9 @@ TEST_CASE("GroupedAttention: without the repeat's targets, kv_repeat must repeat
   const Tensor q = make_tensor<float>({1, 1, 4}, {1, 0, 0, 1});
   const Tensor kv = make_tensor<float>({1, 1, 2, 2}, {1, 2, 3, 4});
   const Tensor f = make_tensor<int64_t>({3}, {0, 0, 4});
-  auto grouped = [&](int64_t kv_repeat, bool e_only) {
+  auto grouped = [&](int64_t kv_repeat, bool e_only, const Tensor& cache) {
     test::OpTest t("GroupedAttention", 1, "com.onebit");
-    t.attr("num_heads", int64_t{2}).attr("kv_repeat", kv_repeat).input(q).input(kv).input(kv).omit();
+    t.attr("num_heads", int64_t{2}).attr("kv_repeat", kv_repeat).input(q).input(cache).input(cache).omit();
     for (int i = 0; i < 2; ++i) {
       if (e_only) t.constant(make_tensor<int64_t>({5}, {1, 1, 2, 2, 2})).omit();
       else t.omit().omit();
@@ -448,9 +448,15 @@ TEST_CASE("GroupedAttention: without the repeat's targets, kv_repeat must repeat
     }
     return t.run1();
   };
-  CHECK(grouped(2, false).shape() == Shape{1, 1, 4});
-  CHECK_THROWS_WITH(grouped(1, false), Catch::Contains("repeated 1 times (attribute kv_repeat, inputs 4 and 5 omitted) is not num_heads = 2"));
-  CHECK_THROWS_WITH(grouped(2, true), Catch::Contains("inputs 4 and 5 omitted"));
+  CHECK(grouped(2, false, kv).shape() == Shape{1, 1, 4});
+  CHECK_THROWS_WITH(grouped(1, false, kv), Catch::Contains("Expand to [1,1,1,2,2] of the cache [1,1,2,2] is not a repeat of each KV head 2 times"));
+  CHECK_THROWS_WITH(grouped(0, false, kv), Catch::Contains("inputs 4 and 5 omitted, with kv_repeat = 0: expected 1 to num_heads = 2"));
+  CHECK_THROWS_WITH(grouped(int64_t{1} << 62, false, kv), Catch::Contains("expected 1 to num_heads = 2"));
+  CHECK_THROWS_WITH(grouped(2, true, kv), Catch::Contains("inputs 4 and 5 (the repeat's Expand and Reshape targets): one is omitted"));
+  // An empty cache: the graph's Reshape to [b, kvh·rep, 0, d] copies dim 2
+  // of the Expand's output for that 0 (allowzero 0) and fails; so does this.
+  CHECK_THROWS_WITH(grouped(2, false, Tensor::allocate(DType::F32, {1, 1, 0, 2})),
+                    Catch::Contains("Reshape of [1,1,2,0,2] to [1,2,2,2] is not [b, num_heads, T, d]"));
 }
 
 namespace {

@@ -17,11 +17,12 @@
 // every step, as the cache grows. When graph/passes/shape_expr.h proves
 // both chains' e and r to be the cache's dims with one constant repeat, for
 // every cache size, the fused node takes neither (inputs 4, 5, 7, 8
-// omitted) and the repeat as attribute kv_repeat, which the kernel checks
-// against num_heads and the cache's heads; the chains are then dead. The
-// kv-state pass after it can then keep the caches in the session. Preconditions: the MultiHeadAttention
-// has no bias, key_padding_mask, past or buffer-sharing inputs and only its
-// first output; both Reshapes without allowzero.
+// omitted) but the repeat as attribute kv_repeat: the kernel makes e and r
+// from the cache's shape and checks them as it checks the inputs; the
+// chains are then dead. The kv-state pass after it can then keep the
+// caches in the session. Preconditions: the MultiHeadAttention has no bias,
+// key_padding_mask, past or buffer-sharing inputs and only its first
+// output; both Reshapes without allowzero.
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 #include "graph/passes/shape_expr.h"
