@@ -49,21 +49,27 @@ std::vector<float> input(unsigned seed) {
   return v;
 }
 
+// Initializers "w" [K, N] and "wz" [N]: w's codes as int8 (zero point 0),
+// or shifted by 128 into uint8 with zero point `u8_zero`.
+void weight_initializers(ModelBuilder& b, const Weights& w, bool u8, uint8_t u8_zero) {
+  if (u8) {
+    std::vector<uint8_t> u(w.q.size());
+    for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<uint8_t>(w.q[i] + 128);
+    b.initializer<uint8_t>("w", kUint8, {K, N}, u);
+    b.initializer<uint8_t>("wz", kUint8, {N}, std::vector<uint8_t>(N, u8_zero));
+  } else {
+    b.initializer<int8_t>("w", kInt8, {K, N}, w.q);
+    b.initializer<int8_t>("wz", kInt8, {N}, std::vector<int8_t>(N, 0));
+  }
+}
+
 enum class Form { Tail, ToFloat, SharedCast, Uint8ZeroPointZero };
 
 Graph build(Form form, const Weights& w) {
   ModelBuilder b;
   b.input("x", kFloat, {M, K}).output("y", kFloat, {M, N});
   b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
-  if (form == Form::Uint8ZeroPointZero) {
-    std::vector<uint8_t> u(w.q.size());
-    for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<uint8_t>(w.q[i] + 128);
-    b.initializer<uint8_t>("w", kUint8, {K, N}, u);
-    b.initializer<uint8_t>("wz", kUint8, {N}, std::vector<uint8_t>(N, 0));
-  } else {
-    b.initializer<int8_t>("w", kInt8, {K, N}, w.q);
-    b.initializer<int8_t>("wz", kInt8, {N}, std::vector<int8_t>(N, 0));
-  }
+  weight_initializers(b, w, form == Form::Uint8ZeroPointZero, 0);
   b.initializer<float>("ws", kFloat, {N}, w.scale);
   if (form == Form::ToFloat) {
     auto& n = b.node("MatMulIntegerToFloat", {"xq", "w", "xs", "ws", "xz", "wz"}, {"y"});
@@ -162,4 +168,64 @@ TEST_CASE("ort int8 must not fire on uint8 weights with zero point 0", "[fusion]
   const std::vector<float> xv = input(5);
   std::copy(xv.begin(), xv.end(), x.data<float>());
   CHECK(s.run({{"x", x}})[0].shape() == Shape{M, N});
+}
+
+namespace {
+
+// com.microsoft::DynamicQuantizeMatMul(A, B, b_scale, b_zero_point, bias),
+// one node: int8 codes with zero point 0, or uint8 codes with zero point
+// 128 (the same weight); bias [N].
+Graph dynamic_quantize_matmul(const Weights& w, bool u8, const std::vector<float>& bias, bool scale_input = false) {
+  ModelBuilder b;
+  b.input("x", kFloat, {M, K}).output("y", kFloat, {M, N});
+  auto* os = b.proto().add_opset_import();
+  os->set_domain("com.microsoft");
+  os->set_version(1);
+  weight_initializers(b, w, u8, 128);
+  if (scale_input) b.input("ws", kFloat, {N});
+  else b.initializer<float>("ws", kFloat, {N}, w.scale);
+  b.initializer<float>("bias", kFloat, {N}, bias);
+  b.node("DynamicQuantizeMatMul", {"x", "w", "ws", "wz", "bias"}, {"y"}).set_domain("com.microsoft");
+  const std::string path = scratch_dir("ort_dqmm_" + std::to_string(::getpid())) + "/model.onnx";
+  b.save(path);
+  return load_onnx(path);
+}
+
+}  // namespace
+
+// onnxruntime quantizes A per tensor to uint8; 1bit runs the node on the
+// qd8 GEMM (A per row to int8, as every dynamic int8 MatMul here): the qd8
+// arithmetic on B's codes less their zero point, plus the bias, and close
+// to quantize_dynamic's node-by-node form of the same weight (per-tensor
+// uint8 activations).
+TEST_CASE("ort int8: DynamicQuantizeMatMul runs on the qd8 GEMM, int8 or uint8 weights", "[ort_int8]") {
+  const Weights w = weights(3);
+  const std::vector<float> xv = input(5);
+  Tensor x = Tensor::allocate(DType::F32, {M, K});
+  std::copy(xv.begin(), xv.end(), x.data<float>());
+  std::vector<float> bias(N);
+  for (int64_t j = 0; j < N; ++j) bias[static_cast<size_t>(j)] = 0.25f * static_cast<float>(j % 5) - 0.5f;
+  const std::vector<double> ref = qd8_reference(xv, w);
+  const Tensor yp = Session(build(Form::Tail, w), default_op_registry(), upto("fuse-ort-dynamic-int8", false))
+                        .run({{"x", x}})[0];
+  for (bool u8 : {false, true}) {
+    CAPTURE(u8);
+    Session s(dynamic_quantize_matmul(w, u8, bias), default_op_registry());
+    REQUIRE(s.graph().nodes.size() == 1);
+    CHECK(s.graph().nodes[0].op_type == "DynamicQuantizeMatMul");
+    const Tensor y = s.run({{"x", x}})[0];
+    REQUIRE(y.shape() == Shape{M, N});
+    double max_ref = 0, max_plain = 0, scale = 0;
+    for (int64_t i = 0; i < M * N; ++i) {
+      const double b = bias[static_cast<size_t>(i % N)];
+      max_ref = std::max(max_ref, std::fabs(y.data<float>()[i] - (ref[static_cast<size_t>(i)] + b)));
+      max_plain = std::max(max_plain, std::fabs(y.data<float>()[i] - (yp.data<float>()[i] + b)));
+      scale = std::max(scale, std::fabs(static_cast<double>(yp.data<float>()[i])));
+    }
+    CHECK(max_ref <= 1e-5 * scale);
+    CHECK(max_plain <= 0.02 * scale);
+  }
+  // b_scale must be known when the weight is packed.
+  CHECK_THROWS_WITH(Session(dynamic_quantize_matmul(w, false, bias, true), default_op_registry()),
+                    Catch::Contains("input b_scale must be a constant float32 scalar or [N=24]"));
 }
