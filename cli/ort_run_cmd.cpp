@@ -119,9 +119,10 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       const int64_t ctx = model->max_positions();
       const int64_t need = static_cast<int64_t>(prompt.size()) + a->gen.max_new;
       if (ctx > 0 && static_cast<int64_t>(prompt.size()) < ctx && need > ctx)
-        fail("-n {}: the {}-token prompt and {} new tokens need {} positions, but {}'s context is {} "
-             "(max_position_embeddings in config.json); use -n {} or less",
-             a->gen.max_new, prompt.size(), a->gen.max_new, need, a->model, ctx, ctx - static_cast<int64_t>(prompt.size()));
+        fail("-n {}: the {}-token prompt and {} new tokens need {} positions, but {}'s context is {} ({}); use -n {} "
+             "or less",
+             a->gen.max_new, prompt.size(), a->gen.max_new, need, a->model, ctx, model->files().max_positions_from,
+             ctx - static_cast<int64_t>(prompt.size()));
 
       std::unique_ptr<Sampler> sampler;
       GenerateOptions gen = a->gen.options_for(*model, sampler);

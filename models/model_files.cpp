@@ -287,14 +287,20 @@ ModelFiles read_model_files(const std::string& model_path, const std::string& si
         if (!model["eos_token_id"].get(v)) read_ids(v, f.eos_ids, m.path());
       });
     }
-    if (f.max_positions == 0) f.max_positions = f.genai.context_length;
+    if (f.max_positions == 0 && f.genai.context_length > 0) {
+      f.max_positions = f.genai.context_length;
+      f.max_positions_from = "context_length in genai_config.json";
+    }
   }
   if (fs::exists(base / "config.json")) {
     JsonFile j(base / "config.json");
     if (f.eos_ids.empty()) j.field("eos_token_id", [&](od::value v) { read_ids(v, f.eos_ids, j.path()); });
     j.field("max_position_embeddings", [&](od::value v) {
       int64_t n;
-      if (!v.get_int64().get(n)) f.max_positions = n;
+      if (!v.get_int64().get(n)) {
+        f.max_positions = n;
+        f.max_positions_from = "max_position_embeddings in config.json";
+      }
     });
     j.field("model_type", [&](od::value v) {
       std::string_view s;

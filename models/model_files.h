@@ -40,6 +40,7 @@ struct ModelFiles {
   std::vector<std::string> eos_tokens;  // token strings to resolve (tokenizer_config eos_token)
   std::vector<int64_t> eos_ids;      // generation_config / config eos_token_id
   int64_t max_positions = 0;         // config max_position_embeddings, 0 if unknown
+  std::string max_positions_from;    // where max_positions was read, for messages
   std::string chat_template;         // tokenizer_config chat_template
   std::string model_type;            // config model_type
   int64_t head_dim = 0, kv_heads = 0;  // config head_dim (or hidden_size / num_attention_heads), num_key_value_heads

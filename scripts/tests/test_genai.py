@@ -168,6 +168,43 @@ def test_plan_grows(onebit, pytestconfig, tmp_path, build):
     assert runs["1"].logits.tobytes() == runs["0"].logits.tobytes()
 
 
+def test_genai_config_ends_the_run(onebit, pytestconfig, tmp_path):
+    """A genai folder's genai_config.json is what ends a run (the builder
+    writes no config.json or generation_config.json beside it): its
+    model.eos_token_id (an int or a list) stops at that token, its
+    context_length stops the run when the sequence fills it."""
+    import shutil
+
+    src = genai_dir(pytestconfig, "fp32")
+    assert not (src / "config.json").exists() and not (src / "generation_config.json").exists()
+    r = onebit_generate(onebit, src / "model.onnx", PROMPTS[0])
+    free, prompt_len = r["generated_ids"], len(r["prompt_ids"])
+    assert len(free) == STEPS and r["stop_reason"] == "max_tokens"
+
+    def folder_with(edit) -> Path:
+        d = tmp_path / f"folder{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(src, d)
+        cfg = json.loads((d / "genai_config.json").read_text())
+        edit(cfg["model"])
+        (d / "genai_config.json").write_text(json.dumps(cfg))
+        return d
+
+    def run_with(edit) -> dict:
+        return onebit_generate(onebit, folder_with(edit), PROMPTS[0])
+
+    eos = free[3]
+    r = run_with(lambda m: m.update(eos_token_id=[7, eos]))
+    assert r["stop_reason"] == "eos" and r["generated_ids"] == free[:free.index(eos) + 1]
+    r = run_with(lambda m: m.update(eos_token_id=eos))
+    assert r["stop_reason"] == "eos" and r["generated_ids"] == free[:free.index(eos) + 1]
+    # -n past the context is refused up front, naming where the context came from.
+    short = folder_with(lambda m: m.update(context_length=prompt_len + 5))
+    p = subprocess.run([onebit, "ort-run", str(short), "--prompt", PROMPTS[0], "-n", str(STEPS)],
+                       capture_output=True, text=True)
+    assert p.returncode != 0
+    assert f"context is {prompt_len + 5} (context_length in genai_config.json); use -n 5 or less" in p.stderr, p.stderr
+
+
 def test_fp16_repeat_proven(onebit, pytestconfig):
     """The fp16 CPU build computes each layer's KV-head repeat targets from
     the cache's Shape; the fusion proves them the repeat for every length
