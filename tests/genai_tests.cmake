@@ -63,8 +63,8 @@ onebit_add_pytest(ort_int8_tiny TESTS test_ort_int8.py ARGS --tiny ${ONEBIT_TINY
 set_tests_properties(ort_int8_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
 
 # float16 weights under float32 compute: F16wMatMul on every weight, parity with onnxruntime (test_f16_weights.py).
-onebit_add_pytest(f16_weights_tiny TESTS test_f16_weights.py ARGS --tiny ${ONEBIT_TINY})
-set_tests_properties(f16_weights_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+onebit_add_pytest(f16_weights_tiny TESTS test_f16_weights.py ARGS --tiny ${ONEBIT_TINY} --genai ${ONEBIT_GENAI_TINY})
+set_tests_properties(f16_weights_tiny PROPERTIES FIXTURES_REQUIRED "tiny_qwen3;genai_tiny" TIMEOUT 600)
 
 # bitsandbytes FP4 / NF4 (MatMulBnb4) of the tiny model against onnxruntime (test_bnb4.py).
 onebit_add_pytest(bnb4_tiny TESTS test_bnb4.py ARGS --tiny ${ONEBIT_TINY})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,6 +77,35 @@ def test_float16_export_parity(onebit, tmp_path, float16_export):
     subprocess.run([onebit, "ort-run", str(model), *prompt, "-n", str(STEPS), "--dump-logits", str(out), "--quiet"],
                    check=True, env=env, capture_output=True)
     assert np.array_equal(np.load(out), got)
+
+
+def decode_ops(onebit: str, model, extra: list[str] = ()) -> set[str]:
+    """The op types of a cached decode's steps, as ONEBIT_PROFILE's table
+    lists them (every node that ran; rows after 'decode steps, profile')."""
+    env = dict(os.environ, ONEBIT_PROFILE="1")
+    p = subprocess.run([onebit, "ort-run", str(model), "--prompt-ids", ",".join(map(str, PROMPT)), "-n", "8",
+                        "--quiet", *extra], capture_output=True, text=True, env=env, check=True)
+    lines = p.stderr.splitlines()
+    start = next(i for i, l in enumerate(lines) if "decode steps, profile" in l or l.startswith("profile:"))
+    return {l.split()[0] for l in lines[start + 1:] if l.startswith("  ") and " ms " in l}
+
+
+def test_float16_models_run_the_fast_kernels(onebit, pytestconfig, float16_export):
+    """Issue 12's float16 models on the fast kernels, not the reference
+    loops: the float16 export's decode runs every MatMul on F16wMatMul (the
+    weights kept float16, packed once), the attention's products on the
+    KV state, the norm and rotary fused; no plain MatMul, Softmax or norm
+    chain runs. So does onnxruntime-genai's fp16 CPU build (GroupedAttention
+    for its MultiHeadAttention)."""
+    ops = decode_ops(onebit, float16_export)
+    print(sorted(ops))
+    assert {"com.onebit::F16wMatMul", "com.onebit::GqaMatMul", "com.onebit::RmsNorm", "com.onebit::RotaryHalf"} <= ops
+    assert not ops & {"MatMul", "Softmax", "Pow", "ReduceMean", "Sqrt", "Div"}, ops
+    genai = Path(pytestconfig.getoption("genai")) / "genai-fp16" / "model.onnx"
+    ops = decode_ops(onebit, genai)
+    print(sorted(ops))
+    assert {"com.onebit::F16wMatMul", "com.onebit::GroupedAttention"} <= ops
+    assert not ops & {"MatMul", "com.microsoft::MultiHeadAttention", "Softmax"}, ops
 
 
 def test_float16_export_keeps_a_float16_cache(onebit, pytestconfig, tmp_path, float16_export):
