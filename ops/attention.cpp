@@ -631,11 +631,12 @@ class GroupedAttentionKernel : public Kernel {
            heads_);
     const std::vector<int64_t> ev = proven ? std::vector<int64_t>{kv[0], kv[1], kv_repeat_, kv[2], kv[3]}
                                            : tensor_to_ints(ctx.value(first));
-    const std::vector<int64_t> rv = proven ? std::vector<int64_t>{kv[0], kv[1] * kv_repeat_, kv[2], kv[3]}
-                                           : tensor_to_ints(ctx.value(first + 1));
     const Shape e = broadcast_shapes({Shape{kv[0], kv[1], 1, kv[2], kv[3]}, ev});
     if (e != Shape{kv[0], kv[1], rep, kv[2], kv[3]})
       fail("Expand to {} of the cache {} is not a repeat of each KV head {} times", shape_str(e), shape_str(kv), rep);
+    // Proven, kv_repeat is rep now, so kv[1]·kv_repeat is num_heads: no overflow.
+    const std::vector<int64_t> rv = proven ? std::vector<int64_t>{kv[0], kv[1] * kv_repeat_, kv[2], kv[3]}
+                                           : tensor_to_ints(ctx.value(first + 1));
     const Shape r = resolve_reshape(e, rv, false);
     if (r != Shape{kv[0], heads_, kv[2], kv[3]})
       fail("Reshape of {} to {} is not [b, num_heads, T, d]", shape_str(e), shape_str(r));
