@@ -328,10 +328,7 @@ class ReduceKernel : public Kernel {
     if (axes_input_ && ctx.has_input(1)) axes = &ctx.value(1);
     const uint32_t mask = reduced_mask(ctx.rank(0), axes);
     Shape out;
-    for (int d = 0; d < ctx.rank(0); ++d) {
-      if (!((mask >> d) & 1u)) out.push_back(in[static_cast<size_t>(d)]);
-      else if (keepdims_) out.push_back(1);
-    }
+    for_each_output_dim(in, mask, [&](int64_t dim) { out.push_back(dim); });
     ctx.set_output(0, t, std::move(out));
   }
 
@@ -349,13 +346,11 @@ class ReduceKernel : public Kernel {
     {
       // Bound to the shape reshape() gives (Kernel::follows_growth).
       bool same = Y.dtype() == X.dtype();
-      int64_t o = 0;
-      for (int d = 0; d < X.rank() && same; ++d) {
-        const bool reduced = (mask >> d) & 1u;
-        if (reduced && !keepdims_) continue;
-        same = o < Y.rank() && Y.dim(static_cast<int>(o)) == (reduced ? 1 : X.dim(d));
+      int o = 0;
+      for_each_output_dim(X.shape(), mask, [&](int64_t dim) {
+        same = same && o < Y.rank() && Y.dim(o) == dim;
         ++o;
-      }
+      });
       if (!same || o != Y.rank())
         fail("bound to an output of {} {} for input {} {}", dtype_name(Y.dtype()), shape_str(Y.shape()),
              dtype_name(X.dtype()), shape_str(X.shape()));
@@ -393,6 +388,17 @@ class ReduceKernel : public Kernel {
     if (!(dtype_is_float(t) || (dtype_is_integer(t) && dtype_bits(t) >= 8) || (boolean_ok && t == DType::Bool)))
       unsupported_dtype(fmt::format("{} input 0 (shape {})", name_, shape_str(in)), t);
     check_max_rank(static_cast<int>(in.size()), name_);
+  }
+
+  // fn(dim) for each output dim in order: the input's, a reduced one
+  // dropped or 1 (keepdims). reshape() builds the output from it, run()
+  // checks its binding against it.
+  template <class Fn>
+  void for_each_output_dim(const Shape& in, uint32_t mask, Fn&& fn) const {
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (!((mask >> d) & 1u)) fn(in[d]);
+      else if (keepdims_) fn(int64_t{1});
+    }
   }
 
   // Bit d set when axis d is reduced. Recomputed in run() from the same
