@@ -80,19 +80,19 @@ def test_float16_export_parity(onebit, tmp_path, float16_export):
 
 
 def decode_ops(onebit: str, model, extra: list[str] = ()) -> set[str]:
-    """The op types of a cached decode's steps, as ONEBIT_PROFILE's table
-    lists them (every node that ran; rows after 'decode steps, profile')."""
+    """The op types a run of the prompt and 8 steps ran, as ONEBIT_PROFILE's
+    table after `ort-run` lists them (the rows after its 'profile:' line)."""
     env = dict(os.environ, ONEBIT_PROFILE="1")
     p = subprocess.run([onebit, "ort-run", str(model), "--prompt-ids", ",".join(map(str, PROMPT)), "-n", "8",
                         "--quiet", *extra], capture_output=True, text=True, env=env, check=True)
     lines = p.stderr.splitlines()
-    start = next(i for i, l in enumerate(lines) if "decode steps, profile" in l or l.startswith("profile:"))
+    start = next(i for i, l in enumerate(lines) if l.startswith("profile:"))
     return {l.split()[0] for l in lines[start + 1:] if l.startswith("  ") and " ms " in l}
 
 
 def test_float16_models_run_the_fast_kernels(onebit, pytestconfig, float16_export):
     """Issue 12's float16 models on the fast kernels, not the reference
-    loops: the float16 export's decode runs every MatMul on F16wMatMul (the
+    loops: the float16 export's run (prompt and steps) does every MatMul on F16wMatMul (the
     weights kept float16, packed once), the attention's products on the
     KV state, the norm and rotary fused; no plain MatMul, Softmax or norm
     chain runs. So does onnxruntime-genai's fp16 CPU build (GroupedAttention
