@@ -12,7 +12,7 @@
 // +inf above ln(FLT_MAX) ≈ 88.72; NaN stays NaN.
 //
 // exp_f32 is the scalar element; the __scalar kernels loop over it and the
-// __avx2 kernels use it for their tails, doing the same float operations in
+// __avx2 and __avx512 kernels use it for their tails, doing the same float operations in
 // the same order as their vector body, so every element gets the same
 // result wherever it falls (tested bit for bit).
 #pragma once
@@ -57,8 +57,10 @@ using F32VUnaryUkernel = void (*)(size_t n, const float* x, float* y);
 
 void f32_vexp_ukernel__scalar(size_t n, const float* x, float* y);
 void f32_vexp_ukernel__avx2(size_t n, const float* x, float* y);
+void f32_vexp_ukernel__avx512(size_t n, const float* x, float* y);
 // y[i] = 1 / (1 + e^-x[i]).
 void f32_vsigmoid_ukernel__scalar(size_t n, const float* x, float* y);
 void f32_vsigmoid_ukernel__avx2(size_t n, const float* x, float* y);
+void f32_vsigmoid_ukernel__avx512(size_t n, const float* x, float* y);
 
 }  // namespace onebit

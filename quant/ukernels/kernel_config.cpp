@@ -46,6 +46,15 @@ const VecMathConfig kVecAvx2{Isa::Avx2, f32_vexp_ukernel__avx2, f32_vsigmoid_uke
                              f32_vargmax_ukernel__avx2, "f32_vargmax_ukernel__avx2",
                              f32_qs8_vquant_blocks_ukernel__avx2, "f32_qs8_vquant_blocks_ukernel__avx2",
                              f32_f16_vscaleadd_ukernel__avx2};
+// AVX-512: exp, sigmoid, the float16 conversions and the score chain on 16
+// lanes, each lane the AVX2 lane's operations (bit for bit the same);
+// argmax and the int8 blocks stay AVX2.
+const VecMathConfig kVecAvx512{Isa::Avx512, f32_vexp_ukernel__avx512, f32_vsigmoid_ukernel__avx512,
+                               "f32_vexp_ukernel__avx512", "f32_vsigmoid_ukernel__avx512",
+                               f16_f32_vcvt_ukernel__avx512, f32_f16_vcvt_ukernel__avx512,
+                               f32_vargmax_ukernel__avx2, "f32_vargmax_ukernel__avx2",
+                               f32_qs8_vquant_blocks_ukernel__avx2, "f32_qs8_vquant_blocks_ukernel__avx2",
+                               f32_f16_vscaleadd_ukernel__avx512};
 
 #define Q8_FAMILY(gemm, gemv, pack) {gemm<false>, gemm<true>}, {gemv<false>, gemv<true>}, #gemm, #gemv, pack, #pack
 
@@ -284,10 +293,10 @@ const KvConfig kKvScalar KV_FAMILY(Isa::Scalar, scalar, qk_ukernel_2x4, pv_ukern
 const KvConfig kKvAvx2 KV_FAMILY(Isa::Avx2, avx2, qk_ukernel_2x4, pv_ukernel_2x32);
 #undef KV_FAMILY
 
-// AVX-512: the AVX2 conversions; Q·Kᵀ as AVX2 computes it with 4-row blocks
+// AVX-512: 16-lane conversions; Q·Kᵀ as AVX2 computes it with 4-row blocks
 // for prompts; a P·V whose 32 registers hold a whole 128-wide value row for
 // two query rows.
-const KvConfig kKvAvx512{Isa::Avx512, f16_f32_vcvt_ukernel__avx2, f32_f16_vcvt_ukernel__avx2,
+const KvConfig kKvAvx512{Isa::Avx512, f16_f32_vcvt_ukernel__avx512, f32_f16_vcvt_ukernel__avx512,
                          f32_qk_ukernel_4x4__avx512, f32_f16_qk_ukernel_4x4__avx512, f32_pv_ukernel_2x128__avx512,
                          f32_f16_pv_ukernel_2x128__avx512, f32_q8_qk_ukernel_4x4__avx512,
                          f32_q8_pv_ukernel_2x128__avx512, "f32_qk_ukernel_4x4__avx512", "f32_pv_ukernel_2x128__avx512"};
@@ -310,7 +319,13 @@ const KvConfig& kv_config() {
 
 const VecMathConfig* vec_math_config_for(Isa isa) {
   if (!cpu_supports(isa)) return nullptr;
-  return isa == Isa::Scalar ? &kVecScalar : &kVecAvx2;  // no 512-bit family: the loop is bound by exp's latency
+  switch (isa) {
+    case Isa::Scalar: return &kVecScalar;
+    case Isa::Avx2: return &kVecAvx2;
+    case Isa::Avx512:
+    case Isa::Avx512Vnni: return &kVecAvx512;
+  }
+  return nullptr;
 }
 
 const VecMathConfig& vec_math_config() {

@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "base/dtype.h"
+
 #include "quant/ukernels/kv_qk.h"
 #include "quant/ukernels/kv_ukernels.h"
 
@@ -204,6 +206,38 @@ void pv(size_t m, size_t t, size_t d, const float* p, size_t ldp, const V* v, si
 }
 
 }  // namespace
+
+// Sixteen lanes of vcvtph2ps / vcvtps2ph (round to nearest even), the
+// conversions the AVX2 kernels do eight at a time, the scalar element for
+// the tail as there.
+void f16_f32_vcvt_ukernel__avx512(size_t n, const uint16_t* x, float* y) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))));
+  for (; i < n; ++i) y[i] = half_to_float(x[i]);
+}
+
+void f32_f16_vcvt_ukernel__avx512(size_t n, const float* x, uint16_t* y) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) y[i] = float_to_half(x[i]);
+}
+
+// The float16 export's score chain (kv_ukernels.h) sixteen at a time: each
+// of the three roundings a vcvtps2ph / vcvtph2ps pair, as the AVX2 kernel.
+void f32_f16_vscaleadd_ukernel__avx512(size_t n, float* y, float scale, const uint16_t* mask) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const auto h = [](__m512 v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, kRound)); };
+  const __m512 s = _mm512_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + i)));
+    _mm512_storeu_ps(y + i, h(_mm512_add_ps(h(_mm512_mul_ps(h(_mm512_loadu_ps(y + i)), s)), m)));
+  }
+  if (i < n) f32_f16_vscaleadd_ukernel__scalar(n - i, y + i, scale, mask + i);
+}
 
 // Q·Kᵀ as the AVX2 kernel computes it, in row blocks of 4 (the AVX-512
 // registers ymm16-31 hold the extra accumulators): a prompt's scores at

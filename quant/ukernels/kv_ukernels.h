@@ -67,11 +67,14 @@ void f32_q8_pv_ukernel_2x128__avx512(size_t m, size_t t, size_t d, const float* 
 
 void f32_f16_vscaleadd_ukernel__scalar(size_t n, float* y, float scale, const uint16_t* mask);
 void f32_f16_vscaleadd_ukernel__avx2(size_t n, float* y, float scale, const uint16_t* mask);
+void f32_f16_vscaleadd_ukernel__avx512(size_t n, float* y, float scale, const uint16_t* mask);
 
 void f16_f32_vcvt_ukernel__scalar(size_t n, const uint16_t* x, float* y);
 void f16_f32_vcvt_ukernel__avx2(size_t n, const uint16_t* x, float* y);
 void f32_f16_vcvt_ukernel__scalar(size_t n, const float* x, uint16_t* y);
 void f32_f16_vcvt_ukernel__avx2(size_t n, const float* x, uint16_t* y);
+void f16_f32_vcvt_ukernel__avx512(size_t n, const uint16_t* x, float* y);
+void f32_f16_vcvt_ukernel__avx512(size_t n, const float* x, uint16_t* y);
 
 void f32_qk_ukernel_2x4__scalar(size_t m, size_t t, size_t d, const float* q, size_t ldq, const float* k, size_t ldk,
                                 float* s, size_t lds);
