@@ -1,6 +1,6 @@
 // The elementwise microkernels of VecMathConfig (quant/ukernels/
 // kernel_config.h) per ISA: exp (every Softmax row), sigmoid (every SwiGlu
-// activation), the float16 conversions (every float16 op's input and
+// activation), the float32 Softmax row, the float16 conversions (every float16 op's input and
 // output) and a float16 export's score chain. Inputs sit in L1, so this is
 // the kernels' instruction throughput, the part of a Softmax row or a
 // float16 op that is not a memory read.
@@ -9,7 +9,7 @@
 //
 // BM_vec/ISA/KIND/N: ISA 1 AVX2, 2 AVX-512 (base/cpu_features.h); KIND 0
 // exp, 1 sigmoid, 2 widen (float16 -> float32), 3 narrow, 4 the float16
-// score chain; N elements a call (1056: one SmolLM2 decode row at 1024 of
+// score chain, 5 a float32 Softmax row (f32_vsoftmax); N elements a call (1056: one SmolLM2 decode row at 1024 of
 // past; 4096). Reports elements per second.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -43,19 +43,20 @@ void BM_vec(benchmark::State& state) {
       case 1: cfg->sigmoid(n, x.data(), y.data()); break;
       case 2: cfg->widen(n, h.data(), y.data()); break;
       case 3: cfg->narrow(n, x.data(), h.data()); break;
-      default: y = x, cfg->f16_scale_add(n, y.data(), 0.125f, h.data()); break;
+      case 4: y = x, cfg->f16_scale_add(n, y.data(), 0.125f, h.data()); break;
+      default: cfg->softmax(n, x.data(), y.data()); break;
     }
     benchmark::DoNotOptimize(y.data());
     benchmark::DoNotOptimize(h.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
-  static const char* const kKinds[] = {"exp", "sigmoid", "widen", "narrow", "f16 scale+mask"};
+  static const char* const kKinds[] = {"exp", "sigmoid", "widen", "narrow", "f16 scale+mask", "softmax row"};
   state.SetLabel(fmt::format("{} {}", kKinds[kind], isa == Isa::Avx512 ? "avx512" : "avx2"));
 }
 
 }  // namespace
 
-BENCHMARK(BM_vec)->ArgsProduct({{1, 2}, {0, 1, 2, 3, 4}, {1056, 4096}});
+BENCHMARK(BM_vec)->ArgsProduct({{1, 2}, {0, 1, 2, 3, 4, 5}, {1056, 4096}});
 
 BENCHMARK_MAIN();

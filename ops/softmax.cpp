@@ -9,8 +9,10 @@
 // [outer, n, inner]; inner = 1 (the last axis, every attention softmax) runs
 // along contiguous rows, otherwise `inner` columns are handled together in
 // chunks so the loops still run over contiguous memory. Both are threaded
-// over rows. float32 uses the vectorised exp of quant/ukernels; f16/bf16
-// compute in float with it too, f64 uses std::exp.
+// over rows. A float32 Softmax row is one microkernel (quant/ukernels'
+// f32_vsoftmax, which leaves out a causal mask's negligible tail); other
+// float32 rows use its vectorised exp; f16/bf16 compute in float with it
+// too, f64 uses std::exp.
 #include "ops/softmax.h"
 
 #include <immintrin.h>
@@ -47,11 +49,6 @@ void exp_inplace(C* v, int64_t n) {
 // tokens of past, 16 heads: 16.6k elements, ~23 us on one thread).
 constexpr int64_t kSoftmaxGrain = int64_t{1} << 13;
 
-// float32 x − max below this has exp exactly 0: the vectorised exp flushes
-// below ln(FLT_MIN) ≈ −87.34 (quant/ukernels/f32_vexp_ukernels.h). Double
-// rows (std::exp) do not use it.
-constexpr float kNegligible = -104.0f;
-
 // Chunk of a row computed in C when T is narrower (float16, bfloat16).
 constexpr int64_t kChunk = 256;
 
@@ -76,6 +73,12 @@ void row_kernel(Mode mode, const T* x, T* y, int64_t n) {
       if (beats(A::load(x[k]), best)) best = A::load(x[k]), at = k;
     for (int64_t k = 0; k < n; ++k) y[k] = A::store(C(k == at ? 1 : 0));
     return;
+  }
+  static_assert(kSoftmaxLanes == static_cast<int64_t>(kSoftmaxGroup), "softmax_prefix's groups are the kernel's");
+  if constexpr (std::is_same_v<T, float>) {
+    // A float32 Softmax row: the one row microkernel (f32_vexp_ukernels.h),
+    // which leaves out a causal mask's negligible tail.
+    if (mode == Mode::Softmax) return vec_math_config().softmax(static_cast<size_t>(n), x, y);
   }
   // The maximum; NaN is tracked apart and makes the max, and so the whole
   // row, NaN, as the formula gives.
@@ -109,33 +112,13 @@ void row_kernel(Mode mode, const T* x, T* y, int64_t n) {
   using S = std::conditional_t<std::is_same_v<C, float>, double, C>;
   S sums[L] = {};
   S sum = 0;
-  // A float32 softmax row's trailing entries more than kNegligible below
-  // the maximum (a causal mask's) have exp exactly 0: they are written as 0 and
-  // left out of the exp and the sum, to which they would add zeros; the
-  // entries before keep their groups of L, so no bit changes.
-  int64_t used = n;
-  if (mode == Mode::Softmax && std::is_same_v<T, float> && m > -std::numeric_limits<C>::infinity() &&
-      m < std::numeric_limits<C>::infinity()) {
-    int64_t e = n;
-    if constexpr (std::is_same_v<T, float>) {
-      // Eight at a time while all eight are negligible (the scalar test
-      // below, as subps and cmpps compute it; element by element a causal
-      // row's masked half took half of this function's time), then one by one.
-      const __m256 top = _mm256_set1_ps(m), cut = _mm256_set1_ps(kNegligible);
-      while (e >= L && _mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + e - L), top), cut,
-                                                        _CMP_LT_OQ)) == 0xff)
-        e -= L;
-    }
-    while (e > 0 && A::load(x[e - 1]) - m < kNegligible) --e;
-    used = std::min(n, (e + L - 1) / L * L);
-  }
   if constexpr (std::is_same_v<T, C>) {
     // Stash exp(x - m) in y, sum it, then normalise in place.
-    for (k = 0; k < used; ++k) y[k] = x[k] - m;
-    exp_inplace(y, used);
-    for (k = 0; k + L <= used; k += L)
+    for (k = 0; k < n; ++k) y[k] = x[k] - m;
+    exp_inplace(y, n);
+    for (k = 0; k + L <= n; k += L)
       for (int j = 0; j < L; ++j) sums[j] += static_cast<S>(y[k + j]);
-    for (; k < used; ++k) sum += static_cast<S>(y[k]);
+    for (; k < n; ++k) sum += static_cast<S>(y[k]);
   } else {
     C e[kChunk];
     for (int64_t k0 = 0; k0 < n; k0 += kChunk) {
@@ -154,8 +137,7 @@ void row_kernel(Mode mode, const T* x, T* y, int64_t n) {
     for (k = 0; k < n; ++k) y[k] = A::store((A::load(x[k]) - m) - ls);
   } else if constexpr (std::is_same_v<T, C>) {
     const C total = static_cast<C>(sum);
-    for (k = 0; k < used; ++k) y[k] = y[k] / total;
-    std::fill(y + used, y + n, C(0));
+    for (k = 0; k < n; ++k) y[k] = y[k] / total;
   } else {
     const C total = static_cast<C>(sum);
     C e[kChunk];

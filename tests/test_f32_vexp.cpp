@@ -348,3 +348,112 @@ ONEBIT_ISA_CASE("float16 conversions equal the scalar ones bit for bit", "[vec_m
                 conversions_match_scalar)
 ONEBIT_ISA_CASE("float16 conversions equal the scalar ones bit for bit", "[vec_math][f16]", Avx512,
                 conversions_match_scalar)
+
+// The float32 Softmax row (f32_vexp_ukernels.h): every ISA's kernel equals
+// the scalar reference bit for bit on rows of every length to 40 and longer
+// ones, plain, with a causal mask's tail (−inf, −1e30, float16's lowest,
+// or values just either side of the 104 cut below the maximum), with NaN,
+// ±inf, signed zeros, all −inf; in place and out of place. The reference
+// itself agrees with a double-precision softmax.
+namespace {
+
+std::vector<std::vector<float>> softmax_rows() {
+  Lcg next{777};
+  auto uniform = [&] { return static_cast<float>(static_cast<int>(next() % 20001) - 10000) / 1000.0f; };
+  std::vector<size_t> lengths;
+  for (size_t n = 0; n <= 40; ++n) lengths.push_back(n);
+  for (size_t n : {63, 64, 65, 100, 255, 1056}) lengths.push_back(n);
+  std::vector<std::vector<float>> rows;
+  for (size_t n : lengths)
+    for (int kind = 0; kind < 9; ++kind) {
+      std::vector<float> r(n);
+      for (float& v : r) v = uniform();
+      if (n == 0) {
+        rows.push_back(r);
+        continue;
+      }
+      const size_t cut = next() % n, at = next() % n;
+      switch (kind) {
+        case 0: break;
+        case 1: std::fill(r.begin() + cut, r.end(), -INFINITY); break;
+        case 2: std::fill(r.begin() + cut, r.end(), -1e30f); break;
+        case 3: for (size_t i = cut; i < n; ++i) r[i] += -65504.0f; break;
+        case 4: {  // around the cut: max 10, tail entries 103.99 / 104 / 104.01 below it
+          r[0] = 10.0f;
+          const float below[] = {-93.99f, -94.0f, -94.01f, -95.0f};
+          for (size_t i = std::max<size_t>(cut, 1); i < n; ++i) r[i] = below[next() % 4];
+          break;
+        }
+        case 5: r[at] = NAN; break;
+        case 6: r[at] = INFINITY; break;
+        case 7: r[at] = -0.0f, r[cut] = 0.0f; break;
+        case 8: std::fill(r.begin(), r.end(), -INFINITY); break;
+      }
+      rows.push_back(r);
+    }
+  return rows;
+}
+
+bool same_row(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+void softmax_matches_scalar(Isa isa) {
+  const VecMathConfig* cfg = vec_math_config_for(isa);
+  const VecMathConfig* ref = vec_math_config_for(Isa::Scalar);
+  REQUIRE(cfg);
+  size_t checked = 0;
+  for (const std::vector<float>& x : softmax_rows()) {
+    std::vector<float> want(x.size(), 7.0f), got(x.size(), -7.0f), inplace = x;
+    ref->softmax(x.size(), x.data(), want.data());
+    cfg->softmax(x.size(), x.data(), got.data());
+    cfg->softmax(inplace.size(), inplace.data(), inplace.data());
+    INFO("n " << x.size() << " row " << checked);
+    REQUIRE(same_row(got, want));
+    REQUIRE(same_row(inplace, want));
+    ++checked;
+  }
+  CHECK(checked == 47 * 9);
+}
+
+void softmax_reference_against_double(Isa) {
+  const VecMathConfig* ref = vec_math_config_for(Isa::Scalar);
+  for (const std::vector<float>& x : softmax_rows()) {
+    const size_t n = x.size();
+    if (n == 0) continue;
+    std::vector<float> y(n);
+    ref->softmax(n, x.data(), y.data());
+    double m = -INFINITY;
+    bool nan = false;
+    for (float v : x) m = std::max(m, double(v)), nan |= std::isnan(v);
+    if (nan || !std::isfinite(m)) {
+      // A NaN, +inf or all −inf row: NaN wherever the formula gives it.
+      for (size_t i = 0; i < n; ++i)
+        if (std::isnan(x[i]) || (std::isinf(m) && m > 0) || m == -INFINITY) CHECK(std::isnan(y[i]));
+      continue;
+    }
+    double sum = 0;
+    for (float v : x) sum += std::exp(double(v) - m);
+    for (size_t i = 0; i < n; ++i) {
+      const double want = std::exp(double(x[i]) - m) / sum;
+      // A few ulp of exp and the divide, plus float's rounding of x − m
+      // (half an ulp of it, carried into e^(x−m) relatively); below float's
+      // normal range exp flushes to 0.
+      const double tol = want * (4e-7 + std::abs(double(x[i]) - m) * 6e-8);
+      if (want < 1e-37) CHECK(y[i] >= 0.0f);
+      else {
+        INFO("x " << x[i] << " max " << m << " y " << double(y[i]) << " want " << want);
+        CHECK(std::abs(y[i] - want) <= tol);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ONEBIT_ISA_CASE("softmax row: the scalar reference against double precision", "[vec_math][softmax]", Scalar,
+                softmax_reference_against_double)
+ONEBIT_ISA_CASE("softmax row equals the scalar reference bit for bit", "[vec_math][softmax]", Avx2,
+                softmax_matches_scalar)
+ONEBIT_ISA_CASE("softmax row equals the scalar reference bit for bit", "[vec_math][softmax]", Avx512,
+                softmax_matches_scalar)

@@ -8,6 +8,9 @@
 
 #include "quant/ukernels/f32_vexp_ukernels.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace onebit {
 
 namespace {
@@ -38,6 +41,71 @@ void f32_vexp_ukernel__avx512(size_t n, const float* x, float* y) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_f32x16(_mm512_loadu_ps(x + i)));
   for (; i < n; ++i) y[i] = exp_f32(x[i]);
+}
+
+// f32_vexp_ukernels.h's Softmax row as the AVX2 kernel computes it, sixteen
+// lanes at a time: each register's low eight entries go to the eight double
+// lane sums before its high eight, as two groups of 8 would; a last whole
+// group of 8 runs masked.
+void f32_vsoftmax_ukernel__avx512(size_t n, const float* x, float* y) {
+  constexpr size_t L = kSoftmaxGroup;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  __m512 lanes = _mm512_set1_ps(-kInf);
+  __mmask16 nans = 0;
+  size_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    lanes = _mm512_max_ps(v, lanes);  // a NaN v keeps the lane's max
+    nans |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  }
+  alignas(64) float l[16];
+  _mm512_store_ps(l, lanes);
+  float m = -kInf;
+  for (float v : l) m = v > m ? v : m;
+  bool nan = nans != 0;
+  for (; k < n; ++k) {
+    m = x[k] > m ? x[k] : m;
+    nan |= x[k] != x[k];
+  }
+  if (nan) m = std::numeric_limits<float>::quiet_NaN();
+  const __m512 top = _mm512_set1_ps(m);
+  size_t used = n;
+  if (m > -kInf && m < kInf) {
+    const __m512 cut = _mm512_set1_ps(kSoftmaxNegligible);
+    size_t e = n;
+    while (e >= 16 && _mm512_cmp_ps_mask(_mm512_sub_ps(_mm512_loadu_ps(x + e - 16), top), cut, _CMP_LT_OQ) == 0xFFFF)
+      e -= 16;
+    while (e > 0 && x[e - 1] - m < kSoftmaxNegligible) --e;
+    used = std::min(n, (e + L - 1) / L * L);
+  }
+  __m512d acc = _mm512_setzero_pd();  // the eight double lanes
+  for (k = 0; k + 16 <= used; k += 16) {
+    const __m512 v = exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(x + k), top));
+    _mm512_storeu_ps(y + k, v);
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+  }
+  if (k + 8 <= used) {
+    const __m512 v = exp_f32x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(0xFF, x + k), top));
+    _mm512_mask_storeu_ps(y + k, 0xFF, v);
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    k += 8;
+  }
+  double sum = 0;
+  for (; k < used; ++k) {
+    y[k] = exp_f32(x[k] - m);
+    sum += static_cast<double>(y[k]);
+  }
+  alignas(64) double sums[8];
+  _mm512_store_pd(sums, acc);
+  for (double v : sums) sum += v;
+  const float total = static_cast<float>(sum);
+  const __m512 t = _mm512_set1_ps(total);
+  for (k = 0; k < used; k += 16) {
+    const __mmask16 mk = mask16(used - k);
+    _mm512_mask_storeu_ps(y + k, mk, _mm512_div_ps(_mm512_maskz_loadu_ps(mk, y + k), t));
+  }
+  std::fill(y + used, y + n, 0.0f);
 }
 
 void f32_vsigmoid_ukernel__avx512(size_t n, const float* x, float* y) {

@@ -58,6 +58,26 @@ using F32VUnaryUkernel = void (*)(size_t n, const float* x, float* y);
 void f32_vexp_ukernel__scalar(size_t n, const float* x, float* y);
 void f32_vexp_ukernel__avx2(size_t n, const float* x, float* y);
 void f32_vexp_ukernel__avx512(size_t n, const float* x, float* y);
+// A float32 Softmax row of n entries (the Softmax op's rows along the last
+// axis, and the fused attention chains that must equal them; ops/softmax.h):
+//   m = the largest entry, NaN if any entry is NaN;
+//   used = n, or, when m is finite, one past the last entry x[k] with
+//     x[k] − m ≥ kSoftmaxNegligible (those after have e^(x−m) exactly 0: a
+//     causal mask's), rounded up to whole groups of kSoftmaxGroup, at most n;
+//   y[k] = e^(x[k] − m) (exp_f32) for k < used, summed in double: lane j
+//     over the entries k ≡ j mod 8 of the whole groups of 8, in order; the
+//     entries past them one by one into the total; then lanes 0…7 added to
+//     it in order;
+//   y[k] = y[k] / float(total) for k < used, 0 from used on.
+// Every ISA's kernel computes exactly this (tested bit for bit). x may be y.
+inline constexpr float kSoftmaxNegligible = -104.0f;
+inline constexpr size_t kSoftmaxGroup = 8;
+using F32VSoftmaxUkernel = void (*)(size_t n, const float* x, float* y);
+
+void f32_vsoftmax_ukernel__scalar(size_t n, const float* x, float* y);
+void f32_vsoftmax_ukernel__avx2(size_t n, const float* x, float* y);
+void f32_vsoftmax_ukernel__avx512(size_t n, const float* x, float* y);
+
 // y[i] = 1 / (1 + e^-x[i]).
 void f32_vsigmoid_ukernel__scalar(size_t n, const float* x, float* y);
 void f32_vsigmoid_ukernel__avx2(size_t n, const float* x, float* y);

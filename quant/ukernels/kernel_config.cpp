@@ -40,13 +40,13 @@ const VecMathConfig kVecScalar{Isa::Scalar, f32_vexp_ukernel__scalar, f32_vsigmo
                                f16_f32_vcvt_ukernel__scalar, f32_f16_vcvt_ukernel__scalar,
                                f32_vargmax_ukernel__scalar, "f32_vargmax_ukernel__scalar",
                                f32_qs8_vquant_blocks_ukernel__scalar, "f32_qs8_vquant_blocks_ukernel__scalar",
-                               f32_f16_vscaleadd_ukernel__scalar};
+                               f32_f16_vscaleadd_ukernel__scalar, f32_vsoftmax_ukernel__scalar};
 const VecMathConfig kVecAvx2{Isa::Avx2, f32_vexp_ukernel__avx2, f32_vsigmoid_ukernel__avx2, "f32_vexp_ukernel__avx2",
                              "f32_vsigmoid_ukernel__avx2", f16_f32_vcvt_ukernel__avx2, f32_f16_vcvt_ukernel__avx2,
                              f32_vargmax_ukernel__avx2, "f32_vargmax_ukernel__avx2",
                              f32_qs8_vquant_blocks_ukernel__avx2, "f32_qs8_vquant_blocks_ukernel__avx2",
-                             f32_f16_vscaleadd_ukernel__avx2};
-// AVX-512: exp, sigmoid, the float16 conversions and the score chain on 16
+                             f32_f16_vscaleadd_ukernel__avx2, f32_vsoftmax_ukernel__avx2};
+// AVX-512: exp, sigmoid, the Softmax row, the float16 conversions and the score chain on 16
 // lanes, each lane the AVX2 lane's operations (bit for bit the same);
 // argmax and the int8 blocks stay AVX2.
 const VecMathConfig kVecAvx512{Isa::Avx512, f32_vexp_ukernel__avx512, f32_vsigmoid_ukernel__avx512,
@@ -54,7 +54,7 @@ const VecMathConfig kVecAvx512{Isa::Avx512, f32_vexp_ukernel__avx512, f32_vsigmo
                                f16_f32_vcvt_ukernel__avx512, f32_f16_vcvt_ukernel__avx512,
                                f32_vargmax_ukernel__avx2, "f32_vargmax_ukernel__avx2",
                                f32_qs8_vquant_blocks_ukernel__avx2, "f32_qs8_vquant_blocks_ukernel__avx2",
-                               f32_f16_vscaleadd_ukernel__avx512};
+                               f32_f16_vscaleadd_ukernel__avx512, f32_vsoftmax_ukernel__avx512};
 
 #define Q8_FAMILY(gemm, gemv, pack) {gemm<false>, gemm<true>}, {gemv<false>, gemv<true>}, #gemm, #gemv, pack, #pack
 

@@ -148,6 +148,7 @@ struct VecMathConfig {
   F32Qs8BlocksUkernel qs8_blocks;  // Q4's int8-block activations
   const char* qs8_blocks_name;
   F16ScaleAddUkernel f16_scale_add;  // a float16 export's scores: ·scale + mask, each rounded to float16
+  F32VSoftmaxUkernel softmax;        // one float32 Softmax row (f32_vexp_ukernels.h)
 };
 
 const VecMathConfig& vec_math_config();
