@@ -43,7 +43,6 @@ void f32_vexp_ukernel__avx2(size_t n, const float* x, float* y) {
 // the negligible tail found eight at a time from the end, then one pass of
 // exp, store and the eight double lanes' sums, and one of the divide.
 void f32_vsoftmax_ukernel__avx2(size_t n, const float* x, float* y) {
-  constexpr size_t L = kSoftmaxGroup;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   __m256 lanes = _mm256_set1_ps(-kInf), nans = _mm256_setzero_ps();
   size_t k = 0;
@@ -56,12 +55,7 @@ void f32_vsoftmax_ukernel__avx2(size_t n, const float* x, float* y) {
   _mm256_store_ps(l, lanes);
   float m = -kInf;
   for (float v : l) m = v > m ? v : m;
-  bool nan = _mm256_movemask_ps(nans) != 0;
-  for (; k < n; ++k) {
-    m = x[k] > m ? x[k] : m;
-    nan |= x[k] != x[k];
-  }
-  if (nan) m = std::numeric_limits<float>::quiet_NaN();
+  m = softmax_max(x, k, n, m, _mm256_movemask_ps(nans) != 0);
   const __m256 top = _mm256_set1_ps(m);
   size_t used = n;
   if (m > -kInf && m < kInf) {
@@ -70,8 +64,7 @@ void f32_vsoftmax_ukernel__avx2(size_t n, const float* x, float* y) {
     while (e >= 8 &&
            _mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + e - 8), top), cut, _CMP_LT_OQ)) == 0xff)
       e -= 8;
-    while (e > 0 && x[e - 1] - m < kSoftmaxNegligible) --e;
-    used = std::min(n, (e + L - 1) / L * L);
+    used = softmax_used(x, n, m, e);
   }
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // lanes 0-3 and 4-7
   for (k = 0; k + 8 <= used; k += 8) {
@@ -80,16 +73,10 @@ void f32_vsoftmax_ukernel__avx2(size_t n, const float* x, float* y) {
     lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
     hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
   }
-  double sum = 0;
-  for (; k < used; ++k) {
-    y[k] = exp_f32(x[k] - m);
-    sum += static_cast<double>(y[k]);
-  }
   alignas(32) double sums[8];
   _mm256_store_pd(sums, lo);
   _mm256_store_pd(sums + 4, hi);
-  for (double v : sums) sum += v;
-  const float total = static_cast<float>(sum);
+  const float total = softmax_total(x, y, k, used, m, sums);
   const __m256 t = _mm256_set1_ps(total);
   for (k = 0; k + 8 <= used; k += 8) _mm256_storeu_ps(y + k, _mm256_div_ps(_mm256_loadu_ps(y + k), t));
   for (; k < used; ++k) y[k] = y[k] / total;

@@ -48,7 +48,6 @@ void f32_vexp_ukernel__avx512(size_t n, const float* x, float* y) {
 // lane sums before its high eight, as two groups of 8 would; a last whole
 // group of 8 runs masked.
 void f32_vsoftmax_ukernel__avx512(size_t n, const float* x, float* y) {
-  constexpr size_t L = kSoftmaxGroup;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   __m512 lanes = _mm512_set1_ps(-kInf);
   __mmask16 nans = 0;
@@ -62,12 +61,7 @@ void f32_vsoftmax_ukernel__avx512(size_t n, const float* x, float* y) {
   _mm512_store_ps(l, lanes);
   float m = -kInf;
   for (float v : l) m = v > m ? v : m;
-  bool nan = nans != 0;
-  for (; k < n; ++k) {
-    m = x[k] > m ? x[k] : m;
-    nan |= x[k] != x[k];
-  }
-  if (nan) m = std::numeric_limits<float>::quiet_NaN();
+  m = softmax_max(x, k, n, m, nans != 0);
   const __m512 top = _mm512_set1_ps(m);
   size_t used = n;
   if (m > -kInf && m < kInf) {
@@ -75,8 +69,7 @@ void f32_vsoftmax_ukernel__avx512(size_t n, const float* x, float* y) {
     size_t e = n;
     while (e >= 16 && _mm512_cmp_ps_mask(_mm512_sub_ps(_mm512_loadu_ps(x + e - 16), top), cut, _CMP_LT_OQ) == 0xFFFF)
       e -= 16;
-    while (e > 0 && x[e - 1] - m < kSoftmaxNegligible) --e;
-    used = std::min(n, (e + L - 1) / L * L);
+    used = softmax_used(x, n, m, e);
   }
   __m512d acc = _mm512_setzero_pd();  // the eight double lanes
   for (k = 0; k + 16 <= used; k += 16) {
@@ -91,15 +84,9 @@ void f32_vsoftmax_ukernel__avx512(size_t n, const float* x, float* y) {
     acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
     k += 8;
   }
-  double sum = 0;
-  for (; k < used; ++k) {
-    y[k] = exp_f32(x[k] - m);
-    sum += static_cast<double>(y[k]);
-  }
   alignas(64) double sums[8];
   _mm512_store_pd(sums, acc);
-  for (double v : sums) sum += v;
-  const float total = static_cast<float>(sum);
+  const float total = softmax_total(x, y, k, used, m, sums);
   const __m512 t = _mm512_set1_ps(total);
   for (k = 0; k < used; k += 16) {
     const __mmask16 mk = mask16(used - k);

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace onebit {
 
@@ -73,6 +74,37 @@ void f32_vexp_ukernel__avx512(size_t n, const float* x, float* y);
 inline constexpr float kSoftmaxNegligible = -104.0f;
 inline constexpr size_t kSoftmaxGroup = 8;
 using F32VSoftmaxUkernel = void (*)(size_t n, const float* x, float* y);
+
+// The scalar steps every Softmax row kernel shares (each ISA's vector body
+// ends where they take over), so the row's order of operations is written
+// once:
+// m: the running max `m` of the entries before k (`nan`: one of them was
+// NaN) carried over x[k, n); NaN if any entry is.
+inline float softmax_max(const float* x, size_t k, size_t n, float m, bool nan) {
+  for (; k < n; ++k) {
+    m = x[k] > m ? x[k] : m;
+    nan |= x[k] != x[k];
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
+}
+// used: given that every entry from e on lies below the cut, one past the
+// last that does not, rounded up to whole groups, at most n.
+inline size_t softmax_used(const float* x, size_t n, float m, size_t e) {
+  while (e > 0 && x[e - 1] - m < kSoftmaxNegligible) --e;
+  const size_t used = (e + kSoftmaxGroup - 1) / kSoftmaxGroup * kSoftmaxGroup;
+  return used < n ? used : n;
+}
+// The total as float: y[k, used) = e^(x − m) one by one into it, then the
+// eight lane sums `lanes` added in order.
+inline float softmax_total(const float* x, float* y, size_t k, size_t used, float m, const double* lanes) {
+  double sum = 0;
+  for (; k < used; ++k) {
+    y[k] = exp_f32(x[k] - m);
+    sum += static_cast<double>(y[k]);
+  }
+  for (size_t j = 0; j < kSoftmaxGroup; ++j) sum += lanes[j];
+  return static_cast<float>(sum);
+}
 
 void f32_vsoftmax_ukernel__scalar(size_t n, const float* x, float* y);
 void f32_vsoftmax_ukernel__avx2(size_t n, const float* x, float* y);
