@@ -12,6 +12,7 @@
 #include "base/dtype.h"
 #include "quant/act_quant.h"
 #include "quant/ukernels/kernel_config.h"
+#include "tests/f16_conversion_util.h"
 #include "tests/isa_test_util.h"
 
 using namespace onebit;
@@ -286,58 +287,14 @@ ONEBIT_ISA_CASE("float16 scores: scale and mask rounded as the nodes round them"
 ONEBIT_ISA_CASE("float16 scores: scale and mask rounded as the nodes round them", "[vec_math][f16]", Avx512,
                 f16_scale_add_matches_nodes)
 
-// The float16 conversions the ops call (widen: every half; narrow: floats
-// around every rounding boundary's neighbourhood and the specials) equal
-// base/dtype.h's scalar ones bit for bit, at every length and offset
-// around the vector width (a NaN stays a NaN: vcvtph2ps quiets a
-// signalling one).
+// The float16 conversions the ops call equal the scalar ones bit for bit
+// (tests/f16_conversion_util.h), the float-bit sweep of inputs() narrowed too.
 namespace {
 
 void conversions_match_scalar(Isa isa) {
   const VecMathConfig* cfg = vec_math_config_for(isa);
   REQUIRE(cfg);
-  std::vector<uint16_t> all(65536);
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
-  std::vector<float> wide(all.size());
-  cfg->widen(all.size(), all.data(), wide.data());
-  size_t differ = 0;
-  for (size_t i = 0; i < all.size(); ++i) {
-    const float want = half_to_float(all[i]);
-    differ += std::isnan(want) ? !std::isnan(wide[i]) : !same_bits(wide[i], want);
-  }
-  CHECK(differ == 0);
-  // Every half's float and its neighbours a few ulps either side (the
-  // midpoints between halves among them), the specials, plus plain values.
-  std::vector<float> xs = inputs();
-  for (size_t i = 0; i < all.size(); i += 3)
-    for (int32_t ulps : {-4097, -4096, -1, 1, 4095, 4096}) {
-      uint32_t b;
-      std::memcpy(&b, &wide[i], 4);
-      b = static_cast<uint32_t>(static_cast<int64_t>(b) + ulps);
-      float v;
-      std::memcpy(&v, &b, 4);
-      xs.push_back(v);
-    }
-  std::vector<uint16_t> got(xs.size());
-  cfg->narrow(xs.size(), xs.data(), got.data());
-  differ = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const uint16_t want = float_to_half(xs[i]);
-    const bool nan = (want & 0x7c00) == 0x7c00 && (want & 0x3ff) != 0;
-    differ += nan ? !((got[i] & 0x7c00) == 0x7c00 && (got[i] & 0x3ff) != 0) : got[i] != want;
-  }
-  CHECK(differ == 0);
-  for (size_t n = 0; n <= 40; ++n)
-    for (size_t off = 0; off < 16; ++off) {
-      std::vector<uint16_t> h(n + 1, 0xdead);
-      cfg->narrow(n, xs.data() + 5000 + off, h.data());
-      for (size_t i = 0; i < n; ++i) REQUIRE(h[i] == float_to_half(xs[5000 + off + i]));
-      REQUIRE(h[n] == 0xdead);  // nothing past n written
-      std::vector<float> w(n + 1, -7.0f);
-      cfg->widen(n, all.data() + 15000 + off, w.data());
-      for (size_t i = 0; i < n; ++i) REQUIRE(same_bits(w[i], half_to_float(all[15000 + off + i])));
-      REQUIRE(w[n] == -7.0f);
-    }
+  test::check_f16_conversions(cfg->widen, cfg->narrow, inputs());
 }
 
 }  // namespace

@@ -32,10 +32,12 @@
 #include "ops/kv_store.h"
 #include "ops/sgemm.h"
 #include "quant/ukernels/kernel_config.h"
+#include "tests/f16_conversion_util.h"
 #include "tests/isa_test_util.h"
 
 using namespace onebit;
 
+using onebit::test::check_f16_conversions;
 using onebit::test::randn;
 
 namespace {
@@ -63,36 +65,11 @@ KvGemmConfig config_for(Isa isa) {
   return cfg;
 }
 
+// The cache's float16 conversions (tests/f16_conversion_util.h).
 void conversions(Isa isa) {
   const KvConfig* cfg = kv_config_for(isa);
   REQUIRE(cfg);
-  std::vector<float> x = randn(1000, 1, 3.0f);
-  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65520.0f, -65520.0f, 1e6f, 6.1035156e-05f,
-                            5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f, 1e-10f, 1.00048828125f, 1.00146484375f,
-                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::quiet_NaN(), 3.0e-5f, -4.5e-6f};
-  x.insert(x.begin() + 3, std::begin(specials), std::end(specials));  // inside the vector body and the tail
-  for (size_t n : {x.size(), size_t{7}, size_t{9}, size_t{0}}) {
-    std::vector<uint16_t> h(n, 0xdead), want(n);
-    cfg->narrow(n, x.data(), h.data());
-    for (size_t i = 0; i < n; ++i) want[i] = float_to_half(x[i]);
-    CHECK(h == want);
-    std::vector<float> y(n, -7.0f), back(n);
-    cfg->widen(n, h.data(), y.data());
-    for (size_t i = 0; i < n; ++i) back[i] = half_to_float(h[i]);
-    CHECK(same_bits(y.data(), back.data(), n));
-  }
-  // Every half widens as the scalar conversion does, subnormals included; a
-  // NaN stays a NaN (vcvtph2ps quiets a signalling one, the scalar keeps its bits).
-  std::vector<uint16_t> all(65536);
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
-  std::vector<float> y(all.size());
-  cfg->widen(all.size(), all.data(), y.data());
-  const std::vector<float> want = widened(all);
-  size_t differ = 0;
-  for (size_t i = 0; i < all.size(); ++i)
-    if (std::isnan(want[i]) ? !std::isnan(y[i]) : std::memcmp(&y[i], &want[i], sizeof(float)) != 0) ++differ;
-  CHECK(differ == 0);
+  check_f16_conversions(cfg->widen, cfg->narrow);
 }
 
 // Both kernels of this ISA against the scalar ones, for float32 and float16 rows.
