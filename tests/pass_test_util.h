@@ -5,8 +5,13 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <string>
 
+#include "graph/onnx/onnx_loader.h"
 #include "graph/passes/passes.h"
+#include "graph/session.h"
+#include "model_builder.h"
+#include "ops/register_ops.h"
 
 namespace onebit::test {
 
@@ -20,6 +25,16 @@ inline int pass_index(const char* name) {
     if (std::strcmp(passes[i].name, name) == 0) return static_cast<int>(i);
   FAIL("no pass named " << name);
   return -1;
+}
+
+// The model `b` describes, saved in a fresh scratch directory `name` and
+// opened with the passes before `stop` (-1: every pass).
+inline Session session_until(const ModelBuilder& b, const std::string& name, int stop = -1) {
+  const std::string path = scratch_dir(name) + "/model.onnx";
+  b.save(path);
+  SessionOptions o;
+  o.stop_after_pass = stop;
+  return Session(load_onnx(path), default_op_registry(), o);
 }
 
 }  // namespace onebit::test

@@ -8,11 +8,12 @@
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
+#include "pass_test_util.h"
 #include "ops/register_ops.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
-using onebit::test::scratch_dir;
+using onebit::test::session_until;
 
 namespace {
 
@@ -35,14 +36,6 @@ ModelBuilder tied(std::vector<int64_t> perm, bool embedding_reader) {
   return b;
 }
 
-Session make(const ModelBuilder& b, const std::string& name, int stop = -1) {
-  const std::string path = scratch_dir(name) + "/model.onnx";
-  b.save(path);
-  SessionOptions o;
-  o.stop_after_pass = stop;
-  return Session(load_onnx(path), default_op_registry(), o);
-}
-
 Tensor x_input() {
   Tensor x = Tensor::allocate(DType::F32, {3, 40});
   for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i % 7) - 3.f;
@@ -52,7 +45,7 @@ Tensor x_input() {
 }  // namespace
 
 TEST_CASE("matmul transpose: a transposed constant weight is packed in place", "[fusion][matmul]") {
-  Session fused = make(tied({1, 0}, false), "mmt_on"), plain = make(tied({1, 0}, false), "mmt_off", 0);
+  Session fused = session_until(tied({1, 0}, false), "mmt_on"), plain = session_until(tied({1, 0}, false), "mmt_off", 0);
   CHECK(fused.pass_report().get("matmul_transpose_fused") == 1);
   REQUIRE(fused.graph().nodes.size() == 1);
   CHECK(fused.graph().nodes[0].domain == "com.onebit");
@@ -64,7 +57,7 @@ TEST_CASE("matmul transpose: a transposed constant weight is packed in place", "
 }
 
 TEST_CASE("matmul transpose: a table the embedding also reads is kept", "[fusion][matmul]") {
-  Session s = make(tied({1, 0}, true), "mmt_tied");
+  Session s = session_until(tied({1, 0}, true), "mmt_tied");
   CHECK(s.pass_report().get("matmul_transpose_fused") == 1);
   CHECK(s.stats().released_bytes == 0);
   Tensor ids = Tensor::allocate(DType::I64, {2});
@@ -74,7 +67,7 @@ TEST_CASE("matmul transpose: a table the embedding also reads is kept", "[fusion
   // The LM head reads the kept table in place (no packed second copy) and
   // computes what the graph without the pass does (the products and sums of
   // these eighths are exact, so in any order).
-  Session plain = make(tied({1, 0}, true), "mmt_tied_off", 0);
+  Session plain = session_until(tied({1, 0}, true), "mmt_tied_off", 0);
   const auto want = plain.run({{"x", x_input()}, {"ids", ids}});
   REQUIRE(out[0].shape() == Shape{3, 50});
   for (int64_t i = 0; i < out[0].size(); ++i) CHECK(out[0].data<float>()[i] == want[0].data<float>()[i]);
@@ -88,7 +81,7 @@ TEST_CASE("matmul transpose: a table the embedding also reads is kept", "[fusion
     ModelBuilder::attr_ints(b.node("Transpose", {"table"}, {"table_t"}, "t"), "perm", {1, 0});
     b.node("MatMul", {"x", "table_t"}, {"y"}, "lm_head");
     b.node("Gather", {"table", "ids"}, {"emb"}, "embed");
-    Session on = make(b, "mmt_tied_rows"), off = make(b, "mmt_tied_rows_off", 0);
+    Session on = session_until(b, "mmt_tied_rows"), off = session_until(b, "mmt_tied_rows_off", 0);
     Tensor x = Tensor::allocate(DType::F32, {rows, 40});
     for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i % 5) - 2.f;
     const auto got = on.run({{"x", x}, {"ids", ids}}), ref = off.run({{"x", x}, {"ids", ids}});
@@ -103,6 +96,6 @@ TEST_CASE("matmul transpose must not fire on other permutations", "[fusion][matm
   b.initializer<float>("w", kFloat, {2, 3, 4}, std::vector<float>(24, 0.5f));
   ModelBuilder::attr_ints(b.node("Transpose", {"w"}, {"wt"}, "t"), "perm", {0, 2, 1});
   b.node("MatMul", {"x", "wt"}, {"y"});
-  Session s = make(b, "mmt_perm");
+  Session s = session_until(b, "mmt_perm");
   CHECK(s.pass_report().get("matmul_transpose_fused") == 0);
 }

@@ -12,7 +12,8 @@ namespace onebit {
 // which match on constant weights; the KV state after the GQA fusion, whose
 // nodes it re-points; the mask handed to the scores after both (its
 // GqaMatMul's inputs are final then), and the scores' scale, mask and
-// Softmax taken into them after that.
+// Softmax taken into them after that. Duplicate nodes are merged after the
+// fusions, which take only values with one reader, as exported.
 const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
       {"last-position-outputs", true, keep_last_position},
@@ -34,6 +35,7 @@ const std::vector<Pass>& pass_list() {
       {"masked-scores", false, give_scores_their_mask},
       {"fuse-scores-softmax", false, fuse_scores_softmax},
       {"group-sibling-matmuls", false, group_sibling_matmuls},
+      {"merge-duplicate-nodes", false, merge_duplicate_nodes},
       {"remove-dead-nodes", true, remove_dead_nodes},
   };
   return passes;

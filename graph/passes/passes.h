@@ -69,6 +69,7 @@ void keep_kv_state(Graph& g, PassContext& ctx);          // kv_state.cpp
 void give_scores_their_mask(Graph& g, PassContext& ctx);  // masked_scores.cpp
 void fuse_scores_softmax(Graph& g, PassContext& ctx);     // masked_scores.cpp
 void group_sibling_matmuls(Graph& g, PassContext& ctx);  // sibling_matmul.cpp
+void merge_duplicate_nodes(Graph& g, PassContext& ctx);  // merge_duplicates.cpp
 
 // Per node: whether any of its outputs reaches a graph output (in topological
 // order). `live_values`, if given, receives the same per value.

@@ -6,6 +6,10 @@ step (scripts/parity.py's statistics). One test per graph and reference:
 
   test_opset23[model-cached-op23-onnxruntime]
 
+and one that the rotary Cos and Sin torch.onnx repeats for every
+RotaryEmbedding are computed once (the merge-duplicate-nodes pass), with
+every output of a cached step byte-identical to the graph without the pass.
+
   pytest scripts/tests/test_opset23.py --onebit build/1bit --tiny build/models/qwen3-tiny
 """
 from __future__ import annotations
@@ -16,7 +20,8 @@ import pytest
 
 import parity
 from conftest import tiny
-from onebit_tools import SCRIPTS
+from onebit_tools import SCRIPTS, cli
+from test_run_parity import make_inputs
 
 CONFIG = SCRIPTS / "configs" / "qwen3-tiny.json"
 PROMPT = [9707, 11, 1879, 374, 264]
@@ -48,3 +53,28 @@ def test_opset23(onebit, pytestconfig, tmp_path, graph, reference):
     assert s["steps_ref"] == s["steps_1bit"]
     assert s["top1"] == 1.0, f"top-1 {s['top1'] * 100:.1f}%, first miss at step {s['first_top1_miss']}"
     assert s["mean_kl"] <= MAX_KL, f"mean KL {s['mean_kl']:.3e} > {MAX_KL:g}"
+
+
+def test_opset23_rotary_computed_once(onebit, pytestconfig):
+    import json
+    import re
+
+    import onnx
+    import numpy as np
+
+    model = tiny(pytestconfig) / "model-cached-op23-sdpa.onnx"
+    g = onnx.load(str(model), load_external_data=False).graph
+    trig = sum(n.op_type in ("Cos", "Sin") for n in g.node)
+    layers = json.loads(CONFIG.read_text())["num_hidden_layers"]
+    assert trig == 4 * layers, f"{trig} Cos/Sin nodes for {layers} layers: the export changed"
+    inputs = make_inputs(onnx.load(str(model), load_external_data=False), 7, 5, 3)
+    on = cli.run(onebit, model, inputs, ["--verbose"])
+    line = re.search(r"pass (\d+) merge-duplicate-nodes: (\d+) -> (\d+) nodes", on.stderr)
+    assert line, on.stderr
+    index, before, after = (int(x) for x in line.groups())
+    assert before - after == trig - 2, line.group(0)  # one Cos and one Sin left
+    off = cli.run(onebit, model, inputs, ["--stop-after-pass", str(index - 1)])
+    assert sorted(on.outputs) == sorted(off.outputs)
+    for name, got in on.outputs.items():
+        assert got.shape == off.outputs[name].shape, name
+        assert got.tobytes() == off.outputs[name].tobytes(), f"{name} differs with the pass"
