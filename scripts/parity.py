@@ -221,6 +221,26 @@ def top1_misses(got: np.ndarray, ref: np.ndarray, steps: int) -> list[tuple[int,
     return misses
 
 
+def greedy_against(onebit: str, model: str, prompt_ids: list[int], steps: int, reference: str, config: str,
+                   dump: str) -> dict:
+    """1bit's greedy run of `model` (a random-init export of `config`, seed 0)
+    against onnxruntime's on the same graph or transformers' on the same
+    weights: compare()'s statistics, printed."""
+    from types import SimpleNamespace
+
+    got, got_ids, prompt = run_onebit(onebit, model, ["--prompt-ids", ",".join(map(str, prompt_ids))], steps, [],
+                                      dump)
+    eos = eos_ids(model)
+    if reference == "onnxruntime":
+        ref, ref_ids = ort_greedy(model, prompt, steps, eos)
+    else:
+        args = SimpleNamespace(hf=None, config=config, layers=None, seed=0)
+        ref, ref_ids = hf_greedy(args, np.asarray(prompt), steps, eos)
+    s = compare(ref, ref_ids, got, got_ids)
+    print(report(f"{Path(model).stem}_vs_{reference}", s))
+    return s
+
+
 def report(name: str, s: dict) -> str:
     return (f"{name:<28} steps {s['steps']:>3} (ref {s['steps_ref']}, 1bit {s['steps_1bit']})  mean KL {s['mean_kl']:.3e}  "
             f"max KL {s['max_kl']:.3e}  top-1 {s['top1'] * 100:.1f}%  same ids {s['same_ids']}/{s['steps']}  "

@@ -2,7 +2,8 @@
 """Small models the tests share, exported once into the build directory.
 
   test_models.py tiny --out DIR   # tiny random Qwen3: DIR/model.onnx, DIR/model-cached.onnx,
-                                  # DIR/model-cached-op23.onnx, DIR/model-cached-op23-sdpa.onnx
+                                  # DIR/model-cached-op23.onnx, DIR/model-cached-op23-sdpa.onnx,
+                                  # DIR/model-cached-ts.onnx (TorchScript exporter, Optimum's layout)
 
 An export is redone only when its file is missing or older than the export
 script or the config, so a second ctest run reuses it.
@@ -52,6 +53,16 @@ def tiny(out: Path):
     # with sdpa attention the Attention op.
     export(out, cached=True, opset=23)
     export(out, cached=True, opset=23, attention="sdpa")
+    # torch.onnx's TorchScript exporter in Optimum's layout (per-layer cache,
+    # attention_mask, position_ids), as most published ONNX LLMs are made.
+    target = out / "model-cached-ts.onnx"
+    if stale(target, HERE / "export_torchscript.py", TINY_CONFIG):
+        cmd = [sys.executable, str(HERE / "export_torchscript.py"), "--config", str(TINY_CONFIG), "--random-init",
+               "--seed", "0", "-o", str(target)]
+        print("+", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+    else:
+        print(f"up to date: {target}")
     for name in ("tokenizer.json", "tokenizer_config.json"):
         src, dst = QWEN3 / name, out / name
         if src.exists() and stale(dst, src):

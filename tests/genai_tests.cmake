@@ -58,6 +58,12 @@ set_tests_properties(model_folders PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEO
 onebit_add_pytest(opset23_tiny_parity TESTS test_opset23.py ARGS --tiny ${ONEBIT_TINY})
 set_tests_properties(opset23_tiny_parity PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 900)
 
+# The tiny Qwen3 from torch.onnx's TorchScript exporter in Optimum's layout
+# (no dtypes declared inside): parity with onnxruntime and transformers, the
+# RMS norm and SwiGLU fusions reached, --basic agreeing (test_torchscript_export.py).
+onebit_add_pytest(torchscript_tiny_parity TESTS test_torchscript_export.py ARGS --tiny ${ONEBIT_TINY})
+set_tests_properties(torchscript_tiny_parity PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 900)
+
 # onnxruntime's quantize_dynamic graph of the tiny model on the qd8 GEMM (test_ort_int8.py).
 onebit_add_pytest(ort_int8_tiny TESTS test_ort_int8.py ARGS --tiny ${ONEBIT_TINY})
 set_tests_properties(ort_int8_tiny PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)

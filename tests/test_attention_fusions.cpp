@@ -205,6 +205,49 @@ TEST_CASE("rms norm fusion must not fire on the float16 form when x is no float1
   CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
 }
 
+// torch.onnx's TorchScript exporter: no dtypes between input and output, a
+// Cast to float32 before and after the normalisation (the first one also
+// read by the residual Add), Div(1, ·) for the Reciprocal. `one` other than
+// 1: not an RMS norm.
+ModelBuilder rms_norm_torchscript(float one) {
+  ModelBuilder b;
+  b.input("x", kFloat, {2, 5, 96}).output("y", kFloat, {2, 5, 96});
+  b.initializer<float>("two", kFloat, {}, {2.f});
+  b.initializer<int64_t>("axes", kInt64, {1}, {-1});
+  b.initializer<float>("eps", kFloat, {}, {1e-6f});
+  b.initializer<float>("one", kFloat, {}, {one});
+  b.initializer<float>("w", kFloat, {96}, randoms(96, 9));
+  ModelBuilder::attr_int(b.node("Cast", {"x"}, {"xc"}), "to", kFloat);
+  b.node("Pow", {"xc", "two"}, {"sq"});
+  ModelBuilder::attr_int(b.node("ReduceMean", {"sq", "axes"}, {"mean"}), "keepdims", 1);
+  b.node("Add", {"mean", "eps"}, {"var"});
+  b.node("Sqrt", {"var"}, {"std"});
+  b.node("Div", {"one", "std"}, {"inv"});
+  b.node("Mul", {"xc", "inv"}, {"xn"});
+  ModelBuilder::attr_int(b.node("Cast", {"xn"}, {"xnc"}), "to", kFloat);
+  b.node("Mul", {"w", "xnc"}, {"normed"});
+  b.node("Add", {"xc", "normed"}, {"y"});
+  return b;
+}
+
+TEST_CASE("rms norm fusion on the TorchScript exporter's form: identity Casts gone, Div(1, ·), bit-identical",
+          "[fusion][rmsnorm]") {
+  const Pair p = run_both(rms_norm_torchscript(1.f), "rms_ts", "infer-dtypes", "rms_norm_fused",
+                          {{"x", tensor({2, 5, 96}, 1)}});
+  CHECK(p.count == 1);
+  CHECK(p.plain_nodes == 10);
+  CHECK(p.fused_nodes == 2);  // RmsNorm and the residual Add, both reading x
+  bit_identical(p.fused, p.plain);
+}
+
+TEST_CASE("rms norm fusion must not fire on Div(c, ·) for c other than 1", "[fusion][rmsnorm][must-not-fire]") {
+  const Pair p = run_both(rms_norm_torchscript(2.f), "rms_ts_two", "infer-dtypes", "rms_norm_fused",
+                          {{"x", tensor({2, 5, 96}, 1)}});
+  CHECK(p.count == 0);
+  CHECK(p.fused_nodes == 8);  // only the two identity Casts gone
+  bit_identical(p.fused, p.plain);
+}
+
 TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-identical", "[fusion][rotary]") {
   const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});
@@ -539,6 +582,23 @@ TEST_CASE("swiglu fusion on gate and up projections of one input, shapes undecla
   }
 }
 
+TEST_CASE("swiglu fusion when the file declares no dtype on the chain (the dtypes inferred)", "[fusion][swiglu]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {3, 64}).output("z", kFloat, {3, 8});
+  b.initializer<float>("wg", kFloat, {64, 96}, randoms(64 * 96, 5));
+  b.initializer<float>("wu", kFloat, {64, 96}, randoms(64 * 96, 6));
+  b.initializer<float>("wd", kFloat, {96, 8}, randoms(96 * 8, 7));
+  b.node("MatMul", {"x", "wg"}, {"g"});
+  b.node("MatMul", {"x", "wu"}, {"u"});
+  b.node("Sigmoid", {"g"}, {"s"});
+  b.node("Mul", {"g", "s"}, {"silu"});
+  b.node("Mul", {"silu", "u"}, {"y"});
+  b.node("MatMul", {"y", "wd"}, {"z"});
+  const Pair p = run_both(b, "swiglu_undeclared", "infer-dtypes", "swiglu_fused", {{"x", tensor({3, 64}, 7)}});
+  CHECK(p.count == 1);
+  bit_identical(p.fused, p.plain);
+}
+
 TEST_CASE("swiglu fusion must not fire on a broadcast up, a read intermediate or Sigmoid of another value",
           "[fusion][swiglu][must-not-fire]") {
   const Shape shape{2, 5, 96};
@@ -869,7 +929,8 @@ TEST_CASE("scores softmax must not fire unless the mask is known to keep the sco
     const char* name;
     std::vector<int64_t> mask_dims, scores_dims;
     const char* why;
-  } cases[] = {{"scores not declared", {1, 1, s, t}, {}, "scores_softmax_refused:not_declared_float32_or_float16"},
+  } cases[] = {// The dtype is inferred from the MatMul (infer-dtypes), the shape is not.
+               {"scores not declared", {1, 1, s, t}, {}, "scores_softmax_refused:mask_not_known_to_fit_the_scores"},
                {"keys dims not known equal", {1, 1, s, -1}, {1, h, s, t},
                 "scores_softmax_refused:mask_not_known_to_fit_the_scores"},
                {"rows dims not known equal", {1, 1, -1, t}, {1, h, s, t},

@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 
+#include "graph/passes/fusion.h"
 #include "graph/passes/passes.h"
 
 namespace onebit {
@@ -120,12 +121,7 @@ void merge_duplicate_nodes(Graph& g, PassContext& ctx) {
     ++merged;
   }
   if (merged == 0) return;
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size() - static_cast<size_t>(merged));
-  for (size_t n = 0; n < g.nodes.size(); ++n)
-    if (!drop[n]) nodes.push_back(std::move(g.nodes[n]));
-  g.nodes = std::move(nodes);
-  g.relink();
+  drop_nodes(g, drop);
   ctx.report.count("duplicates_merged", merged);
 }
 

@@ -8,7 +8,8 @@ namespace onebit {
 // still a plain MatMul (or DequantizeLinear -> MatMul); a transposed constant
 // weight is handed to its MatMul before folding could copy it, and a
 // float16 weight behind a Cast to its F16wMatMul before folding could widen it; folding next
-// so fusions see constants; dead nodes after folding; then the fusions,
+// so fusions see constants; dead nodes after folding; the dtypes a file
+// leaves out filled in for the fusions that check them; then the fusions,
 // which match on constant weights; the KV state after the GQA fusion, whose
 // nodes it re-points; the mask handed to the scores after both (its
 // GqaMatMul's inputs are final then), and the scores' scale, mask and
@@ -21,6 +22,7 @@ const std::vector<Pass>& pass_list() {
       {"f16-weight-matmul", false, fuse_f16_weight_matmul},
       {"fold-constants", true, fold_constants},
       {"remove-dead-nodes", true, remove_dead_nodes},
+      {"infer-dtypes", false, infer_dtypes},
       {"fuse-qdq-matmul", true, fuse_qdq_matmul},
       {"fuse-q4-matmul", false, fuse_q4_matmul},
       {"fuse-ort-dynamic-int8", false, fuse_ort_dynamic_int8},

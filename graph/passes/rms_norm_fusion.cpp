@@ -3,6 +3,10 @@
 //   x --Pow(2)--> --ReduceMean(axes [-1], keepdims)--> --Add(eps)--> --Sqrt--> --Reciprocal--> r
 //   x --Mul(·, r)--> --Mul(w, ·)--> y                     (either operand order)
 //
+// (torch.onnx's TorchScript exporter writes Div(1, ·) for the Reciprocal,
+// and a Cast to float32 before x and after Mul(x, r), which infer-dtypes
+// removes from a float32 graph.)
+//
 // becomes com.onebit::RmsNorm(x, w), epsilon = eps: seven kernels and six
 // intermediate tensors per norm become one pass over the rows (Qwen3-0.6B
 // has 113 norms a token, counting q_norm and k_norm).
@@ -26,6 +30,18 @@ namespace {
 const Node* cast_to(const Graph& g, int value, DType to) {
   const Node* cast = producer_op(g, value, "Cast");
   return cast && cast->attrs.get_int("to", 0) == static_cast<int64_t>(to) ? cast : nullptr;
+}
+
+// v where `value` is Reciprocal(v) or Div(1, v) (the same correctly rounded
+// 1 / v), else -1.
+int reciprocal_of(const Graph& g, int value) {
+  if (const Node* recip = producer_op(g, value, "Reciprocal")) return input_at(*recip, 0);
+  const Node* div = producer_op(g, value, "Div");
+  if (!div || div->inputs.size() != 2) return -1;
+  // A one of rank 0 or 1: it broadcasts to v's shape (v is a keepdims mean, of rank >= 1).
+  const Tensor* c = input_constant(g, *div, 0);
+  const auto one = constant_scalar(g, div->inputs[0]);
+  return one && *one == 1.0 && c->rank() <= 1 ? div->inputs[1] : -1;
 }
 
 struct RmsNorm {
@@ -58,8 +74,7 @@ Match<RmsNorm> match(const FusionScan& scan, int node) {
       const Node* widen = half ? cast_to(g, x, DType::F32) : nullptr;
       const int source = widen ? input_at(*widen, 0) : x;
       if (half && (!widen || source < 0 || g.value(source).dtype != DType::F16)) continue;
-      const Node* recip = producer_op(g, r, "Reciprocal");
-      const Node* sqrt = recip ? producer_op(g, input_at(*recip, 0), "Sqrt") : nullptr;
+      const Node* sqrt = producer_op(g, reciprocal_of(g, r), "Sqrt");
       const Node* add = sqrt ? producer_op(g, input_at(*sqrt, 0), "Add") : nullptr;
       if (!add || add->inputs.size() != 2) continue;
       for (int es = 0; es < 2; ++es) {

@@ -14,7 +14,6 @@ every output of a cached step byte-identical to the graph without the pass.
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 
@@ -33,23 +32,13 @@ MAX_KL = 1e-6
 @pytest.mark.parametrize("graph", ["model-cached-op23", "model-cached-op23-sdpa"])
 def test_opset23(onebit, pytestconfig, tmp_path, graph, reference):
     import onnx
-    import numpy as np
 
     model = tiny(pytestconfig) / f"{graph}.onnx"
     ops = {n.op_type for n in onnx.load(str(model), load_external_data=False).graph.node}
     assert {"RMSNormalization", "RotaryEmbedding"} <= ops, sorted(ops)
     if graph.endswith("sdpa"):
         assert "Attention" in ops, sorted(ops)
-    got, got_ids, prompt = parity.run_onebit(onebit, str(model), ["--prompt-ids", ",".join(map(str, PROMPT))], STEPS,
-                                             [], str(tmp_path / "onebit.npy"))
-    eos = parity.eos_ids(str(model))
-    if reference == "onnxruntime":
-        ref, ref_ids = parity.ort_greedy(str(model), prompt, STEPS, eos)
-    else:
-        args = SimpleNamespace(hf=None, config=str(CONFIG), layers=None, seed=0)
-        ref, ref_ids = parity.hf_greedy(args, np.asarray(prompt), STEPS, eos)
-    s = parity.compare(ref, ref_ids, got, got_ids)
-    print(parity.report(f"{graph}_vs_{reference}", s))
+    s = parity.greedy_against(onebit, str(model), PROMPT, STEPS, reference, str(CONFIG), str(tmp_path / "onebit.npy"))
     assert s["steps_ref"] == s["steps_1bit"]
     assert s["top1"] == 1.0, f"top-1 {s['top1'] * 100:.1f}%, first miss at step {s['first_top1_miss']}"
     assert s["mean_kl"] <= MAX_KL, f"mean KL {s['mean_kl']:.3e} > {MAX_KL:g}"
@@ -60,7 +49,6 @@ def test_opset23_rotary_computed_once(onebit, pytestconfig):
     import re
 
     import onnx
-    import numpy as np
 
     model = tiny(pytestconfig) / "model-cached-op23-sdpa.onnx"
     g = onnx.load(str(model), load_external_data=False).graph

@@ -1,0 +1,121 @@
+// Element types of values the file leaves undeclared. torch.onnx's
+// TorchScript exporter (the one Optimum's exports come from) declares the
+// graph's inputs and outputs and nothing in between, and the fusions that
+// take only float32 or float16 (SwiGLU, the RMS norm's Casts) would refuse
+// every candidate as of unknown dtype. ONNX types each op's outputs from its
+// inputs and attributes, so a walk in topological order fills them in:
+//
+//   - the type of input 0 (elementwise math, data movement, MatMul, the
+//     reductions, Softmax, Gather, Concat, Range ...), of input 1 for Where;
+//   - bool for comparisons, logic, IsNaN and IsInf; int64 for Shape, Size,
+//     ArgMax, ArgMin and NonZero;
+//   - Cast's `to`, CastLike's input 1, ConstantOfShape's `value` (float32
+//     without one).
+//
+// A declared dtype is never changed, and an op not listed here (or an input
+// whose type is still unknown) leaves its outputs undeclared. Only the
+// fusions read these: kernels take their types from the tensors they get.
+//
+// With the types known, a Cast to the type its input already has is a copy
+// (that exporter writes two around every float32 RMS norm, and the first
+// one's output is the residual's too): its readers read the input instead,
+// unless its output is a graph output.
+#include <algorithm>
+#include <set>
+
+#include "graph/passes/match.h"
+#include "graph/passes/fusion.h"
+#include "graph/passes/passes.h"
+
+namespace onebit {
+namespace {
+
+// Outputs typed as input 0.
+const std::set<std::string>& like_input0() {
+  static const std::set<std::string> ops = {
+      "Abs",        "Add",        "Ceil",       "Clip",        "Concat",      "Cos",        "CumSum",
+      "Div",        "Elu",        "Erf",        "Exp",         "Expand",      "Flatten",    "Floor",
+      "Gather",     "GatherElements", "GatherND", "Gelu",      "Gemm",        "HardSigmoid", "Identity",
+      "LayerNormalization", "LeakyRelu", "Log",  "LogSoftmax", "MatMul",     "Max",        "Min",
+      "Mod",        "Mul",        "Neg",        "Pad",         "Pow",         "Range",      "Reciprocal",
+      "ReduceL2",   "ReduceMax",  "ReduceMean", "ReduceMin",   "ReduceProd",  "ReduceSum",  "ReduceSumSquare",
+      "Relu",       "Reshape",    "RMSNormalization", "Round", "ScatterElements", "ScatterND", "Sigmoid",
+      "Sign",       "Sin",        "Slice",      "Softmax",     "Softplus",    "Split",      "Sqrt",
+      "Squeeze",    "Sub",        "Tanh",       "Tile",        "Transpose",   "Trilu",      "Unsqueeze",
+  };
+  return ops;
+}
+
+const std::set<std::string>& boolean() {
+  static const std::set<std::string> ops = {"And",  "Equal", "Greater", "GreaterOrEqual", "IsInf", "IsNaN",
+                                            "Less", "LessOrEqual", "Not", "Or", "Xor"};
+  return ops;
+}
+
+const std::set<std::string>& int64() {
+  static const std::set<std::string> ops = {"ArgMax", "ArgMin", "NonZero", "Shape", "Size"};
+  return ops;
+}
+
+DType known(const Graph& g, int v) {
+  if (v < 0) return DType::Undefined;
+  const Value& val = g.value(v);
+  if (val.dtype != DType::Undefined) return val.dtype;
+  return val.constant ? val.constant->dtype() : DType::Undefined;
+}
+
+// The dtype of every output of `n` as ONNX types it, Undefined when not known here.
+DType output_dtype(const Graph& g, const Node& n) {
+  const std::string& op = n.op_type;
+  if (like_input0().count(op)) return known(g, input_at(n, 0));
+  if (boolean().count(op)) return DType::Bool;
+  if (int64().count(op)) return DType::I64;
+  if (op == "Where") return known(g, input_at(n, 1));
+  if (op == "CastLike") return known(g, input_at(n, 1));
+  if (op == "Cast") {
+    const int64_t to = n.attrs.get_int("to", 0);
+    return to > 0 && to < 64 && dtype_supported(static_cast<int32_t>(to)) ? static_cast<DType>(to) : DType::Undefined;
+  }
+  if (op == "ConstantOfShape") {
+    const Tensor* value = n.attrs.get_tensor("value");
+    return value ? value->dtype() : DType::F32;
+  }
+  return DType::Undefined;
+}
+
+}  // namespace
+
+void infer_dtypes(Graph& g, PassContext& ctx) {
+  int64_t filled = 0, casts = 0;
+  std::vector<int> same(g.values.size(), -1);  // an identity Cast's output -> its input
+  std::vector<bool> drop(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    for (int& v : n.inputs)
+      if (v >= 0 && same[static_cast<size_t>(v)] >= 0) v = same[static_cast<size_t>(v)];
+    if (!n.domain.empty()) continue;
+    const DType t = output_dtype(g, n);
+    if (t == DType::Undefined) continue;
+    // Split and LayerNormalization type their optional outputs otherwise
+    // (LayerNormalization's Mean and InvStdDev by stash_type): only output 0.
+    const size_t outputs = n.op_type == "Split" ? n.outputs.size() : std::min<size_t>(1, n.outputs.size());
+    for (size_t k = 0; k < outputs; ++k) {
+      const int o = n.outputs[k];
+      if (o < 0 || g.value(o).dtype != DType::Undefined) continue;
+      g.value(o).dtype = t;
+      ++filled;
+    }
+    if (n.op_type == "Cast" && n.outputs.size() == 1 && n.outputs[0] >= 0 && known(g, input_at(n, 0)) == t &&
+        g.value(n.outputs[0]).dtype == t && !g.value(n.outputs[0]).is_output) {
+      same[static_cast<size_t>(n.outputs[0])] = n.inputs[0];
+      drop[i] = true;
+      ++casts;
+    }
+  }
+  ctx.report.count("dtypes_inferred", filled);
+  if (casts == 0) return;
+  drop_nodes(g, drop);
+  ctx.report.count("identity_casts_removed", casts);
+}
+
+}  // namespace onebit

@@ -1,0 +1,74 @@
+"""A graph from torch.onnx's TorchScript exporter in Optimum's layout
+(scripts/export_torchscript.py: per-layer past_key_values, attention_mask,
+position_ids; no dtype or shape declared between inputs and outputs; sdpa
+attention): the tiny Qwen3 decodes greedily in 1bit to the tokens
+onnxruntime and transformers choose (mean KL <= 1e-6 nats, top-1 on every
+step), and as with folding alone (--basic), and the fusions
+that need dtypes reach it once infer-dtypes has filled them in: every RMS
+norm, every SwiGLU, the identity Casts gone.
+
+  pytest scripts/tests/test_torchscript_export.py --onebit build/1bit --tiny build/models/qwen3-tiny
+"""
+from __future__ import annotations
+
+import json
+import re
+import pytest
+
+import parity
+from conftest import tiny
+from onebit_tools import SCRIPTS, cli
+
+CONFIG = SCRIPTS / "configs" / "qwen3-tiny.json"
+PROMPT = [9707, 11, 1879, 374, 264]
+STEPS = 24
+MAX_KL = 1e-6
+
+
+def model_path(pytestconfig):
+    path = tiny(pytestconfig) / "model-cached-ts.onnx"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: scripts/test_models.py tiny --out {path.parent} exports it")
+    return path
+
+
+@pytest.mark.parametrize("reference", ["onnxruntime", "transformers"])
+def test_torchscript_export_greedy(onebit, pytestconfig, tmp_path, reference):
+    model = model_path(pytestconfig)
+    s = parity.greedy_against(onebit, str(model), PROMPT, STEPS, reference, str(CONFIG), str(tmp_path / "onebit.npy"))
+    assert s["steps_ref"] == s["steps_1bit"]
+    assert s["top1"] == 1.0, f"top-1 {s['top1'] * 100:.1f}%, first miss at step {s['first_top1_miss']}"
+    assert s["mean_kl"] <= MAX_KL, f"mean KL {s['mean_kl']:.3e} > {MAX_KL:g}"
+
+
+def test_torchscript_export_fusions(onebit, pytestconfig, tmp_path):
+    model = model_path(pytestconfig)
+    layers = json.loads(CONFIG.read_text())["num_hidden_layers"]
+    d = cli.ort_run(onebit, model, ["--prompt-ids", ",".join(map(str, PROMPT))], 4, tmp_path / "l.npy",
+                    ["--verbose"], env={"ONEBIT_QDQ_DEBUG": "1"}, capture_stderr=True)
+    err = d.stderr
+
+    def fused(name: str) -> int:
+        m = re.search(rf"{name}_fused groups=(\d+)", err)
+        assert m, f"no {name} line in:\n{err}"
+        return int(m.group(1))
+
+    # input, post-attention, q and k norms a layer, and the final norm
+    assert fused("rms_norm") == 4 * layers + 1
+    assert fused("swiglu") == layers
+    # Casts to float32 of float32 values: two around each norm
+    m = re.search(r"pass \d+ infer-dtypes: (\d+) -> (\d+) nodes", err)
+    assert m, err
+    assert int(m.group(1)) - int(m.group(2)) >= 2 * (4 * layers + 1)
+
+
+def test_torchscript_export_without_the_fusions_agrees(onebit, pytestconfig, tmp_path):
+    """The same greedy tokens and logits to rounding with --basic (folding only: no infer-dtypes, no fusions)."""
+    import numpy as np
+
+    model = model_path(pytestconfig)
+    prompt = ["--prompt-ids", ",".join(map(str, PROMPT))]
+    a = cli.ort_run(onebit, model, prompt, 8, tmp_path / "a.npy")
+    b = cli.ort_run(onebit, model, prompt, 8, tmp_path / "b.npy", ["--basic"])
+    assert (a.ids == b.ids).all()
+    assert float(np.max(np.abs(a.logits - b.logits))) <= 1e-5 * float(np.max(np.abs(b.logits)))
