@@ -44,9 +44,7 @@ class OptimumLayout(torch.nn.Module):
         self.layers = lm.config.num_hidden_layers
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
-        cache = DynamicCache(config=self.lm.config)
-        for i in range(self.layers):
-            cache.update(past[2 * i], past[2 * i + 1], i)
+        cache = DynamicCache([(past[2 * i], past[2 * i + 1]) for i in range(self.layers)], config=self.lm.config)
         out = self.lm(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                       past_key_values=cache, use_cache=True)
         present = []

@@ -248,6 +248,100 @@ TEST_CASE("rms norm fusion must not fire on Div(c, ·) for c other than 1", "[fu
   bit_identical(p.fused, p.plain);
 }
 
+// sdpa as torch.onnx's TorchScript exporter writes it: MatMul(Mul(q, sq),
+// Mul(Transpose(k), sk)). k_vector: sk a [5] vector (one per key), not a scalar.
+ModelBuilder sdpa_scaled(float sq, float sk, bool k_vector, bool qs_output) {
+  ModelBuilder b;
+  b.input("q", kFloat, {1, 2, 3, 8}).input("k", kFloat, {1, 2, 5, 8}).output("y", kFloat, {1, 2, 3, 5});
+  b.initializer<float>("sq", kFloat, {}, {sq});
+  if (k_vector) b.initializer<float>("sk", kFloat, {5}, {sk, sk, 2 * sk, sk, sk});
+  else b.initializer<float>("sk", kFloat, {}, {sk});
+  ModelBuilder::attr_ints(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  b.node("Mul", {"q", "sq"}, {"qs"});
+  b.node("Mul", {"kt", "sk"}, {"ks"});
+  b.node("MatMul", {"qs", "ks"}, {"y"});
+  if (qs_output) b.output("qs", kFloat, {1, 2, 3, 8});
+  return b;
+}
+
+TEST_CASE("sdpa scales: the split scale becomes one scale on the scores", "[fusion][sdpa_scales]") {
+  const std::vector<NamedTensor> in{{"q", tensor({1, 2, 3, 8}, 1)}, {"k", tensor({1, 2, 5, 8}, 2)}};
+  SECTION("a power of two: bit-identical") {
+    const Pair p = run_both(sdpa_scaled(0.5f, 0.5f, false, false), "sdpa_pow2", "sdpa-scales", "sdpa_scales_folded", in);
+    CHECK(p.count == 1);
+    CHECK(p.plain_nodes == 4);
+    CHECK(p.fused_nodes == 3);  // Transpose, MatMul, Mul
+    bit_identical(p.fused, p.plain);
+  }
+  SECTION("the fourth root of 1/64, as head size 64 gives: to rounding") {
+    const float r = std::sqrt(0.125f);
+    const Pair p = run_both(sdpa_scaled(r, r, false, false), "sdpa_root", "sdpa-scales", "sdpa_scales_folded", in);
+    CHECK(p.count == 1);
+    REQUIRE(p.fused.shape() == p.plain.shape());
+    for (int64_t i = 0; i < p.fused.size(); ++i)
+      CHECK(std::abs(p.fused.data<float>()[i] - p.plain.data<float>()[i]) <=
+            1e-6f * (1.f + std::abs(p.plain.data<float>()[i])));
+  }
+}
+
+TEST_CASE("sdpa scales must not fire on a per-key scale or a scaled factor read elsewhere",
+          "[fusion][sdpa_scales][must-not-fire]") {
+  const std::vector<NamedTensor> in{{"q", tensor({1, 2, 3, 8}, 1)}, {"k", tensor({1, 2, 5, 8}, 2)}};
+  const Pair vec = run_both(sdpa_scaled(0.5f, 0.5f, true, false), "sdpa_vec", "sdpa-scales", "sdpa_scales_folded", in);
+  CHECK(vec.count == 0);
+  bit_identical(vec.fused, vec.plain);
+  const Pair out = run_both(sdpa_scaled(0.5f, 0.5f, false, true), "sdpa_out", "sdpa-scales",
+                            "sdpa_scales_refused:scaled_factor_read_elsewhere", in);
+  CHECK(out.count == 1);
+  bit_identical(out.fused, out.plain);
+}
+
+// Gather(Shape(Reshape(x, r)), i) for r = [dim 0 of x (symbolic), -1, dim 1 of
+// x (declared 8)]: only the last entry is a number for every size.
+TEST_CASE("reshaped dims: a Reshape target's fixed entry read as a constant", "[fusion][reshaped_dims]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {-1, 8}).output("z", kInt64, {3});
+  b.initializer<int64_t>("i0", kInt64, {}, {0});
+  b.initializer<int64_t>("i1", kInt64, {}, {1});
+  b.initializer<int64_t>("last", kInt64, {}, {-1});
+  b.initializer<int64_t>("minus1", kInt64, {1}, {-1});
+  b.initializer<int64_t>("axis0", kInt64, {1}, {0});
+  b.node("Shape", {"x"}, {"sx"});
+  b.node("Gather", {"sx", "i0"}, {"d0"});
+  b.node("Gather", {"sx", "i1"}, {"d1"});
+  b.node("Unsqueeze", {"d0", "axis0"}, {"u0"});
+  b.node("Unsqueeze", {"d1", "axis0"}, {"u1"});
+  ModelBuilder::attr_int(b.node("Concat", {"u0", "minus1", "u1"}, {"r"}), "axis", 0);
+  b.node("Reshape", {"x", "r"}, {"y"});
+  b.node("Shape", {"y"}, {"sy"});
+  b.node("Gather", {"sy", "i0"}, {"g0"});
+  b.node("Gather", {"sy", "i1"}, {"g1"});
+  b.node("Gather", {"sy", "last"}, {"g2"}, "fixed");
+  b.node("Unsqueeze", {"g0", "axis0"}, {"v0"});
+  b.node("Unsqueeze", {"g1", "axis0"}, {"v1"});
+  b.node("Unsqueeze", {"g2", "axis0"}, {"v2"});
+  ModelBuilder::attr_int(b.node("Concat", {"v0", "v1", "v2"}, {"z"}), "axis", 0);
+  const std::string path = scratch_dir("reshaped_dims") + "/model.onnx";
+  b.save(path);
+  Session on(load_onnx(path), default_op_registry());
+  SessionOptions o;
+  o.stop_after_pass = test::pass_index("reshaped-dims");
+  Session off(load_onnx(path), default_op_registry(), o);
+  CHECK(on.pass_report().get("reshaped_dims_read") == 1);
+  bool fixed_left = false;
+  for (const Node& n : on.graph().nodes) fixed_left |= n.name == "fixed";
+  CHECK_FALSE(fixed_left);
+  for (int64_t rows : {1, 3}) {
+    const std::vector<NamedTensor> in{{"x", tensor({rows, 8}, 4)}};
+    const Tensor a = on.run(in)[0], c = off.run(in)[0];
+    REQUIRE(a.size() == 3);
+    REQUIRE(c.size() == 3);
+    for (int64_t i = 0; i < 3; ++i) CHECK(a.data<int64_t>()[i] == c.data<int64_t>()[i]);
+    CHECK(a.data<int64_t>()[0] == rows);
+    CHECK(a.data<int64_t>()[2] == 8);
+  }
+}
+
 TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-identical", "[fusion][rotary]") {
   const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});

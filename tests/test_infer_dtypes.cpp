@@ -1,6 +1,7 @@
 // The dtypes a file leaves undeclared, filled in (graph/passes/infer_dtypes.cpp):
 // each rule on a graph with no value_info, declared dtypes kept, unknown
-// ops left undeclared, identity Casts removed except at a graph output.
+// ops left undeclared, copies (Casts to the same type, Identity, one-input
+// Concat) removed except at a graph output.
 #include <catch2/catch.hpp>
 
 #include "base/thread_pool.h"
@@ -80,10 +81,11 @@ TEST_CASE("infer dtypes: each rule on a graph that declares only its inputs and 
   CHECK(r.of("unlisted") == DType::Undefined);
   CHECK(r.of("out") == DType::F32);  // declared, kept
   CHECK(r.report.get("dtypes_inferred") == 12);
-  CHECK(r.report.get("identity_casts_removed") == 0);  // the one Cast widens
+  CHECK(r.report.get("copies_removed") == 0);  // the one Cast widens
 }
 
-TEST_CASE("infer dtypes: a Cast to its input's type is removed, except as a graph output", "[pass][dtypes]") {
+TEST_CASE("infer dtypes: a Cast to its input's type, Identity and a one-input Concat are removed, except as a graph output",
+          "[pass][dtypes]") {
   ModelBuilder b;
   b.input("x", kFloat, {3}).output("y", kFloat, {3}).output("kept", kFloat, {3});
   ModelBuilder::attr_int(b.node("Cast", {"x"}, {"c1"}, "c1"), "to", kFloat);
@@ -91,14 +93,21 @@ TEST_CASE("infer dtypes: a Cast to its input's type is removed, except as a grap
   ModelBuilder::attr_int(b.node("Cast", {"n"}, {"c2"}, "c2"), "to", kFloat);  // n's type inferred first
   b.node("Add", {"c2", "c1"}, {"y"});
   ModelBuilder::attr_int(b.node("Cast", {"x"}, {"kept"}, "c3"), "to", kFloat);
+  b.output("z", kFloat, {3});
+  b.node("Identity", {"x"}, {"i1"}, "identity");
+  ModelBuilder::attr_int(b.node("Concat", {"i1"}, {"one"}, "concat_one"), "axis", 0);
+  ModelBuilder::attr_int(b.node("Concat", {"one", "x"}, {"two"}, "concat_two"), "axis", 0);  // no copy
+  b.node("Identity", {"two"}, {"z"}, "identity_out");  // a graph output: kept
   const Inferred r = infer(b, "infer_casts");
-  CHECK(r.report.get("identity_casts_removed") == 2);
-  REQUIRE(r.g.nodes.size() == 3);
+  CHECK(r.report.get("copies_removed") == 4);  // c1, c2, the Identity, the one-input Concat
+  CHECK(r.g.nodes.size() == 5);  // Neg, Add, c3, the two-input Concat, identity_out
   const int x = r.g.find_value("x"), n = r.g.find_value("n");
   for (const Node& node : r.g.nodes) {
     if (node.op_type == "Neg") CHECK(node.inputs[0] == x);
     if (node.op_type == "Add") CHECK((node.inputs[0] == n && node.inputs[1] == x));
     if (node.op_type == "Cast") CHECK(node.name == "c3");
+    if (node.op_type == "Concat") CHECK((node.name == "concat_two" && node.inputs[0] == x && node.inputs[1] == x));
+    if (node.op_type == "Identity") CHECK(node.name == "identity_out");
   }
 }
 
@@ -110,5 +119,5 @@ TEST_CASE("infer dtypes: an unknown input type infers nothing and removes no Cas
   const Inferred r = infer(b, "infer_unknown");
   CHECK(r.of("r") == DType::Undefined);
   CHECK(r.has_op("Cast"));
-  CHECK(r.report.get("identity_casts_removed") == 0);
+  CHECK(r.report.get("copies_removed") == 0);
 }

@@ -87,6 +87,24 @@ void report_refusals(const Graph& g, PassContext& ctx, const std::string& prefix
 // Removes the nodes marked in `drop` and relinks producers.
 void drop_nodes(Graph& g, const std::vector<bool>& drop);
 
+// The groups `match` finds over every node, its refusals reported under
+// `prefix`: for passes that insert nodes, which run_fusion's apply cannot.
+template <class Group>
+std::vector<Group> find_groups(Graph& g, PassContext& ctx, const std::string& prefix,
+                               Match<Group> (*match)(const FusionScan&, int)) {
+  const std::vector<std::vector<int>> readers = g.consumers();
+  const FusionScan scan{g, readers};
+  std::vector<Group> found;
+  std::map<std::string, int64_t> refused;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Match<Group> m = match(scan, static_cast<int>(n));
+    if (const Group* grp = m.group()) found.push_back(*grp);
+    else if (const Refusal* r = m.refusal()) ++refused[r->why];
+  }
+  report_refusals(g, ctx, prefix, refused);
+  return found;
+}
+
 // Runs `f` over every node of `g`; returns the number of groups rewritten.
 template <class Group>
 int64_t run_fusion(Graph& g, PassContext& ctx, const Fusion<Group>& f) {

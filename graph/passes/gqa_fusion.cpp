@@ -154,16 +154,7 @@ Match<AttentionParts> match_attention(const FusionScan& scan, int node) {
 }  // namespace
 
 void split_attention_products(Graph& g, PassContext& ctx) {
-  const auto consumers = g.consumers();
-  const FusionScan scan{g, consumers};
-  std::vector<AttentionParts> found;
-  std::map<std::string, int64_t> refused;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Match<AttentionParts> m = match_attention(scan, static_cast<int>(i));
-    if (const AttentionParts* p = m.group()) found.push_back(*p);
-    else if (const Refusal* r = m.refusal()) ++refused[r->why];
-  }
-  report_refusals(g, ctx, "attention_split", refused);
+  const std::vector<AttentionParts> found = find_groups<AttentionParts>(g, ctx, "attention_split", match_attention);
   const int64_t opset = g.opsets.count("") ? g.opsets.at("") : 23;
   // From the last back, so the indices of earlier nodes stay valid.
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
@@ -184,14 +175,7 @@ void split_attention_products(Graph& g, PassContext& ctx) {
       m.outputs = {out};
       return m;
     };
-    Value sv;
-    sv.name = g.unique_name(base + "/scale");
-    sv.dtype = DType::F32;
-    sv.has_shape = true;
-    Tensor st = Tensor::allocate(DType::F32, {});
-    *st.data<float>() = a.scale;
-    sv.constant = std::move(st);
-    const int scale = g.add_value(std::move(sv));
+    const int scale = add_scalar_constant(g, base + "/scale", a.scale);
     std::vector<Node> before;
     const int scores = value("/scores"), scaled = value("/scaled");
     {  // [b, h, S, T] as declared (both rank 4, checked), for the passes after

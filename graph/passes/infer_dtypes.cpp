@@ -18,8 +18,10 @@
 //
 // With the types known, a Cast to the type its input already has is a copy
 // (that exporter writes two around every float32 RMS norm, and the first
-// one's output is the residual's too): its readers read the input instead,
-// unless its output is a graph output.
+// one's output is the residual's too); so are Identity and a Concat of one
+// input (transformers' cache writes one over the first layer's past keys,
+// which hid that input from the kv-state pass). Their readers read the input
+// instead, unless the copy is a graph output.
 #include <algorithm>
 #include <set>
 
@@ -86,8 +88,8 @@ DType output_dtype(const Graph& g, const Node& n) {
 }  // namespace
 
 void infer_dtypes(Graph& g, PassContext& ctx) {
-  int64_t filled = 0, casts = 0;
-  std::vector<int> same(g.values.size(), -1);  // an identity Cast's output -> its input
+  int64_t filled = 0, copies = 0;
+  std::vector<int> same(g.values.size(), -1);  // a copy -> what it copies
   std::vector<bool> drop(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& n = g.nodes[i];
@@ -95,27 +97,30 @@ void infer_dtypes(Graph& g, PassContext& ctx) {
       if (v >= 0 && same[static_cast<size_t>(v)] >= 0) v = same[static_cast<size_t>(v)];
     if (!n.domain.empty()) continue;
     const DType t = output_dtype(g, n);
-    if (t == DType::Undefined) continue;
     // Split and LayerNormalization type their optional outputs otherwise
     // (LayerNormalization's Mean and InvStdDev by stash_type): only output 0.
-    const size_t outputs = n.op_type == "Split" ? n.outputs.size() : std::min<size_t>(1, n.outputs.size());
-    for (size_t k = 0; k < outputs; ++k) {
+    const size_t typed = t == DType::Undefined ? 0
+                         : n.op_type == "Split" ? n.outputs.size()
+                                                : std::min<size_t>(1, n.outputs.size());
+    for (size_t k = 0; k < typed; ++k) {
       const int o = n.outputs[k];
       if (o < 0 || g.value(o).dtype != DType::Undefined) continue;
       g.value(o).dtype = t;
       ++filled;
     }
-    if (n.op_type == "Cast" && n.outputs.size() == 1 && n.outputs[0] >= 0 && known(g, input_at(n, 0)) == t &&
-        g.value(n.outputs[0]).dtype == t && !g.value(n.outputs[0]).is_output) {
-      same[static_cast<size_t>(n.outputs[0])] = n.inputs[0];
-      drop[i] = true;
-      ++casts;
-    }
+    if (n.outputs.size() != 1 || n.outputs[0] < 0 || input_at(n, 0) < 0 || g.value(n.outputs[0]).is_output) continue;
+    const bool copy = n.op_type == "Identity" || (n.op_type == "Concat" && n.inputs.size() == 1) ||
+                      (n.op_type == "Cast" && t != DType::Undefined && known(g, n.inputs[0]) == t &&
+                       g.value(n.outputs[0]).dtype == t);
+    if (!copy) continue;
+    same[static_cast<size_t>(n.outputs[0])] = n.inputs[0];
+    drop[i] = true;
+    ++copies;
   }
   ctx.report.count("dtypes_inferred", filled);
-  if (casts == 0) return;
+  if (copies == 0) return;
   drop_nodes(g, drop);
-  ctx.report.count("identity_casts_removed", casts);
+  ctx.report.count("copies_removed", copies);
 }
 
 }  // namespace onebit

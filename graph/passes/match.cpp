@@ -13,6 +13,17 @@ void make_onebit_node(Node& n, const char* op, std::vector<int> inputs) {
   n.inputs = std::move(inputs);
 }
 
+int add_scalar_constant(Graph& g, const std::string& base, float v) {
+  Value sv;
+  sv.name = g.unique_name(base);
+  sv.dtype = DType::F32;
+  sv.has_shape = true;
+  Tensor t = Tensor::allocate(DType::F32, {});
+  *t.data<float>() = v;
+  sv.constant = std::move(t);
+  return g.add_value(std::move(sv));
+}
+
 void drop_nodes(Graph& g, const std::vector<bool>& drop) {
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());

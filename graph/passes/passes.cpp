@@ -9,9 +9,11 @@ namespace onebit {
 // weight is handed to its MatMul before folding could copy it, and a
 // float16 weight behind a Cast to its F16wMatMul before folding could widen it; folding next
 // so fusions see constants; dead nodes after folding; the dtypes a file
-// leaves out filled in for the fusions that check them; then the fusions,
+// leaves out filled in for the fusions that check them; then the fusions
+// (sdpa's split scale written as the eager scale before the GQA fusion),
 // which match on constant weights; the KV state after the GQA fusion, whose
-// nodes it re-points; the mask handed to the scores after both (its
+// nodes it re-points, and after the dims read off a repeat's Reshape became
+// constants (the last live reader of a repeated cache); the mask handed to the scores after both (its
 // GqaMatMul's inputs are final then), and the scores' scale, mask and
 // Softmax taken into them after that. Duplicate nodes are merged after the
 // fusions, which take only values with one reader, as exported.
@@ -27,12 +29,14 @@ const std::vector<Pass>& pass_list() {
       {"fuse-q4-matmul", false, fuse_q4_matmul},
       {"fuse-ort-dynamic-int8", false, fuse_ort_dynamic_int8},
       {"qd8-matmul", false, qd8_matmul},
+      {"sdpa-scales", false, fold_sdpa_scales},
       {"fuse-gqa-matmul", false, fuse_gqa_matmul},
       {"split-attention", false, split_attention_products},
       {"fuse-mha-repeat-kv", false, fuse_mha_repeat_kv},
       {"fuse-rms-norm", false, fuse_rms_norm},
       {"fuse-rotary", false, fuse_rotary},
       {"fuse-swiglu", false, fuse_swiglu},
+      {"reshaped-dims", false, read_reshaped_dims},
       {"kv-state", false, keep_kv_state},
       {"masked-scores", false, give_scores_their_mask},
       {"fuse-scores-softmax", false, fuse_scores_softmax},

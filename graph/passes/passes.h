@@ -60,12 +60,14 @@ void fuse_q4_matmul(Graph& g, PassContext& ctx);         // q4_fusion.cpp
 void qd8_matmul(Graph& g, PassContext& ctx);             // qd8_matmul.cpp
 void fuse_ort_dynamic_int8(Graph& g, PassContext& ctx);  // ort_dynamic_int8.cpp
 void fuse_f16_weight_matmul(Graph& g, PassContext& ctx); // f16_weight_matmul.cpp
+void fold_sdpa_scales(Graph& g, PassContext& ctx);       // sdpa_scales.cpp
 void fuse_gqa_matmul(Graph& g, PassContext& ctx);        // gqa_fusion.cpp
 void split_attention_products(Graph& g, PassContext& ctx);  // gqa_fusion.cpp
 void fuse_mha_repeat_kv(Graph& g, PassContext& ctx);     // mha_repeat_kv.cpp
 void fuse_rms_norm(Graph& g, PassContext& ctx);          // rms_norm_fusion.cpp
 void fuse_rotary(Graph& g, PassContext& ctx);            // rotary_fusion.cpp
 void fuse_swiglu(Graph& g, PassContext& ctx);            // swiglu_fusion.cpp
+void read_reshaped_dims(Graph& g, PassContext& ctx);     // reshaped_dims.cpp
 void keep_kv_state(Graph& g, PassContext& ctx);          // kv_state.cpp
 void give_scores_their_mask(Graph& g, PassContext& ctx);  // masked_scores.cpp
 void fuse_scores_softmax(Graph& g, PassContext& ctx);     // masked_scores.cpp

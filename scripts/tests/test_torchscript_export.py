@@ -5,14 +5,18 @@ attention): the tiny Qwen3 decodes greedily in 1bit to the tokens
 onnxruntime and transformers choose (mean KL <= 1e-6 nats, top-1 on every
 step), and as with folding alone (--basic), and the fusions
 that need dtypes reach it once infer-dtypes has filled them in: every RMS
-norm, every SwiGLU, the identity Casts gone.
+norm, every SwiGLU, the identity Casts gone; sdpa's split scale folded so
+both attention products read the unrepeated cache, which the session keeps.
 
   pytest scripts/tests/test_torchscript_export.py --onebit build/1bit --tiny build/models/qwen3-tiny
 """
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+
 import pytest
 
 import parity
@@ -56,6 +60,10 @@ def test_torchscript_export_fusions(onebit, pytestconfig, tmp_path):
     # input, post-attention, q and k norms a layer, and the final norm
     assert fused("rms_norm") == 4 * layers + 1
     assert fused("swiglu") == layers
+    # both attention products on the unrepeated cache (sdpa's split scale
+    # folded first), and the cache kept in the session
+    assert fused("gqa") == 2 * layers
+    assert "kv_state_refused" not in err, err
     # Casts to float32 of float32 values: two around each norm
     m = re.search(r"pass \d+ infer-dtypes: (\d+) -> (\d+) nodes", err)
     assert m, err
@@ -72,3 +80,15 @@ def test_torchscript_export_without_the_fusions_agrees(onebit, pytestconfig, tmp
     b = cli.ort_run(onebit, model, prompt, 8, tmp_path / "b.npy", ["--basic"])
     assert (a.ids == b.ids).all()
     assert float(np.max(np.abs(a.logits - b.logits))) <= 1e-5 * float(np.max(np.abs(b.logits)))
+
+
+def test_torchscript_export_keeps_the_cache(onebit, pytestconfig):
+    """A decode step appends to the cache in the session (KvAppend) and reads it unrepeated (GqaMatMul)."""
+    model = model_path(pytestconfig)
+    p = subprocess.run([str(onebit), "bench", str(model), "--prompt-lengths", "4", "--gen", "3", "--no-bandwidth",
+                        "--threads", "1"], env=dict(os.environ, ONEBIT_PROFILE="1"),
+                       capture_output=True, text=True, check=True)
+    out = p.stdout + p.stderr
+    steps = out[out.index("decode steps"):]
+    assert "com.onebit::KvAppend" in steps, out
+    assert "com.onebit::GqaMatMul" in steps, out

@@ -1,0 +1,83 @@
+// A dim read off a Reshape's output that the Reshape's target fixes:
+//
+//   Gather(Shape(Reshape(x, r)), i)   with r[i] a positive constant for every size
+//
+// is that constant. torch.onnx's TorchScript exporter reads the head size of
+// sdpa's output this way from the repeated values (the repeat_kv chain's
+// Reshape), which kept that chain, and with it a copy of every layer's value
+// cache, alive after the GQA fusion had taken its product; with the dim a
+// constant the chain is dead and the kv-state pass can keep the cache in the
+// session.
+//
+// r[i] is read with graph/passes/shape_expr.h: a constant, or a constant
+// times a dim of a value whose declared dim is a number (the graph's present
+// outputs declare their head size). A positive entry of a Reshape's target is
+// the output's dim as it is, whatever the other entries (-1, 0) do, so the
+// Gather's result is that number whenever the Reshape succeeds; when it would
+// fail, the product that read the Reshape checks the repeat's shapes itself
+// (GqaMatMul, when planned).
+#include "graph/passes/fusion.h"
+#include "graph/passes/match.h"
+#include "graph/passes/shape_expr.h"
+
+namespace onebit {
+namespace {
+
+// r[i] as a positive number, if shape_expr proves it one.
+std::optional<int64_t> fixed_entry(const Graph& g, int target, int64_t i) {
+  const RankOf rank = [&](int v) -> int64_t {
+    const Value& val = g.value(v);
+    return val.has_shape ? static_cast<int64_t>(val.dims.size()) : -1;
+  };
+  const auto e = shape_expr(g, target, rank);
+  if (!e || e->boolean || e->scalar) return std::nullopt;
+  const int64_t n = static_cast<int64_t>(e->terms.size());
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) return std::nullopt;
+  const ShapeTerm& t = e->terms[static_cast<size_t>(i)];
+  int64_t v = t.k;
+  if (t.of >= 0) {
+    const Value& of = g.value(t.of);
+    if (!of.has_shape || t.axis < 0 || t.axis >= static_cast<int64_t>(of.dims.size())) return std::nullopt;
+    const int64_t d = of.dims[static_cast<size_t>(t.axis)].value;
+    if (d < 0 || t.k > (int64_t{1} << 40) || d > (int64_t{1} << 20)) return std::nullopt;
+    v = t.k * d;
+  }
+  if (v < 1) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+void read_reshaped_dims(Graph& g, PassContext& ctx) {
+  std::vector<bool> drop(g.nodes.size(), false);
+  int64_t found = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& gather = g.nodes[n];
+    if (gather.op_type != "Gather" || !gather.domain.empty() || gather.inputs.size() != 2 ||
+        gather.outputs.size() != 1 || gather.outputs[0] < 0 || gather.attrs.get_int("axis", 0) != 0)
+      continue;
+    const Value& out = g.value(gather.outputs[0]);
+    const Tensor* index = input_constant(g, gather, 1);
+    const auto i = constant_scalar(g, gather.inputs[1]);
+    if (out.is_output || !index || !i || index->rank() > 1 || !dtype_is_integer(index->dtype())) continue;
+    const Node* shape = producer_op(g, gather.inputs[0], "Shape");
+    if (!shape || shape->attrs.has("start") || shape->attrs.has("end")) continue;
+    const Node* reshape = producer_op(g, input_at(*shape, 0), "Reshape");
+    if (!reshape || reshape->inputs.size() < 2) continue;
+    const auto dim = fixed_entry(g, reshape->inputs[1], static_cast<int64_t>(*i));
+    if (!dim) continue;
+    Tensor t = Tensor::allocate(DType::I64, index->shape());
+    *t.data<int64_t>() = *dim;
+    Value& v = g.value(gather.outputs[0]);
+    v.constant = std::move(t);
+    v.dtype = DType::I64;
+    drop[n] = true;
+    ++found;
+  }
+  if (found == 0) return;
+  drop_nodes(g, drop);
+  ctx.report.count("reshaped_dims_read", found);
+}
+
+}  // namespace onebit
