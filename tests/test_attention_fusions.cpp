@@ -750,11 +750,14 @@ namespace {
 ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d,
                               const char* softmax_op = "Softmax", int64_t axis = -1, bool scores_out = false,
                               std::vector<int64_t> mask_dims = {}, std::vector<int64_t> scores_dims = {},
-                              int32_t dtype = kFloat, int32_t mask_dtype = 0) {
+                              int32_t dtype = kFloat, int32_t mask_dtype = 0, bool mask_late = false) {
   const int64_t h = kvh * rep;
   ModelBuilder b;
   b.input("q", dtype, {1, h, s, d}).input("k", dtype, {1, kvh, t, d}).input("v", dtype, {1, kvh, t, d});
-  b.input("mask", mask_dtype ? mask_dtype : dtype, mask_dims.empty() ? std::vector<int64_t>{1, 1, s, t} : mask_dims);
+  // mask_late: the mask is Max(mask_in, mask_in), computed after the scores
+  // product (as torch.onnx's TorchScript exporter places each layer's mask).
+  b.input(mask_late ? "mask_in" : "mask", mask_dtype ? mask_dtype : dtype,
+          mask_dims.empty() ? std::vector<int64_t>{1, 1, s, t} : mask_dims);
   b.output("y", dtype, {1, h, s, d});
   if (!scores_dims.empty()) b.declare("scores", dtype, scores_dims);
   if (scores_out) b.output("scores", dtype, {1, h, s, t});
@@ -771,6 +774,7 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
   }
   ModelBuilder::attr_ints(b.node("Transpose", {"rep_k"}, {"kt"}), "perm", {0, 1, 3, 2});
   b.node("MatMul", {"q", "kt"}, {"scores"});
+  if (mask_late) b.node("Max", {"mask_in", "mask_in"}, {"mask"});
   b.node("Mul", {"scores", "scale"}, {"scaled"});
   b.node("Add", {"scaled", "mask"}, {"masked"});
   ModelBuilder::attr_int(b.node(softmax_op, {"masked"}, {"p"}), "axis", axis);
@@ -806,6 +810,22 @@ TEST_CASE("masked scores: the mask reaches Q.K^T and the causal half is left out
       CHECK(p.count == 1);
       bit_identical(p.fused, p.plain);
     }
+}
+
+TEST_CASE("masked scores: a mask computed after the scores product moves before it, bit-identical",
+          "[fusion][masked_scores]") {
+  const int64_t kvh = 2, rep = 2, s = 70, t = 79, d = 16;
+  const std::vector<NamedTensor> in = {{"q", tensor({1, kvh * rep, s, d}, 1)},
+                                       {"k", tensor({1, kvh, t, d}, 2)},
+                                       {"v", tensor({1, kvh, t, d}, 3)},
+                                       {"mask_in", causal_mask(s, t, -1e30f)}};
+  const ModelBuilder b = masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {}, {}, kFloat, 0, true);
+  const Pair hoisted = run_both(b, "masked_scores_late", "masked-scores", "masks_hoisted", in);
+  CHECK(hoisted.count == 1);
+  bit_identical(hoisted.fused, hoisted.plain);
+  const Pair fused = run_both(b, "masked_scores_late", "masked-scores", "masked_scores_fused", in);
+  CHECK(fused.count == 1);
+  bit_identical(fused.fused, fused.plain);
 }
 
 TEST_CASE("masked scores must not fire when the scores are read elsewhere or the tail is no Softmax over the keys",

@@ -121,3 +121,23 @@ TEST_CASE("infer dtypes: an unknown input type infers nothing and removes no Cas
   CHECK(r.has_op("Cast"));
   CHECK(r.report.get("copies_removed") == 0);
 }
+
+TEST_CASE("infer dtypes: onnxruntime's quantized MatMul and Gather typed as their float operand", "[pass][dtypes]") {
+  ModelBuilder b;
+  auto* os = b.proto().add_opset_import();
+  os->set_domain("com.microsoft");
+  os->set_version(1);
+  b.input("a", kFloat, {2, 32}).input("ids", kInt64, {3}).output("out", kFloat, {2, 8});
+  b.initializer<uint8_t>("w", 2, {8, 1, 16}, std::vector<uint8_t>(128, 0x88));
+  b.initializer<float>("ws", kFloat, {8}, std::vector<float>(8, 0.5f));
+  b.initializer<uint16_t>("table_scales", kHalf, {5, 1}, std::vector<uint16_t>(5, 0x3c00));
+  b.initializer<uint8_t>("table", 2, {5, 16}, std::vector<uint8_t>(80, 0x11));
+  b.node("MatMulNBits", {"a", "w", "ws"}, {"mm"}).set_domain("com.microsoft");
+  b.node("GatherBlockQuantized", {"table", "ids", "table_scales"}, {"rows"}).set_domain("com.microsoft");
+  b.node("Gelu", {"mm"}, {"unlisted"}).set_domain("com.microsoft");  // not in the table
+  b.node("Relu", {"mm"}, {"out"});
+  const Inferred r = infer(b, "infer_contrib");
+  CHECK(r.of("mm") == DType::F32);
+  CHECK(r.of("rows") == DType::F16);
+  CHECK(r.of("unlisted") == DType::Undefined);
+}

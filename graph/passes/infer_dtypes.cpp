@@ -10,7 +10,12 @@
 //   - bool for comparisons, logic, IsNaN and IsInf; int64 for Shape, Size,
 //     ArgMax, ArgMin and NonZero;
 //   - Cast's `to`, CastLike's input 1, ConstantOfShape's `value` (float32
-//     without one).
+//     without one);
+//   - onnxruntime's MatMulNBits, MatMulBnb4, FusedMatMul,
+//     DynamicQuantizeMatMul, Skip(Simplified)LayerNormalization and
+//     RotaryEmbedding as their input 0, MatMulIntegerToFloat and
+//     GatherBlockQuantized as their scales (input 2): a quantized export's
+//     MatMuls typed like the float ones.
 //
 // A declared dtype is never changed, and an op not listed here (or an input
 // whose type is still unknown) leaves its outputs undeclared. Only the
@@ -23,6 +28,7 @@
 // which hid that input from the kv-state pass). Their readers read the input
 // instead, unless the copy is a graph output.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "graph/passes/match.h"
@@ -66,9 +72,27 @@ DType known(const Graph& g, int v) {
   return val.constant ? val.constant->dtype() : DType::Undefined;
 }
 
-// The dtype of every output of `n` as ONNX types it, Undefined when not known here.
+// onnxruntime's contrib ops that quantized exports put in place of MatMul
+// and Gather (and the genai builder's norms and rotary): output 0's dtype
+// is that of input `from`.
+int contrib_typed_as(const std::string& op) {
+  static const std::map<std::string, int> ops = {
+      {"MatMulNBits", 0},         {"MatMulBnb4", 0},   {"FusedMatMul", 0},
+      {"DynamicQuantizeMatMul", 0}, {"SkipSimplifiedLayerNormalization", 0}, {"SkipLayerNormalization", 0},
+      {"RotaryEmbedding", 0},     {"MatMulIntegerToFloat", 2}, {"GatherBlockQuantized", 2}};
+  const auto it = ops.find(op);
+  return it == ops.end() ? -1 : it->second;
+}
+
+// The dtype of output 0 of `n` (of every output, for Split) as ONNX types
+// it, Undefined when not known here.
 DType output_dtype(const Graph& g, const Node& n) {
   const std::string& op = n.op_type;
+  if (n.domain == kMicrosoftDomain) {
+    const int from = contrib_typed_as(op);
+    return from < 0 ? DType::Undefined : known(g, input_at(n, static_cast<size_t>(from)));
+  }
+  if (!n.domain.empty()) return DType::Undefined;
   if (like_input0().count(op)) return known(g, input_at(n, 0));
   if (boolean().count(op)) return DType::Bool;
   if (int64().count(op)) return DType::I64;
@@ -95,7 +119,6 @@ void infer_dtypes(Graph& g, PassContext& ctx) {
     Node& n = g.nodes[i];
     for (int& v : n.inputs)
       if (v >= 0 && same[static_cast<size_t>(v)] >= 0) v = same[static_cast<size_t>(v)];
-    if (!n.domain.empty()) continue;
     const DType t = output_dtype(g, n);
     // Split and LayerNormalization type their optional outputs otherwise
     // (LayerNormalization's Mean and InvStdDev by stash_type): only output 0.
@@ -108,7 +131,9 @@ void infer_dtypes(Graph& g, PassContext& ctx) {
       g.value(o).dtype = t;
       ++filled;
     }
-    if (n.outputs.size() != 1 || n.outputs[0] < 0 || input_at(n, 0) < 0 || g.value(n.outputs[0]).is_output) continue;
+    if (!n.domain.empty() || n.outputs.size() != 1 || n.outputs[0] < 0 || input_at(n, 0) < 0 ||
+        g.value(n.outputs[0]).is_output)
+      continue;
     const bool copy = n.op_type == "Identity" || (n.op_type == "Concat" && n.inputs.size() == 1) ||
                       (n.op_type == "Cast" && t != DType::Undefined && known(g, n.inputs[0]) == t &&
                        g.value(n.outputs[0]).dtype == t);

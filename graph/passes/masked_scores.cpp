@@ -133,7 +133,56 @@ Match<ScoresChain> match_softmax(const FusionScan& scan, int node) {
 
 }  // namespace
 
+namespace {
+
+// The scores' mask must exist before the GqaMatMul that takes it. torch.onnx's
+// TorchScript exporter computes each layer's mask (a Where over the one
+// boolean mask) between the scores product and the Add; such a node, when
+// everything it reads exists before the product, moves to just before it.
+void hoist_masks(Graph& g, PassContext& ctx) {
+  const auto readers = g.consumers();
+  auto only = [&](int value) {  // the one reader of `value`, else -1
+    const auto& r = readers[static_cast<size_t>(value)];
+    return r.size() == 1 ? r[0] : -1;
+  };
+  std::vector<int> before(g.nodes.size(), -1);  // node -> the mask producer that moves in front of it
+  std::vector<bool> moved(g.nodes.size(), false);
+  int64_t hoisted = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& qk = g.nodes[n];
+    if (!is_scores(qk)) continue;
+    const int mul = only(qk.outputs[0]);
+    if (mul < 0 || g.node(mul).op_type != "Mul" || g.node(mul).outputs.size() != 1 || g.node(mul).outputs[0] < 0)
+      continue;
+    const int add = only(g.node(mul).outputs[0]);
+    if (add < 0 || g.node(add).op_type != "Add") continue;
+    const int mask = other_input(g.node(add), g.node(mul).outputs[0]);
+    const int p = producer_index(g, mask);
+    if (p <= static_cast<int>(n) || moved[static_cast<size_t>(p)] || g.node(p).outputs.size() != 1) continue;
+    bool ready = true;
+    for (int v : g.node(p).inputs) ready &= producer_index(g, v) < static_cast<int>(n);
+    if (!ready) continue;
+    before[n] = p;
+    moved[static_cast<size_t>(p)] = true;
+    ++hoisted;
+  }
+  if (hoisted == 0) return;
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (moved[n]) continue;
+    if (before[n] >= 0) nodes.push_back(std::move(g.nodes[static_cast<size_t>(before[n])]));
+    nodes.push_back(std::move(g.nodes[n]));
+  }
+  g.nodes = std::move(nodes);
+  g.relink();
+  ctx.report.count("masks_hoisted", hoisted);
+}
+
+}  // namespace
+
 void give_scores_their_mask(Graph& g, PassContext& ctx) {
+  hoist_masks(g, ctx);
   Fusion<ScoresChain> f;
   f.name = "masked_scores";
   f.match = match_mask;
