@@ -65,13 +65,6 @@ const std::set<std::string>& int64() {
   return ops;
 }
 
-DType known(const Graph& g, int v) {
-  if (v < 0) return DType::Undefined;
-  const Value& val = g.value(v);
-  if (val.dtype != DType::Undefined) return val.dtype;
-  return val.constant ? val.constant->dtype() : DType::Undefined;
-}
-
 // onnxruntime's contrib ops that quantized exports put in place of MatMul
 // and Gather (and the genai builder's norms and rotary): output 0's dtype
 // is that of input `from`.
@@ -90,14 +83,14 @@ DType output_dtype(const Graph& g, const Node& n) {
   const std::string& op = n.op_type;
   if (n.domain == kMicrosoftDomain) {
     const int from = contrib_typed_as(op);
-    return from < 0 ? DType::Undefined : known(g, input_at(n, static_cast<size_t>(from)));
+    return from < 0 ? DType::Undefined : value_dtype(g, input_at(n, static_cast<size_t>(from)));
   }
   if (!n.domain.empty()) return DType::Undefined;
-  if (like_input0().count(op)) return known(g, input_at(n, 0));
+  if (like_input0().count(op)) return value_dtype(g, input_at(n, 0));
   if (boolean().count(op)) return DType::Bool;
   if (int64().count(op)) return DType::I64;
-  if (op == "Where") return known(g, input_at(n, 1));
-  if (op == "CastLike") return known(g, input_at(n, 1));
+  if (op == "Where") return value_dtype(g, input_at(n, 1));
+  if (op == "CastLike") return value_dtype(g, input_at(n, 1));
   if (op == "Cast") {
     const int64_t to = n.attrs.get_int("to", 0);
     return to > 0 && to < 64 && dtype_supported(static_cast<int32_t>(to)) ? static_cast<DType>(to) : DType::Undefined;
@@ -135,7 +128,7 @@ void infer_dtypes(Graph& g, PassContext& ctx) {
         g.value(n.outputs[0]).is_output)
       continue;
     const bool copy = n.op_type == "Identity" || (n.op_type == "Concat" && n.inputs.size() == 1) ||
-                      (n.op_type == "Cast" && t != DType::Undefined && known(g, n.inputs[0]) == t &&
+                      (n.op_type == "Cast" && t != DType::Undefined && value_dtype(g, n.inputs[0]) == t &&
                        g.value(n.outputs[0]).dtype == t);
     if (!copy) continue;
     same[static_cast<size_t>(n.outputs[0])] = n.inputs[0];

@@ -44,7 +44,8 @@ bool softmax_over_last(const Node& softmax) {
   return axis == -1 || axis == 3;
 }
 
-Match<ScoresChain> walk_chain(const FusionScan& scan, int node) {
+// The chain from the scores on, wherever its mask is computed.
+Match<ScoresChain> find_chain(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
   const Node& n = g.node(node);
   const int scores = n.outputs[0];
@@ -79,9 +80,15 @@ Match<ScoresChain> walk_chain(const FusionScan& scan, int node) {
       softmax.outputs.size() != 1)
     return Refusal{"no_softmax"};
   if (!softmax_over_last(softmax)) return Refusal{"softmax_not_over_keys"};
-  // The mask becomes an earlier node's input: it must exist by then.
-  if (producer_index(g, c.mask) > node) return Refusal{"mask_computed_later"};
   return c;
+}
+
+// The chain, its mask computed before the scores: it becomes their input.
+Match<ScoresChain> walk_chain(const FusionScan& scan, int node) {
+  Match<ScoresChain> m = find_chain(scan, node);
+  if (const ScoresChain* c = m.group(); c && producer_index(scan.g, c->mask) > node)
+    return Refusal{"mask_computed_later"};
+  return m;
 }
 
 bool is_scores(const Node& n) {
@@ -89,9 +96,11 @@ bool is_scores(const Node& n) {
          n.outputs.size() == 1 && n.outputs[0] >= 0;
 }
 
+// Scores not yet given a mask.
+bool wants_mask(const Node& n) { return is_scores(n) && (n.inputs.size() < 6 || n.inputs[5] < 0); }
+
 Match<ScoresChain> match_mask(const FusionScan& scan, int node) {
-  const Node& n = scan.g.node(node);
-  if (!is_scores(n) || (n.inputs.size() > 5 && n.inputs[5] >= 0)) return {};  // or already given one
+  if (!wants_mask(scan.g.node(node))) return {};
   return walk_chain(scan, node);
 }
 
@@ -141,23 +150,14 @@ namespace {
 // everything it reads exists before the product, moves to just before it.
 void hoist_masks(Graph& g, PassContext& ctx) {
   const auto readers = g.consumers();
-  auto only = [&](int value) {  // the one reader of `value`, else -1
-    const auto& r = readers[static_cast<size_t>(value)];
-    return r.size() == 1 ? r[0] : -1;
-  };
+  const FusionScan scan{g, readers};
   std::vector<int> before(g.nodes.size(), -1);  // node -> the mask producer that moves in front of it
   std::vector<bool> moved(g.nodes.size(), false);
   int64_t hoisted = 0;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
-    const Node& qk = g.nodes[n];
-    if (!is_scores(qk)) continue;
-    const int mul = only(qk.outputs[0]);
-    if (mul < 0 || g.node(mul).op_type != "Mul" || g.node(mul).outputs.size() != 1 || g.node(mul).outputs[0] < 0)
-      continue;
-    const int add = only(g.node(mul).outputs[0]);
-    if (add < 0 || g.node(add).op_type != "Add") continue;
-    const int mask = other_input(g.node(add), g.node(mul).outputs[0]);
-    const int p = producer_index(g, mask);
+    if (!wants_mask(g.nodes[n])) continue;
+    const Match<ScoresChain> m = find_chain(scan, static_cast<int>(n));
+    const int p = m.group() ? producer_index(g, m.group()->mask) : -1;
     if (p <= static_cast<int>(n) || moved[static_cast<size_t>(p)] || g.node(p).outputs.size() != 1) continue;
     bool ready = true;
     for (int v : g.node(p).inputs) ready &= producer_index(g, v) < static_cast<int>(n);

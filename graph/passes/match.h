@@ -46,6 +46,14 @@ inline const Tensor* input_constant(const Graph& g, const Node& n, size_t i) {
   return v.constant ? &*v.constant : nullptr;
 }
 
+// The element type of `value`: a constant's own, else the declared one
+// (Undefined for -1 or when the file says nothing).
+inline DType value_dtype(const Graph& g, int value) {
+  if (value < 0) return DType::Undefined;
+  const Value& v = g.value(value);
+  return v.constant ? v.constant->dtype() : v.dtype;
+}
+
 // The value of a constant holding exactly one number, as double.
 inline std::optional<double> constant_scalar(const Graph& g, int value) {
   if (value < 0) return std::nullopt;

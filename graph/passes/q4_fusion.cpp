@@ -45,12 +45,6 @@ struct Q4Group {
 
 bool is_4bit(DType t) { return t == DType::I4 || t == DType::U4; }
 
-DType value_type(const Graph& g, int v) {
-  if (v < 0) return DType::Undefined;
-  const Value& val = g.value(v);
-  return val.constant ? val.constant->dtype() : val.dtype;
-}
-
 // A MatMul whose weight is a DequantizeLinear (through a Cast to float) is
 // a candidate; an 8-bit one is refused here too (the QDQ pass refused it).
 Match<Q4Group> match(const FusionScan& scan, int mm) {
@@ -71,7 +65,7 @@ Match<Q4Group> match(const FusionScan& scan, int mm) {
   if (!dq || !is_q_op(*dq, "DequantizeLinear") || dq->inputs.empty() || input_at(*dq, 0) < 0) return {};
   grp.dq = g.value(w_value).producer;
 
-  const DType wt = value_type(g, input_at(*dq, 0));
+  const DType wt = value_dtype(g, input_at(*dq, 0));
   const Tensor* w = input_constant(g, *dq, 0);
   if (!is_4bit(wt)) {
     // int8/uint8 weights belong to the QDQ pass; one left here was refused there too.
@@ -105,7 +99,7 @@ Match<Q4Group> match(const FusionScan& scan, int mm) {
     if (axis != 1 || scale->dim(0) != n) return Refusal{"scale_shape"};
   }
 
-  const DType xt = value_type(g, matmul.inputs[0]);
+  const DType xt = value_dtype(g, matmul.inputs[0]);
   if (xt != DType::F32 && xt != DType::Undefined) return Refusal{"activation_dtype_" + std::string(dtype_name(xt))};
 
   // An Add of a constant [N] that is y's only reader becomes the bias.
