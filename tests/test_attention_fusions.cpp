@@ -342,6 +342,64 @@ TEST_CASE("reshaped dims: a Reshape target's fixed entry read as a constant", "[
   }
 }
 
+// torch.onnx's TorchScript exporter writes rotate_half's bounds from the
+// shape: x = Transpose(Reshape(p, [dim 0, dim 1, heads, d]), 0 2 1 3), half =
+// Div(Gather(Shape(x), 3), 2). With d a constant the reshaped-dims pass
+// reads dim 3 through the Transpose, folding makes the bounds constants and
+// the rotary fusion takes the pattern. With d = -1 (heads fixed instead)
+// the dim is not known and nothing fuses.
+ModelBuilder rotary_from_shape(bool fixed_head_size) {
+  const int64_t heads = 2, d = 16;
+  ModelBuilder b;
+  b.input("p", kFloat, {2, 3, heads * d}).input("cos", kFloat, {1, 1, 3, d}).input("sin", kFloat, {1, 1, 3, d});
+  b.output("y", kFloat, {2, heads, 3, d});
+  b.initializer<float>("unit", kFloat, {}, {1.f});
+  b.initializer<int64_t>("i0", kInt64, {}, {0});
+  b.initializer<int64_t>("i1", kInt64, {}, {1});
+  b.initializer<int64_t>("i3", kInt64, {}, {3});
+  b.initializer<int64_t>("two", kInt64, {}, {2});
+  b.initializer<int64_t>("axis0", kInt64, {1}, {0});
+  b.initializer<int64_t>("e2", kInt64, {1}, {fixed_head_size ? -1 : heads});
+  b.initializer<int64_t>("e3", kInt64, {1}, {fixed_head_size ? d : -1});
+  b.initializer<int64_t>("zero", kInt64, {1}, {0});
+  b.initializer<int64_t>("big", kInt64, {1}, {INT64_MAX});
+  b.initializer<int64_t>("axis3", kInt64, {1}, {3});
+  b.initializer<int64_t>("one", kInt64, {1}, {1});
+  b.node("Mul", {"p", "unit"}, {"q"});  // undeclared: its rank is not known
+  b.node("Shape", {"q"}, {"sq"});
+  b.node("Gather", {"sq", "i0"}, {"d0"});
+  b.node("Gather", {"sq", "i1"}, {"d1"});
+  b.node("Unsqueeze", {"d0", "axis0"}, {"u0"});
+  b.node("Unsqueeze", {"d1", "axis0"}, {"u1"});
+  ModelBuilder::attr_int(b.node("Concat", {"u0", "u1", "e2", "e3"}, {"r"}), "axis", 0);
+  b.node("Reshape", {"q", "r"}, {"heads"});
+  ModelBuilder::attr_ints(b.node("Transpose", {"heads"}, {"x"}), "perm", {0, 2, 1, 3});
+  b.node("Shape", {"x"}, {"sx"});
+  b.node("Gather", {"sx", "i3"}, {"dim"});
+  b.node("Div", {"dim", "two"}, {"half"});
+  b.node("Unsqueeze", {"half", "axis0"}, {"h"});
+  b.node("Mul", {"x", "cos"}, {"a"});
+  b.node("Slice", {"x", "zero", "h", "axis3", "one"}, {"lo"});
+  b.node("Slice", {"x", "h", "big", "axis3", "one"}, {"hi"});
+  b.node("Neg", {"hi"}, {"nhi"});
+  ModelBuilder::attr_int(b.node("Concat", {"nhi", "lo"}, {"rot"}), "axis", -1);
+  b.node("Mul", {"rot", "sin"}, {"bb"});
+  b.node("Add", {"a", "bb"}, {"y"});
+  return b;
+}
+
+TEST_CASE("rotary fusion: bounds read off the shape of a transposed Reshape (TorchScript export)",
+          "[fusion][rotary][reshaped_dims]") {
+  const std::vector<NamedTensor> in{
+      {"p", tensor({2, 3, 32}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}};
+  const Pair p = run_both(rotary_from_shape(true), "rot_shape", "reshaped-dims", "rotary_fused", in);
+  CHECK(p.count == 1);
+  bit_identical(p.fused, p.plain);
+  const Pair q = run_both(rotary_from_shape(false), "rot_shape_unknown", "reshaped-dims", "rotary_fused", in);
+  CHECK(q.count == 0);
+  bit_identical(q.fused, q.plain);
+}
+
 TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-identical", "[fusion][rotary]") {
   const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});

@@ -63,12 +63,19 @@ TEST_CASE("shape expressions: genai's repeat_kv targets are the cache's dims wit
   }
 }
 
+// The cache's rank unknown: its dims are gathered at 0..3, which name the
+// same dims whatever the rank (a rank below 4 fails the Gathers).
+TEST_CASE("shape expressions: the repeat targets of a cache of unknown rank", "[shape_expr]") {
+  const Result res = evaluate(repeat_targets({}), "shape_expr_rank", -1);
+  REQUIRE(res.e);
+  REQUIRE(res.r);
+  const int x = res.x;
+  CHECK(res.e->terms ==
+        std::vector<ShapeTerm>{dim_term(x, 0), dim_term(x, 1), constant_term(3), dim_term(x, 2), dim_term(x, 3)});
+  CHECK(res.r->terms == std::vector<ShapeTerm>{dim_term(x, 0), dim_term(x, 1, 3), dim_term(x, 2), dim_term(x, 3)});
+}
+
 TEST_CASE("shape expressions: what cannot be known for every size gives none", "[shape_expr]") {
-  SECTION("the cache's rank unknown") {
-    const Result res = evaluate(repeat_targets({}), "shape_expr_rank", -1);
-    CHECK_FALSE(res.e);
-    CHECK_FALSE(res.r);
-  }
   SECTION("an index that is an input") {
     RepeatTargets c;
     c.gather1 = "idx";
@@ -130,4 +137,34 @@ TEST_CASE("shape expressions: decided comparisons, slices, negative indices", "[
   CHECK_FALSE(shape_expr(g, g.find_value("w"), rank_of));    // dim2 == 7 depends on the size
   CHECK_FALSE(shape_expr(g, g.find_value("bad"), rank_of));  // index 4 of a rank-4 shape
   CHECK_FALSE(shape_expr(g, g.find_value("add"), rank_of));  // an op it does not read
+}
+
+// Gather(Shape(y), i) of a y whose rank is not known is dim i of y for
+// i >= 0 (where the Gather yields a value at all); a negative index needs
+// the rank, and a Shape with start / end is not read this way.
+TEST_CASE("shape expressions: dims gathered from the shape of a value of unknown rank", "[shape_expr]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {-1, 2, -1, 8}).output("a", kInt64, {2}).output("c", kInt64, {1}).output("w", kInt64, {1});
+  b.initializer<float>("unit", kFloat, {}, {1.f});
+  b.initializer<int64_t>("idx", kInt64, {2}, {0, 2});
+  b.initializer<int64_t>("last", kInt64, {1}, {-1});
+  b.node("Mul", {"x", "unit"}, {"y"});
+  b.node("Shape", {"y"}, {"s"});
+  ModelBuilder::attr_int(b.node("Gather", {"s", "idx"}, {"a"}), "axis", 0);
+  ModelBuilder::attr_int(b.node("Gather", {"s", "last"}, {"c"}), "axis", 0);
+  auto& sh = b.node("Shape", {"y"}, {"s1"});
+  ModelBuilder::attr_int(sh, "start", 1);
+  ModelBuilder::attr_int(b.node("Gather", {"s1", "idx"}, {"w"}), "axis", 0);
+  const std::string path = scratch_dir("shape_expr_unranked") + "/model.onnx";
+  b.save(path);
+  const Graph g = load_onnx(path);
+  const int y = g.find_value("y");
+  REQUIRE_FALSE(g.value(y).has_shape);
+  const RankOf unknown = [](int) -> int64_t { return -1; };
+  const auto a = shape_expr(g, g.find_value("a"), unknown);
+  REQUIRE(a);
+  CHECK_FALSE(a->scalar);
+  CHECK(a->terms == std::vector<ShapeTerm>{dim_term(y, 0), dim_term(y, 2)});
+  CHECK_FALSE(shape_expr(g, g.find_value("c"), unknown));  // -1 needs the rank
+  CHECK_FALSE(shape_expr(g, g.find_value("w"), unknown));  // a Shape from dim 1
 }

@@ -47,6 +47,41 @@ std::optional<int64_t> fixed_entry(const Graph& g, int target, int64_t i) {
   return v;
 }
 
+bool is_permutation(const std::vector<int64_t>& perm, int64_t rank) {
+  if (perm.empty()) return true;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) return false;
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return true;
+}
+
+// The Reshape whose output's dim `axis` value v's dim `axis` is: v itself, or
+// v behind Transposes (axis moved through each perm, as given or the default
+// reversal); `axis` is updated to the Reshape's output's axis.
+const Node* reshape_behind(const Graph& g, int v, int64_t& axis) {
+  for (int hops = 0; hops < 8 && v >= 0; ++hops) {
+    const Node* p = producer_node(g, v);
+    if (!p || !p->domain.empty()) return nullptr;
+    if (p->op_type == "Reshape") return p;
+    if (p->op_type != "Transpose" || p->inputs.empty()) return nullptr;
+    const Value& out = g.value(v);
+    const std::vector<int64_t> perm = p->attrs.get_ints("perm", {});
+    // Without a perm the rank must be known to reverse it; a negative axis
+    // needs the rank too, which a perm gives.
+    int64_t rank = perm.empty() ? (out.has_shape ? static_cast<int64_t>(out.dims.size()) : -1)
+                                : static_cast<int64_t>(perm.size());
+    if (rank < 1 || !is_permutation(perm, rank)) return nullptr;
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return nullptr;
+    axis = perm.empty() ? rank - 1 - axis : perm[static_cast<size_t>(axis)];
+    if (axis < 0 || axis >= rank) return nullptr;
+    v = p->inputs[0];
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 void read_reshaped_dims(Graph& g, PassContext& ctx) {
@@ -63,9 +98,10 @@ void read_reshaped_dims(Graph& g, PassContext& ctx) {
     if (out.is_output || !index || !i || index->rank() > 1 || !dtype_is_integer(index->dtype())) continue;
     const Node* shape = producer_op(g, gather.inputs[0], "Shape");
     if (!shape || shape->attrs.has("start") || shape->attrs.has("end")) continue;
-    const Node* reshape = producer_op(g, input_at(*shape, 0), "Reshape");
+    int64_t axis = static_cast<int64_t>(*i);
+    const Node* reshape = reshape_behind(g, input_at(*shape, 0), axis);
     if (!reshape || reshape->inputs.size() < 2) continue;
-    const auto dim = fixed_entry(g, reshape->inputs[1], static_cast<int64_t>(*i));
+    const auto dim = fixed_entry(g, reshape->inputs[1], axis);
     if (!dim) continue;
     Tensor t = Tensor::allocate(DType::I64, index->shape());
     *t.data<int64_t>() = *dim;

@@ -81,7 +81,7 @@ class Evaluator {
     auto in = [&](size_t i) { return eval(input_at(*n, i), depth + 1); };
     const std::string& op = n->op_type;
     if (op == "Shape") return shape(*n, depth);
-    if (op == "Gather") return gather(*n, in(0));
+    if (op == "Gather") return gather(*n, in(0), depth);
     if (op == "Unsqueeze") return unsqueeze(*n, in(0));
     if (op == "Reshape") return reshape(*n, in(0));
     if (op == "Concat") return concat(*n, depth);
@@ -124,13 +124,14 @@ class Evaluator {
     return e;
   }
 
-  Expr gather(const Node& n, const Expr& data) {
-    if (!integer(data) || data->scalar) return std::nullopt;
+  Expr gather(const Node& n, const Expr& data, int depth) {
     const int64_t axis = n.attrs.get_int("axis", 0);
     if (axis != 0 && axis != -1) return std::nullopt;
     bool scalar = false;
     const auto idx = constant_ints(g_, input_at(n, 1), scalar);
     if (!idx) return std::nullopt;
+    if (!data) return gather_unranked_shape(n, *idx, scalar, depth);
+    if (!integer(data) || data->scalar) return std::nullopt;
     const auto count = static_cast<int64_t>(data->terms.size());
     ShapeExpr e;
     e.scalar = scalar;
@@ -138,6 +139,23 @@ class Evaluator {
       if (i < 0) i += count;
       if (i < 0 || i >= count) return std::nullopt;
       e.terms.push_back(data->terms[static_cast<size_t>(i)]);
+    }
+    return e;
+  }
+
+  // Gather(Shape(x), i) with x's rank unknown: dim i of x for each index
+  // i >= 0 (the Gather fails when x has no dim i, so wherever it yields a
+  // value that value is the dim). A negative index needs the rank.
+  Expr gather_unranked_shape(const Node& n, const std::vector<int64_t>& idx, bool scalar, int depth) {
+    const Node* sh = producer_op(g_, input_at(n, 0), "Shape");
+    if (!sh || sh->attrs.has("start") || sh->attrs.has("end")) return std::nullopt;
+    const int x = input_at(*sh, 0);
+    if (x < 0 || rank_of_(x) >= 0 || eval(x, depth + 1)) return std::nullopt;  // those give a shape expression
+    ShapeExpr e;
+    e.scalar = scalar;
+    for (int64_t i : idx) {
+      if (i < 0 || i > (int64_t{1} << 20)) return std::nullopt;
+      e.terms.push_back(dim_term(x, i));
     }
     return e;
   }

@@ -11,7 +11,8 @@
 //   constant   an int64 initializer (or folded value) of rank 0 or 1, <= 64 elements
 //   Shape      of a value whose rank the caller knows (start / end as opset 15
 //              has them), or of an expression (its length, a constant)
-//   Gather     axis 0 of a rank-1 expression at constant indices (rank 0 or 1)
+//   Gather     axis 0 of a rank-1 expression at constant indices (rank 0 or 1);
+//              of Shape(x) with x's rank unknown, at indices >= 0: x's dims
 //   Unsqueeze  of a rank-0 expression at axis 0 or -1
 //   Reshape    of an expression to [n] or [-1] (rank 1, the same elements)
 //   Concat     along axis 0 of rank-1 expressions
