@@ -20,11 +20,19 @@
 // the second fusion there), the node is that whole chain: each block of
 // rows gets ·score_scale, + mask and the Softmax row kernel while it is in
 // cache, the same float operations in the same order as the three nodes it
-// replaces, so its output is theirs bit for bit.
+// replaces, so its output is theirs bit for bit. With nan_to_zero = 1 the
+// Softmax's NaNs (a row masked whole) are written as +0, as the
+// Where(IsNaN(P), 0, P) the TorchScript exporter writes after it does.
+// With mask_any_shape = 1 (a graph that does not declare the mask's
+// shape, float32 only) a mask that turns out not to be rows over the
+// scores is not an error: the node then computes the scores whole and the
+// chain as its nodes would, broadcasting the mask (ops/broadcast.h) and
+// taking the Softmax over the last axis of the sum.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "ops/broadcast.h"
 #include "ops/dispatch.h"
 #include "graph/op_registry.h"
 #include "ops/kv_gemm.h"
@@ -56,6 +64,8 @@ constexpr double kScoreBound = 1e29;
 // Rows of one head taken together: the keys computed are the most any of
 // them keeps (the staircase of a causal mask rounded to this many rows).
 constexpr int64_t kSkipRows = 32;
+// Elements a thread takes at least in the chain after whole scores.
+constexpr int64_t kWholeGrain = int64_t{1} << 14;
 
 // The mask as rows over the scores [b,h,S,T]: rank 1 to 4, each dim 1 or
 // the scores', the keys dim the scores' own.
@@ -146,6 +156,8 @@ class GqaMatMulKernel : public Kernel {
       : trans_b_(info.attrs().get_int("transB", 0) != 0), allowzero_(info.attrs().get_int("allowzero", 0) != 0),
         state_(info.has_input(4)), masked_(trans_b_ && info.has_input(5)),
         softmax_(masked_ && info.attrs().get_int("softmax", 0) != 0),
+        nan_to_zero_(softmax_ && info.attrs().get_int("nan_to_zero", 0) != 0),
+        any_mask_(softmax_ && info.attrs().get_int("mask_any_shape", 0) != 0),
         score_scale_(info.attrs().get_float("score_scale", 0.0f)), config_(&sgemm_config()),
         kv_config_(kv_gemm_config()) {}
 
@@ -155,7 +167,7 @@ class GqaMatMulKernel : public Kernel {
     const Tensor* target = ctx.has_input(3) ? &ctx.value(3) : nullptr;
     const Checked c = check(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), ctx.shape(1), expand, target,
                             softmax_ ? ctx.dtype(5) : DType::Undefined, softmax_ ? &ctx.shape(5) : nullptr);
-    ctx.set_output(0, ctx.dtype(0), Shape(c.y, c.y + 4));
+    ctx.set_output(0, ctx.dtype(0), c.rows ? Shape(c.y, c.y + 4) : broadcast_shapes({Shape(c.y, c.y + 4), ctx.shape(5)}));
     ctx.set_workspace(workspace(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), c));
   }
 
@@ -167,21 +179,25 @@ class GqaMatMulKernel : public Kernel {
     const Tensor& A = ctx.input(0);
     const Tensor& KV = ctx.input(1);
     Tensor& Y = ctx.output(0);
-    {
-      // What reshape checked, again (Kernel::follows_growth).
-      if (state_) check_head_stride(4, ctx.input(4).dtype(), ctx.input(4).shape());
-      const Checked c = check(A.dtype(), KV.dtype(), A.shape(), KV.shape(), ctx.has_input(2) ? &ctx.input(2) : nullptr,
-                              ctx.has_input(3) ? &ctx.input(3) : nullptr,
-                              softmax_ ? ctx.input(5).dtype() : DType::Undefined,
-                              softmax_ ? &ctx.input(5).shape() : nullptr);
-      if (Y.dtype() != A.dtype() || Y.rank() != 4 || !std::equal(c.y, c.y + 4, Y.shape().begin()))
-        fail("bound to an output of {} {}, expected {} [{},{},{},{}]", dtype_name(Y.dtype()), shape_str(Y.shape()),
-             dtype_name(A.dtype()), c.y[0], c.y[1], c.y[2], c.y[3]);
-      const size_t need = workspace(A.dtype(), KV.dtype(), A.shape(), c);
-      if (need > ctx.workspace_bytes())
-        fail("needs a {}-byte workspace for A {} and KV {}, the plan has {}", need, shape_str(A.shape()),
-             shape_str(KV.shape()), ctx.workspace_bytes());
+    // What reshape checked, again (Kernel::follows_growth).
+    if (state_) check_head_stride(4, ctx.input(4).dtype(), ctx.input(4).shape());
+    const Checked c = check(A.dtype(), KV.dtype(), A.shape(), KV.shape(), ctx.has_input(2) ? &ctx.input(2) : nullptr,
+                            ctx.has_input(3) ? &ctx.input(3) : nullptr,
+                            softmax_ ? ctx.input(5).dtype() : DType::Undefined,
+                            softmax_ ? &ctx.input(5).shape() : nullptr);
+    if (!c.rows) {
+      const Shape want = broadcast_shapes({Shape(c.y, c.y + 4), ctx.input(5).shape()});
+      if (Y.dtype() != A.dtype() || Y.shape() != want)
+        fail("bound to an output of {} {}, expected {} {}", dtype_name(Y.dtype()), shape_str(Y.shape()),
+             dtype_name(A.dtype()), shape_str(want));
+    } else if (Y.dtype() != A.dtype() || Y.rank() != 4 || !std::equal(c.y, c.y + 4, Y.shape().begin())) {
+      fail("bound to an output of {} {}, expected {} [{},{},{},{}]", dtype_name(Y.dtype()), shape_str(Y.shape()),
+           dtype_name(A.dtype()), c.y[0], c.y[1], c.y[2], c.y[3]);
     }
+    const size_t need = workspace(A.dtype(), KV.dtype(), A.shape(), c);
+    if (need > ctx.workspace_bytes())
+      fail("needs a {}-byte workspace for A {} and KV {}, the plan has {}", need, shape_str(A.shape()),
+           shape_str(KV.shape()), ctx.workspace_bytes());
     const int64_t b = KV.dim(0), kvh = KV.dim(1), t = KV.dim(2), d = KV.dim(3);
     const int64_t head_stride = state_ ? *ctx.input(4).data<int64_t>() : t * d;
     kv_state_head(KV.raw(), KV.dtype(), head_stride, 0, t, d);  // the stride checked before any task runs
@@ -203,8 +219,11 @@ class GqaMatMulKernel : public Kernel {
       vec_math_config().widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), a_wide);
     }
     const float* a = half ? a_wide : A.data<float>();
-    float* y = half ? y_wide : Y.data<float>();
-    const MaskRows mask = masked_ ? MaskRows::of(ctx.input(5), Y.shape()) : MaskRows{};
+    // A mask that is not rows over the scores (mask_any_shape, float32
+    // only): the scores whole after the slots, then the chain over them.
+    float* whole = c.rows ? nullptr : reinterpret_cast<float*>(ws + slot * static_cast<size_t>(ThreadPool::default_threads()));
+    float* y = half ? y_wide : whole ? whole : Y.data<float>();
+    const MaskRows mask = masked_ && c.rows ? MaskRows::of(ctx.input(5), Y.shape()) : MaskRows{};
     // Keys each row keeps, found once for every task: per head only when
     // the mask has heads of its own.
     const int64_t mask_heads = mask.sh ? h : 1;
@@ -237,10 +256,11 @@ class GqaMatMulKernel : public Kernel {
             float* yr = yb + r * t;
             vm.f16_scale_add(static_cast<size_t>(t), yr, score_scale_, mask.half_row(bi, g * rep + r / s, r % s));
             softmax_row(yr, yr, t);
+            if (nan_to_zero_) zero_nans(yr, t);
           }
         });
       }
-      if (softmax_) {
+      if (softmax_ && c.rows) {
         // Row r of this task is head g·rep + r / s, position r % s.
         auto mask_row = [&](int64_t r) { return mask.row(bi, g * rep + r / s, r % s); };
         const bool skip = may_skip(kept, rep, s, t, d, ab, rows);
@@ -258,6 +278,7 @@ class GqaMatMulKernel : public Kernel {
             for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * sc;
             for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] + mr[j];
             softmax_row(yr, yr, n);
+            if (nan_to_zero_) zero_nans(yr, n);
             if (n < e) std::fill(yr + n, yr + e, 0.0f);
           }
         });
@@ -272,6 +293,44 @@ class GqaMatMulKernel : public Kernel {
       one(task, ws && slot ? ws + static_cast<size_t>(r) * slot : nullptr, inner);
     });
     if (half) vec_math_config().narrow(static_cast<size_t>(Y.size()), y_wide, Y.data<uint16_t>());
+    if (whole) whole_chain(whole, Shape(c.y, c.y + 4), ctx.input(5), Y, pool);
+  }
+
+  // Y = Softmax over the last axis of scores · score_scale + mask, the mask
+  // broadcast as Add broadcasts it (Y's shape), each operation rounded as
+  // the Mul, Add and Softmax nodes round it; NaNs to +0 with nan_to_zero.
+  void whole_chain(const float* scores, const Shape& scores_shape, const Tensor& mask, Tensor& Y,
+                   ThreadPool& pool) const {
+    float* y = Y.data<float>();
+    const float* m = mask.data<float>();
+    const BroadcastPlan plan({scores_shape, mask.shape()}, Y.shape());
+    const int64_t inner = plan.inner();
+    const bool step_s = plan.inner_step(0), step_m = plan.inner_step(1);
+    const float sc = score_scale_;
+    pool.parallel_for(plan.outer(), std::max<int64_t>(1, kWholeGrain / std::max<int64_t>(inner, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t o = begin; o < end; ++o) {
+                          const float* ps = scores + plan.offset(0, o);
+                          const float* pm = m + plan.offset(1, o);
+                          float* py = y + o * inner;
+                          for (int64_t k = 0; k < inner; ++k) {
+                            const float scaled = ps[step_s ? k : 0] * sc;
+                            py[k] = scaled + pm[step_m ? k : 0];
+                          }
+                        }
+                      });
+    const int64_t n = Y.shape().back(), rows = Y.size() / n;
+    pool.parallel_for(rows, std::max<int64_t>(1, kWholeGrain / n), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        softmax_row(y + r * n, y + r * n, n);
+        if (nan_to_zero_) zero_nans(y + r * n, n);
+      }
+    });
+  }
+
+  static void zero_nans(float* row, int64_t n) {
+    for (int64_t j = 0; j < n; ++j)
+      if (std::isnan(row[j])) row[j] = 0.0f;
   }
 
   // Whether rows may leave keys out: some row leaves one out, and the
@@ -363,7 +422,8 @@ class GqaMatMulKernel : public Kernel {
   struct Checked {
     int64_t rep;   // query heads per KV head
     int64_t t, d;  // KV positions and head size
-    int64_t y[4];  // the output's shape
+    int64_t y[4];  // the scores' shape: the output's when the mask is rows over them
+    bool rows = true;  // no mask, or one that is rows over the scores (MaskRows::fits)
   };
 
   // What reshape() checks and run() checks again (Kernel::follows_growth),
@@ -400,9 +460,10 @@ class GqaMatMulKernel : public Kernel {
       if ((t != DType::F32 && t != DType::F16) || mask_dtype != t)
         fail("scores and mask are {} and {}: the fused ·scale + mask -> Softmax takes both float32 or both float16",
              dtype_name(t), dtype_name(mask_dtype));
-      if (!MaskRows::fits(*mask, c.y))
+      if (!MaskRows::fits(*mask, c.y) && (!any_mask_ || t != DType::F32))
         fail("mask {} does not broadcast into the scores {} along their rows, as the graph declared", shape_str(*mask),
              shape_str(Shape(c.y, c.y + 4)));
+      c.rows = MaskRows::fits(*mask, c.y);
     }
     return c;
   }
@@ -456,13 +517,14 @@ class GqaMatMulKernel : public Kernel {
     const size_t m = static_cast<size_t>(c.rep * a[2]);
     const size_t slots = slot_bytes(m, static_cast<size_t>(c.t), static_cast<size_t>(c.d), kv_dtype) *
                          static_cast<size_t>(ThreadPool::default_threads());
-    if (!half_path(t, kv_dtype)) return slots;
     int64_t y = 4;
     for (int64_t dim : c.y) y = checked_mul(y, dim, "the scores' bytes");
+    if (!c.rows) return slots + align64(static_cast<size_t>(y));  // the scores whole (mask_any_shape)
+    if (!half_path(t, kv_dtype)) return slots;
     return slots + align64(numel(a) * 4) + align64(static_cast<size_t>(y));
   }
 
-  bool trans_b_, allowzero_, state_, masked_, softmax_;
+  bool trans_b_, allowzero_, state_, masked_, softmax_, nan_to_zero_, any_mask_;
   float score_scale_;
   std::vector<int64_t> keeps_;  // run's keys kept per row, reused
   const SgemmConfig* config_;

@@ -808,7 +808,8 @@ namespace {
 ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d,
                               const char* softmax_op = "Softmax", int64_t axis = -1, bool scores_out = false,
                               std::vector<int64_t> mask_dims = {}, std::vector<int64_t> scores_dims = {},
-                              int32_t dtype = kFloat, int32_t mask_dtype = 0, bool mask_late = false) {
+                              int32_t dtype = kFloat, int32_t mask_dtype = 0, bool mask_late = false,
+                              bool nan_where = false) {
   const int64_t h = kvh * rep;
   ModelBuilder b;
   b.input("q", dtype, {1, h, s, d}).input("k", dtype, {1, kvh, t, d}).input("v", dtype, {1, kvh, t, d});
@@ -835,7 +836,13 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
   if (mask_late) b.node("Max", {"mask_in", "mask_in"}, {"mask"});
   b.node("Mul", {"scores", "scale"}, {"scaled"});
   b.node("Add", {"scaled", "mask"}, {"masked"});
-  ModelBuilder::attr_int(b.node(softmax_op, {"masked"}, {"p"}), "axis", axis);
+  ModelBuilder::attr_int(b.node(softmax_op, {"masked"}, {nan_where ? "p0" : "p"}), "axis", axis);
+  if (nan_where) {  // Where(IsNaN(P), 0, P), as torch.onnx's TorchScript exporter writes sdpa
+    if (dtype == kFloat) b.initializer<float>("zero", kFloat, {}, {0.0f});
+    else b.initializer<uint16_t>("zero", dtype, {}, {0});
+    b.node("IsNaN", {"p0"}, {"nan"});
+    b.node("Where", {"nan", "zero", "p0"}, {"p"});
+  }
   b.node("MatMul", {"p", "rep_v"}, {"y"});
   return b;
 }
@@ -1090,30 +1097,136 @@ TEST_CASE("scores softmax on float16: each node's rounding repeated, bit-identic
   }
 }
 
-TEST_CASE("scores softmax must not fire unless the mask is known to keep the scores' shape",
+// Float32 scores whose mask is not known to keep their shape fuse with
+// mask_any_shape = 1: the kernel checks the mask it is given when planned,
+// takes the rows path when it fits and otherwise computes the chain whole,
+// the mask broadcast as Add broadcasts it (a keys dim of 1 here; masks that
+// widen the scores in the kernel test below). Each bit-identical to the nodes.
+TEST_CASE("scores softmax: a mask not known to fit is checked when planned, any shape bit-identical",
+          "[fusion][scores_softmax]") {
+  const int64_t kvh = 1, rep = 2, h = 2, s = 6, t = 6, d = 8;
+  const float inf = std::numeric_limits<float>::infinity();
+  auto inputs = [&](Tensor mask) {
+    return std::vector<NamedTensor>{{"q", tensor({1, h, s, d}, 1)},
+                                    {"k", tensor({1, kvh, t, d}, 2)},
+                                    {"v", tensor({1, kvh, t, d}, 3)},
+                                    {"mask", std::move(mask)}};
+  };
+  auto filled = [inf](Shape shape, unsigned seed) {
+    Tensor m = tensor(std::move(shape), seed);
+    for (int64_t i = 0; i < m.size(); i += 3) m.data<float>()[i] = -inf;  // some keys masked
+    return m;
+  };
+  struct Case {
+    const char* name;
+    std::vector<int64_t> mask_dims, scores_dims;
+  } declared[] = {{"scores not declared", {1, 1, s, t}, {}},
+                  {"keys dims not known equal", {1, 1, s, -1}, {1, h, s, t}},
+                  {"rows dims not known equal", {1, 1, -1, t}, {1, h, s, t}}};
+  for (const Case& c : declared) {
+    INFO(c.name);
+    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, c.mask_dims, c.scores_dims),
+                            std::string("scores_softmax_any"), "masked-scores", "scores_softmax_fused",
+                            inputs(causal_mask(s, t, -inf)));
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 2);
+    bit_identical(p.fused, p.plain);
+  }
+  struct Given {
+    const char* name;
+    Tensor mask;
+  } given[] = {{"rows (the fast path)", causal_mask(s, t, -inf)},
+               {"a keys dim of 1", filled({1, 1, s, 1}, 5)},
+               {"a row masked whole (NaN rows)", filled({1, 1, 1, t}, 8)}};
+  std::fill(given[2].mask.data<float>(), given[2].mask.data<float>() + t, -inf);
+  for (bool nan_where : {false, true})
+    for (const Given& c : given) {
+      INFO(c.name << (nan_where ? ", Where(IsNaN(P), 0, P) taken" : ""));
+      const Pair p =
+          run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {-1, -1, -1, -1}, {}, kFloat, 0, false,
+                                    nan_where),
+                   std::string("scores_softmax_given"), "masked-scores", "scores_softmax_fused", inputs(Tensor::clone(c.mask)));
+      CHECK(p.count == 1);
+      CHECK(p.fused_nodes == 2);  // the IsNaN and Where too
+      bit_identical(p.fused, p.plain);
+      int64_t nan = 0;
+      for (int64_t i = 0; i < p.fused.size(); ++i) nan += std::isnan(p.fused.data<float>()[i]);
+      if (nan_where) CHECK(nan == 0);  // a row masked whole is 0, not NaN
+      else if (std::string(c.name).find("NaN") != std::string::npos) CHECK(nan > 0);
+    }
+}
+
+// The kernel alone, on masks that widen the scores (the P·V product after
+// it would refuse them, so no graph above can): its output against the
+// GqaMatMul, Mul, Add and Softmax (and IsNaN, Where) ops one after another.
+TEST_CASE("scores softmax: a mask that widens the scores computed as the nodes would (mask_any_shape)",
+          "[scores_softmax]") {
+  using test::OpTest;
+  const int64_t h = 2, s = 5, t = 7, d = 8;
+  const float inf = std::numeric_limits<float>::infinity(), sc = 0.375f;
+  for (bool nan_to_zero : {false, true})
+    for (const Shape& ms : {Shape{2, 1, s, t}, Shape{3, 1, 1, s, t}, Shape{1, h, 1, 1}}) {
+      INFO(shape_str(ms) << (nan_to_zero ? ", NaNs to 0" : ""));
+      Tensor mask = tensor(ms, 9);
+      for (int64_t i = 0; i < mask.size(); i += 4) mask.data<float>()[i] = -inf;
+      std::fill(mask.data<float>(), mask.data<float>() + ms.back(), -inf);  // a row masked whole
+      const Tensor q = tensor({1, h, s, d}, 1), k = tensor({1, h, t, d}, 2);
+      OpTest fused("GqaMatMul", 1, "com.onebit");
+      fused.attr("transB", 1).attr("score_scale", sc).attr("softmax", int64_t{1}).attr("mask_any_shape", int64_t{1});
+      if (nan_to_zero) fused.attr("nan_to_zero", int64_t{1});
+      fused.input(q).input(k).omit().omit().omit().input(mask);
+      const Tensor y = fused.run1();
+
+      OpTest scores("GqaMatMul", 1, "com.onebit");
+      scores.attr("transB", 1).input(q).input(k);
+      Tensor scale = Tensor::allocate(DType::F32, {});
+      *scale.data<float>() = sc;
+      OpTest mul("Mul");
+      const Tensor scaled = mul.input(scores.run1()).input(scale).run1();
+      OpTest add("Add");
+      const Tensor masked = add.input(scaled).input(mask).run1();
+      OpTest softmax("Softmax");
+      Tensor want = softmax.attr("axis", int64_t{-1}).input(masked).run1();
+      if (nan_to_zero)
+        for (int64_t i = 0; i < want.size(); ++i)
+          if (std::isnan(want.data<float>()[i])) want.data<float>()[i] = 0.0f;
+      REQUIRE(y.shape() == want.shape());
+      bit_identical(y, want);
+      int64_t nan = 0;
+      for (int64_t i = 0; i < y.size(); ++i) nan += std::isnan(y.data<float>()[i]);
+      CHECK((nan > 0) == !nan_to_zero);
+    }
+}
+
+TEST_CASE("scores softmax must not fire on a mask not known to fit unless float32 over the last axis",
           "[fusion][scores_softmax][must-not-fire]") {
   const int64_t kvh = 1, rep = 2, h = 2, s = 6, t = 6, d = 8;
   const std::vector<NamedTensor> in = {{"q", tensor({1, h, s, d}, 1)},
                                        {"k", tensor({1, kvh, t, d}, 2)},
                                        {"v", tensor({1, kvh, t, d}, 3)},
                                        {"mask", causal_mask(s, t, -1e30f)}};
-  struct Case {
-    const char* name;
-    std::vector<int64_t> mask_dims, scores_dims;
-    const char* why;
-  } cases[] = {// The dtype is inferred from the MatMul (infer-dtypes), the shape is not.
-               {"scores not declared", {1, 1, s, t}, {}, "scores_softmax_refused:mask_not_known_to_fit_the_scores"},
-               {"keys dims not known equal", {1, 1, s, -1}, {1, h, s, t},
-                "scores_softmax_refused:mask_not_known_to_fit_the_scores"},
-               {"rows dims not known equal", {1, 1, -1, t}, {1, h, s, t},
-                "scores_softmax_refused:mask_not_known_to_fit_the_scores"}};
-  for (const Case& c : cases) {
-    INFO(c.name);
-    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, c.mask_dims, c.scores_dims),
-                            std::string("scores_softmax_off"), "masked-scores", c.why, in);
+  SECTION("Softmax axis 3: the last only at rank 4, which an undeclared mask may widen") {
+    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", 3, false, {1, 1, s, -1}, {1, h, s, t}),
+                            "scores_softmax_axis3", "masked-scores",
+                            "scores_softmax_refused:mask_not_known_to_fit_the_scores", in);
     CHECK(p.count == 1);
     CHECK(p.fused_nodes == 5);  // Q·Kᵀ, Mul, Add, Softmax, P·V
     bit_identical(p.fused, p.plain);
+  }
+  SECTION("float16 (its rounding is kept on the rows path only)") {
+    constexpr int32_t kHalf = 10;
+    Tensor mask = Tensor::allocate(DType::F16, {1, 1, s, t});
+    std::fill(mask.data<uint16_t>(), mask.data<uint16_t>() + mask.size(), uint16_t{0});
+    const std::vector<NamedTensor> half_in = {{"q", half_tensor({1, h, s, d}, 1)},
+                                              {"k", half_tensor({1, kvh, t, d}, 2)},
+                                              {"v", half_tensor({1, kvh, t, d}, 3)},
+                                              {"mask", mask}};
+    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {1, 1, s, -1}, {1, h, s, t}, kHalf),
+                            "scores_softmax_any_f16", "masked-scores",
+                            "scores_softmax_refused:mask_not_known_to_fit_the_scores", half_in);
+    CHECK(p.count == 1);
+    REQUIRE(p.fused.shape() == p.plain.shape());
+    CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
   }
   SECTION("the raw scores are also an output: the mask is not handed over, so nothing fuses") {
     const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, true, {}, {1, h, s, t}),

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "base/thread_pool.h"
@@ -172,4 +173,41 @@ TEST_CASE("merge duplicates: nodes that differ, or must stay, are not merged", "
     REQUIRE(g.nodes.size() == 2);
     CHECK(g.nodes[1].inputs[0] == g.nodes[1].inputs[1]);
   }
+}
+
+// Each layer's mask Where of torch.onnx's TorchScript export reads Constants
+// of its own for 0 and -inf: small constants of one dtype, shape and bytes
+// count as the same input. -0 is not +0, [1] is not [], float is not int.
+TEST_CASE("merge duplicates: equal small constants are the same input", "[pass][merge]") {
+  constexpr int32_t kBool = 9;
+  const float inf = std::numeric_limits<float>::infinity();
+  ModelBuilder b;
+  b.input("c", kBool, {2, 3}).output("y", kFloat, {2, 3});
+  b.initializer<float>("zero_a", kFloat, {}, {0.0f});
+  b.initializer<float>("zero_b", kFloat, {}, {0.0f});
+  b.initializer<float>("zero_c", kFloat, {}, {0.0f});
+  b.initializer<float>("neg_zero", kFloat, {}, {-0.0f});
+  b.initializer<float>("zero_1", kFloat, {1}, {0.0f});
+  b.initializer<float>("low_a", kFloat, {}, {-inf});
+  b.initializer<float>("low_b", kFloat, {}, {-inf});
+  b.node("Where", {"c", "zero_a", "low_a"}, {"m1"}, "where1");
+  b.node("Where", {"c", "zero_b", "low_b"}, {"m2"}, "where2");      // equal constants: merged
+  b.node("Where", {"c", "zero_c", "low_a"}, {"m3"}, "where3");      // merged
+  b.node("Where", {"c", "neg_zero", "low_b"}, {"m4"}, "where_neg");  // -0: kept
+  b.node("Where", {"c", "zero_1", "low_b"}, {"m5"}, "where_rank1");  // [1]: kept
+  b.node("Sum", {"m1", "m2", "m3", "m4", "m5"}, {"y"}, "sum");
+  int64_t count = -1;
+  const Graph g = merged(b, "merge_constants", &count);
+  CHECK(count == 2);
+  CHECK_FALSE(has_node(g, "where2"));
+  CHECK_FALSE(has_node(g, "where3"));
+  for (const char* kept : {"where1", "where_neg", "where_rank1"}) CHECK(has_node(g, kept));
+
+  const int stop = test::pass_index("merge-duplicate-nodes");
+  Session on = test::session_until(b, "merge_constants_on"), off = test::session_until(b, "merge_constants_off", stop);
+  Tensor c = Tensor::allocate(DType::Bool, {2, 3});
+  for (int64_t i = 0; i < c.size(); ++i) c.data<bool>()[i] = i % 2 == 0;
+  const Tensor y1 = on.run({{"c", c}})[0], y2 = off.run({{"c", c}})[0];
+  REQUIRE(y1.shape() == y2.shape());
+  CHECK(std::memcmp(y1.raw(), y2.raw(), y1.bytes()) == 0);
 }

@@ -19,7 +19,16 @@
 // the scores, s and mask all declared float32 or all float16 (a float16
 // export: the kernel rounds to float16 after each node, as they do), and the
 // mask's declared dims each 1 or known equal to the scores' (its keys dim
-// equal).
+// equal). A float32 graph that does not declare the mask's shape (torch.onnx's
+// TorchScript exporter declares none inside the graph) is fused too, with
+// the attribute mask_any_shape = 1, when its Softmax's axis is -1 (the last
+// of any rank): the kernel takes the fast path when the mask it is given
+// is rows over the scores, and else computes the chain as its nodes would.
+// The Where(IsNaN(P), 0, P) that exporter writes after the Softmax (a row
+// masked whole gives NaNs) is taken too (nan_to_zero = 1), P read by those
+// two nodes alone and the 0 a +0 scalar of P's type.
+#include <algorithm>
+
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 
@@ -35,6 +44,8 @@ struct ScoresChain {
   int mask = -1;
   int scale = -1;  // the constant s, a value
   float s = 0;
+  int isnan = -1, where = -1;  // Where(IsNaN(P), 0, P) after the Softmax, or -1
+  bool any_shape = false;      // the mask's fit is checked when planned (mask_any_shape)
 };
 
 // The Softmax axis is the last one of a rank-4 input: -1 or 3, or the
@@ -119,6 +130,33 @@ bool mask_fits_rows(const Value& mask, const Value& scores) {
   return true;
 }
 
+// Where(IsNaN(P), zero, P) with P the Softmax's output read by those two
+// nodes alone and zero a +0 of P's type with at most one element and rank
+// (so the Where's output is P's shape): recorded in c.
+void find_nan_to_zero(const FusionScan& scan, ScoresChain& c) {
+  const Graph& g = scan.g;
+  const int p = g.node(c.softmax).outputs[0];
+  const auto& readers = scan.readers[static_cast<size_t>(p)];
+  if (g.value(p).is_output || readers.size() != 2) return;
+  for (int i = 0; i < 2; ++i) {
+    const Node& isnan = g.node(readers[static_cast<size_t>(i)]);
+    if (isnan.op_type != "IsNaN" || !isnan.domain.empty() || isnan.inputs.size() != 1 || isnan.outputs.size() != 1)
+      continue;
+    const int w = readers[static_cast<size_t>(1 - i)];
+    const Node& where = g.node(w);
+    if (where.op_type != "Where" || !where.domain.empty() || where.inputs.size() != 3 || where.outputs.size() != 1 ||
+        where.inputs[0] != isnan.outputs[0] || where.inputs[2] != p || !only_reader(scan, isnan.outputs[0], w))
+      return;
+    const Tensor* zero = g.value(where.inputs[1]).constant ? &*g.value(where.inputs[1]).constant : nullptr;
+    if (!zero || !zero->raw() || zero->dtype() != g.value(p).dtype || zero->size() != 1 || zero->rank() > 1) return;
+    const auto* bytes = static_cast<const unsigned char*>(zero->raw());
+    if (std::any_of(bytes, bytes + zero->bytes(), [](unsigned char x) { return x != 0; })) return;  // +0 only
+    c.isnan = readers[static_cast<size_t>(i)];
+    c.where = w;
+    return;
+  }
+}
+
 Match<ScoresChain> match_softmax(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
   const Node& n = g.node(node);
@@ -136,8 +174,15 @@ Match<ScoresChain> match_softmax(const FusionScan& scan, int node) {
   if (t != DType::F32 && t != DType::F16) return Refusal{"not_declared_float32_or_float16"};
   if (s.dtype() != t || s.rank() > 4) return Refusal{"scale_not_the_scores_dtype_of_rank_4"};
   if (mask.dtype != t) return Refusal{"mask_not_the_scores_dtype"};
-  if (!mask_fits_rows(mask, scores)) return Refusal{"mask_not_known_to_fit_the_scores"};
-  return m;
+  ScoresChain chain = *c;
+  if (!mask_fits_rows(mask, scores)) {
+    const Node& softmax = g.node(c->softmax);
+    if (t != DType::F32 || softmax.attrs.get_int("axis", softmax.opset >= 13 ? -1 : 1) != -1)
+      return Refusal{"mask_not_known_to_fit_the_scores"};
+    chain.any_shape = true;
+  }
+  find_nan_to_zero(scan, chain);
+  return chain;
 }
 
 }  // namespace
@@ -201,9 +246,12 @@ void fuse_scores_softmax(Graph& g, PassContext& ctx) {
   f.match = match_softmax;
   f.apply = [](Graph& g, const ScoresChain& c, std::vector<bool>& drop, std::map<std::string, int64_t>&) {
     Node& n = g.node(c.node);
-    n.outputs[0] = g.node(c.softmax).outputs[0];
+    n.outputs[0] = g.node(c.where >= 0 ? c.where : c.softmax).outputs[0];
     set_int_attr(n, "softmax", 1);
-    for (int d : {c.mul, c.add, c.softmax}) drop[static_cast<size_t>(d)] = true;
+    if (c.any_shape) set_int_attr(n, "mask_any_shape", 1);
+    if (c.where >= 0) set_int_attr(n, "nan_to_zero", 1);
+    for (int d : {c.mul, c.add, c.softmax, c.isnan, c.where})
+      if (d >= 0) drop[static_cast<size_t>(d)] = true;
   };
   run_fusion(g, ctx, f);
 }

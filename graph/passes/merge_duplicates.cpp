@@ -12,6 +12,10 @@
 // nodes whose result is not a function of their inputs (the random ops),
 // nodes with a subgraph or an attribute kind the loader does not keep, and a
 // node one of whose outputs is a graph output.
+//
+// Two small constants of one dtype, shape and bytes count as the same input
+// (the TorchScript exporter writes each layer's mask Where with Constants
+// of its own for 0 and -inf); the kept node reads its own.
 #include <cstring>
 #include <fmt/format.h>
 #include <map>
@@ -67,11 +71,33 @@ bool same_attribute(const Attribute& a, const Attribute& b) {
   return false;
 }
 
+// Per value: the first small constant with the same dtype, shape and
+// bytes, else the value itself.
+constexpr size_t kSameConstantBytes = 256;
+std::vector<int> same_constants(const Graph& g) {
+  std::vector<int> canon(g.values.size());
+  std::map<std::string, int> first;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    canon[v] = static_cast<int>(v);
+    const Value& val = g.values[v];
+    if (!val.constant || !val.constant->raw() || val.constant->bytes() > kSameConstantBytes) continue;
+    const Tensor& t = *val.constant;
+    std::string key = fmt::format("{}|{}|", static_cast<int>(t.dtype()), shape_str(t.shape()));
+    key.append(static_cast<const char*>(t.raw()), t.bytes());
+    canon[v] = first.emplace(std::move(key), static_cast<int>(v)).first->second;
+  }
+  return canon;
+}
+
+int canonical(const std::vector<int>& canon, int v) { return v < 0 ? v : canon[static_cast<size_t>(v)]; }
+
 // Inputs already rewritten to the values they merged into.
-bool same_node(const Node& a, const Node& b) {
-  if (a.op_type != b.op_type || a.domain != b.domain || a.opset != b.opset || a.inputs != b.inputs ||
+bool same_node(const Node& a, const Node& b, const std::vector<int>& canon) {
+  if (a.op_type != b.op_type || a.domain != b.domain || a.opset != b.opset || a.inputs.size() != b.inputs.size() ||
       a.outputs.size() != b.outputs.size())
     return false;
+  for (size_t i = 0; i < a.inputs.size(); ++i)
+    if (canonical(canon, a.inputs[i]) != canonical(canon, b.inputs[i])) return false;
   for (size_t i = 0; i < a.outputs.size(); ++i)
     if ((a.outputs[i] < 0) != (b.outputs[i] < 0)) return false;
   const auto& x = a.attrs.all();
@@ -83,9 +109,9 @@ bool same_node(const Node& a, const Node& b) {
 }
 
 // What two same nodes share, to find the candidates; same_node decides.
-std::string node_key(const Node& n) {
+std::string node_key(const Node& n, const std::vector<int>& canon) {
   std::string key = fmt::format("{}|{}|{}|", n.op_type, n.opset, n.attrs.all().size());
-  for (int v : n.inputs) key += fmt::format("{},", v);
+  for (int v : n.inputs) key += fmt::format("{},", canonical(canon, v));
   key += '|';
   for (int o : n.outputs) key += o < 0 ? '-' : '+';
   return key;
@@ -97,16 +123,17 @@ void merge_duplicate_nodes(Graph& g, PassContext& ctx) {
   std::vector<int> merged_into(g.values.size(), -1);
   std::vector<bool> drop(g.nodes.size(), false);
   std::map<std::string, std::vector<int>> seen;
+  const std::vector<int> canon = same_constants(g);
   int64_t merged = 0;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     Node& node = g.nodes[n];
     for (int& v : node.inputs)
       if (v >= 0 && merged_into[static_cast<size_t>(v)] >= 0) v = merged_into[static_cast<size_t>(v)];
     if (!mergeable(g, node)) continue;
-    std::vector<int>& candidates = seen[node_key(node)];
+    std::vector<int>& candidates = seen[node_key(node, canon)];
     int same = -1;
     for (int c : candidates)
-      if (same_node(g.nodes[static_cast<size_t>(c)], node)) {
+      if (same_node(g.nodes[static_cast<size_t>(c)], node, canon)) {
         same = c;
         break;
       }

@@ -11,11 +11,14 @@ namespace onebit {
 // so fusions see constants; dead nodes after folding; the dtypes a file
 // leaves out filled in for the fusions that check them; then the fusions
 // (sdpa's split scale written as the eager scale before the GQA fusion),
-// which match on constant weights; the KV state after the GQA fusion, whose
-// nodes it re-points, and after the dims read off a repeat's Reshape became
-// constants (the last live reader of a repeated cache); the mask handed to the scores after both (its
-// GqaMatMul's inputs are final then), and the scores' scale, mask and
-// Softmax taken into them after that. Duplicate nodes are merged after the
+// which match on constant weights; the dims read off a Reshape made
+// constants after the RMS norm fusion (a Qwen3 q norm between the Reshape
+// and the read) and folded again, before the rotary fusion that needs the
+// halves' bounds constant; the KV state after the GQA fusion, whose nodes it
+// re-points, and after those dims (the last live reader of a repeated
+// cache); the mask handed to the scores after both (its GqaMatMul's inputs
+// are final then), and the scores' scale, mask and Softmax taken into them
+// after that. Duplicate nodes are merged after the
 // fusions, which take only values with one reader, as exported.
 const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
@@ -24,8 +27,6 @@ const std::vector<Pass>& pass_list() {
       {"f16-weight-matmul", false, fuse_f16_weight_matmul},
       {"fold-constants", true, fold_constants},
       {"remove-dead-nodes", true, remove_dead_nodes},
-      {"reshaped-dims", false, read_reshaped_dims},
-      {"fold-constants", false, fold_constants},
       {"infer-dtypes", false, infer_dtypes},
       {"fuse-qdq-matmul", true, fuse_qdq_matmul},
       {"fuse-q4-matmul", false, fuse_q4_matmul},
@@ -36,6 +37,8 @@ const std::vector<Pass>& pass_list() {
       {"split-attention", false, split_attention_products},
       {"fuse-mha-repeat-kv", false, fuse_mha_repeat_kv},
       {"fuse-rms-norm", false, fuse_rms_norm},
+      {"reshaped-dims", false, read_reshaped_dims},
+      {"fold-constants", false, fold_constants},
       {"fuse-rotary", false, fuse_rotary},
       {"fuse-swiglu", false, fuse_swiglu},
       {"kv-state", false, keep_kv_state},

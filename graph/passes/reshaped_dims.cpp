@@ -7,7 +7,9 @@
 // Reshape), which kept that chain, and with it a copy of every layer's value
 // cache, alive after the GQA fusion had taken its product; with the dim a
 // constant the chain is dead and the kv-state pass can keep the cache in the
-// session.
+// session. It also reads rotate_half's bounds, Div(Gather(Shape(x), 3), 2),
+// with x = Transpose(Reshape(q, [b, s, -1, d])) (and a Qwen3 q norm
+// between them): folded, they are constants and the rotary fusion takes them.
 //
 // r[i] is read with graph/passes/shape_expr.h: a constant, or a constant
 // times a dim of a value whose declared dim is a number (the graph's present
@@ -59,11 +61,17 @@ bool is_permutation(const std::vector<int64_t>& perm, int64_t rank) {
 
 // The Reshape whose output's dim `axis` value v's dim `axis` is: v itself, or
 // v behind Transposes (axis moved through each perm, as given or the default
-// reversal); `axis` is updated to the Reshape's output's axis.
+// reversal) and fused RMS norms (x's shape: the q and k norms of Qwen3);
+// `axis` is updated to the Reshape's output's axis.
 const Node* reshape_behind(const Graph& g, int v, int64_t& axis) {
   for (int hops = 0; hops < 8 && v >= 0; ++hops) {
     const Node* p = producer_node(g, v);
-    if (!p || !p->domain.empty()) return nullptr;
+    if (!p) return nullptr;
+    if (p->domain == kOneBitDomain && p->op_type == "RmsNorm" && !p->inputs.empty()) {  // x's shape
+      v = p->inputs[0];
+      continue;
+    }
+    if (!p->domain.empty()) return nullptr;
     if (p->op_type == "Reshape") return p;
     if (p->op_type != "Transpose" || p->inputs.empty()) return nullptr;
     const Value& out = g.value(v);

@@ -64,6 +64,11 @@ def test_torchscript_export_fusions(onebit, pytestconfig, tmp_path):
     # folded first), and the cache kept in the session
     assert fused("gqa") == 2 * layers
     assert "kv_state_refused" not in err, err
+    # rotate_half's bounds read off the head size (reshaped-dims through
+    # the Transpose); sdpa's scale, mask, Softmax and Where(IsNaN) in the
+    # scores product, the mask's shape checked when planned
+    assert fused("rotary") == 2 * layers
+    assert fused("scores_softmax") == layers
     # Casts to float32 of float32 values: two around each norm
     m = re.search(r"pass \d+ infer-dtypes: (\d+) -> (\d+) nodes", err)
     assert m, err
