@@ -1,6 +1,9 @@
 // com.onebit::GqaMatMul(A, KV, expand_shape, reshape_shape), written by
 // graph/gqa_fusion.cpp: the attention product of A [b,h,S,X] with KV heads
-// [b,kvh,T,d] repeated rep = h/kvh times, without the repeat.
+// [b,kvh,T,d] repeated rep = h/kvh times, without the repeat. The repeat is
+// Expand to `expand_shape` and Reshape to `reshape_shape` (inputs 2 and 3),
+// checked each run, or attribute kv_repeat = rep when the pass proved those
+// shapes the cache's dims with rep for every size (checked the same way).
 //   transB = 1: A = Q [b,h,S,d]  ->  Q·Kᵀ [b,h,S,T]
 //   transB = 0: A = P [b,h,S,T]  ->  P·V  [b,h,S,d]
 // The rep query heads of one KV head are consecutive rows of A, so each KV
@@ -157,9 +160,14 @@ class GqaMatMulKernel : public Kernel {
         state_(info.has_input(4)), masked_(trans_b_ && info.has_input(5)),
         softmax_(masked_ && info.attrs().get_int("softmax", 0) != 0),
         nan_to_zero_(softmax_ && info.attrs().get_int("nan_to_zero", 0) != 0),
+        kv_repeat_(info.attrs().get_int("kv_repeat", 0)),
         any_mask_(softmax_ && info.attrs().get_int("mask_any_shape", 0) != 0),
         score_scale_(info.attrs().get_float("score_scale", 0.0f)), config_(&sgemm_config()),
-        kv_config_(kv_gemm_config()) {}
+        kv_config_(kv_gemm_config()) {
+    if (kv_repeat_ < 0) fail("attribute kv_repeat is {}, expected 1 or more (0: none)", kv_repeat_);
+    if (kv_repeat_ > 0 && (info.has_input(2) || info.has_input(3)))
+      fail("has attribute kv_repeat = {} and the repeat's shapes as inputs 2 and 3, expected one or the other", kv_repeat_);
+  }
 
   void reshape(ReshapeContext& ctx) override {
     if (state_) check_head_stride(ctx, 4);
@@ -449,7 +457,15 @@ class GqaMatMulKernel : public Kernel {
     Checked c{1, kv[2], kv[3], {}};  // without the repeat's shapes: one query head per KV head
     if (!expand != !target)
       fail("has only input {} of the repeat's two shapes (inputs 2 and 3), expected both or neither", expand ? 2 : 3);
-    if (expand) c.rep = spelled_repeat(kv, *expand, *target);
+    if (expand) {
+      c.rep = spelled_repeat(kv, *expand, *target);
+    } else if (kv_repeat_ > 0) {
+      // The pass proved e and r this repeat of the cache's dims: they are
+      // checked as the inputs would be (allowzero's copies included).
+      const int64_t e[5] = {kv[0], kv[1], kv_repeat_, kv[2], kv[3]};
+      const int64_t r[4] = {kv[0], checked_mul(kv[1], kv_repeat_, "the repeated KV heads"), kv[2], kv[3]};
+      c.rep = repeat_of(kv, e, 5, r, 4);
+    }
     const int64_t x = trans_b_ ? kv[3] : kv[2];
     if (a[0] != kv[0] || a[1] != checked_mul(kv[1], c.rep, "the repeated KV heads") || a[3] != x)
       fail("A {} does not match the repeated KV [{},{},{},{}]", shape_str(a), kv[0], kv[1] * c.rep, kv[2], kv[3]);
@@ -472,24 +488,34 @@ class GqaMatMulKernel : public Kernel {
   // Reshape to `target`, repeats each KV head rep times: [b, kvh·rep, T, d].
   // The values are read in place (run() checks them each step).
   int64_t spelled_repeat(const Shape& kv, const Tensor& expand, const Tensor& target) const {
+    if (expand.size() > 5)
+      fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(tensor_to_ints(expand)), shape_str(kv));
+    if (target.size() != 4) fail("Reshape to {} is not [b, kvh*rep, T, d]", shape_str(tensor_to_ints(target)));
+    int64_t e[5], r[4];
+    for (int64_t i = 0; i < expand.size(); ++i) e[i] = tensor_int_at(expand, i);
+    for (int64_t i = 0; i < 4; ++i) r[i] = tensor_int_at(target, i);
+    return repeat_of(kv, e, expand.size(), r, 4);
+  }
+
+  // The same for the n values of `expand` and the m of `target`.
+  int64_t repeat_of(const Shape& kv, const int64_t* expand, int64_t n, const int64_t* target, int64_t m) const {
     const int64_t from[5] = {kv[0], kv[1], 1, kv[2], kv[3]};
-    const int64_t n = expand.size();
     int64_t e[5] = {0, 0, 0, 0, 0};
     bool repeat = n <= 5;
     for (int64_t i = 0; i < 5 && repeat; ++i) {
       // Expand broadcasts: each dim equal, or one of the two 1.
-      const int64_t dim = i >= 5 - n ? tensor_int_at(expand, i - (5 - n)) : 1;
+      const int64_t dim = i >= 5 - n ? expand[i - (5 - n)] : 1;
       e[i] = dim == from[i] || dim == 1 ? from[i] : from[i] == 1 ? dim : -1;
       repeat = e[i] >= 0 && (i == 2 || e[i] == from[i]);
     }
     if (!repeat)
-      fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(tensor_to_ints(expand)), shape_str(kv));
+      fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(Shape(expand, expand + n)), shape_str(kv));
     // Reshape's target: 0 copies e's dim (unless allowzero), -1 infers the rest.
     const int64_t want[4] = {kv[0], checked_mul(kv[1], e[2], "the repeated KV heads"), kv[2], kv[3]};
-    bool same = target.size() == 4;
+    bool same = m == 4;
     int64_t known = 1, infer = -1;
     for (int64_t i = 0; i < 4 && same; ++i) {
-      int64_t dim = tensor_int_at(target, i);
+      int64_t dim = target[i];
       if (dim == 0 && !allowzero_) dim = e[i];
       if (dim == -1) {
         same = infer < 0;
@@ -507,7 +533,7 @@ class GqaMatMulKernel : public Kernel {
     }
     if (!same)
       fail("Reshape of {} to {} is not [b, kvh*rep, T, d]", shape_str(Shape(e, e + 5)),
-           shape_str(tensor_to_ints(target)));
+           shape_str(Shape(target, target + m)));
     return e[2];
   }
 
@@ -524,7 +550,9 @@ class GqaMatMulKernel : public Kernel {
     return slots + align64(numel(a) * 4) + align64(static_cast<size_t>(y));
   }
 
-  bool trans_b_, allowzero_, state_, masked_, softmax_, nan_to_zero_, any_mask_;
+  bool trans_b_, allowzero_, state_, masked_, softmax_, nan_to_zero_;
+  int64_t kv_repeat_;  // 0: the repeat's shapes are inputs 2 and 3 (or there is none)
+  bool any_mask_;
   float score_scale_;
   std::vector<int64_t> keeps_;  // run's keys kept per row, reused
   const SgemmConfig* config_;

@@ -73,6 +73,15 @@ void bit_identical(const Tensor& a, const Tensor& b) {
   CHECK(differ == 0);
 }
 
+// The largest |a - b| over two float32 tensors of one shape.
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double worst = 0;
+  for (int64_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, double(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
+  return worst;
+}
+
 ModelBuilder rms_norm(bool with_pow2) {  // else Pow(x, 4): not an RMSNorm
   ModelBuilder b;
   b.input("x", kFloat, {2, 5, 96}).output("y", kFloat, {2, 5, 96});
@@ -440,6 +449,111 @@ TEST_CASE("gqa fusion: Q.K^T and P.V read the KV heads without repeating them", 
     }
 }
 
+namespace {
+
+// Q·Kᵀ -> Softmax -> P·V over caches Concat(past, new), their repeat_kv
+// targets computed from the cache's Shape (tests/repeat_kv_util.h) as
+// transformers exports them; symbolic lengths, so one session runs a
+// prompt and decode steps.
+ModelBuilder gqa_shapes(int64_t kvh, int64_t rep, int64_t d, const test::RepeatTargets& k) {
+  const int64_t h = kvh * rep;
+  ModelBuilder b;
+  b.input("q", kFloat, {1, h, -1, d}).output("y", kFloat, {1, h, -1, d});
+  b.dim_param("q", 2, "s").dim_param("y", 2, "s");
+  b.initializer<int64_t>("ax", kInt64, {1}, {2});
+  for (const char* kv : {"k", "v"}) {
+    const std::string x = kv;
+    b.input("past_" + x, kFloat, {1, kvh, -1, d}).input("new_" + x, kFloat, {1, kvh, -1, d});
+    b.dim_param("past_" + x, 2, "past").dim_param("new_" + x, 2, "s");
+    ModelBuilder::attr_int(b.node("Concat", {"past_" + x, "new_" + x}, {"cache_" + x}), "axis", 2);
+    test::add_repeat_kv_targets(b, "cache_" + x, x + "_", "e_" + x, "r_" + x, x == "k" ? k : test::RepeatTargets{});
+    b.node("Unsqueeze", {"cache_" + x, "ax"}, {"u_" + x});
+    b.node("Expand", {"u_" + x, "e_" + x}, {"ex_" + x});
+    b.node("Reshape", {"ex_" + x, "r_" + x}, {"rep_" + x});
+  }
+  ModelBuilder::attr_ints(b.node("Transpose", {"rep_k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  b.node("MatMul", {"q", "kt"}, {"scores"});
+  ModelBuilder::attr_int(b.node("Softmax", {"scores"}, {"p"}), "axis", -1);
+  b.node("MatMul", {"p", "rep_v"}, {"y"});
+  return b;
+}
+
+std::vector<NamedTensor> gqa_inputs(int64_t kvh, int64_t rep, int64_t s, int64_t past, int64_t d) {
+  return {{"q", tensor({1, kvh * rep, s, d}, 1)},     {"past_k", tensor({1, kvh, past, d}, 2)},
+          {"new_k", tensor({1, kvh, s, d}, 3)},       {"past_v", tensor({1, kvh, past, d}, 4)},
+          {"new_v", tensor({1, kvh, s, d}, 5)}};
+}
+
+}  // namespace
+
+// The targets proven [b, kvh, rep, T, d] and [b, kvh·rep, T, d] for every
+// size: the GqaMatMuls take the repeat as kv_repeat and the Shape chains
+// are dead, so no decode step evaluates them again.
+TEST_CASE("gqa fusion: repeat_kv targets computed from the cache's shape proven the repeat", "[fusion][gqa]") {
+  const int64_t kvh = 2, rep = 3, d = 8;
+  const std::string path = scratch_dir("gqa_shapes") + "/model.onnx";
+  gqa_shapes(kvh, rep, d, {}).save(path);
+  Session fused(load_onnx(path), default_op_registry());
+  SessionOptions o;
+  o.stop_after_pass = test::pass_index("fuse-gqa-matmul");
+  Session plain(load_onnx(path), default_op_registry(), o);
+  CHECK(fused.pass_report().get("gqa_fused") == 2);
+  CHECK(fused.pass_report().get("gqa_fused_repeat_proven") == 2);
+  int gqa = 0;
+  for (const Node& n : fused.graph().nodes) {
+    CHECK(n.op_type != "Shape");  // the chains are gone
+    if (n.op_type != "GqaMatMul") continue;
+    ++gqa;
+    CHECK(n.inputs.size() == 2);
+    CHECK(n.attrs.get_int("kv_repeat", 0) == rep);
+  }
+  CHECK(gqa == 2);
+  for (const auto& [s, past] : std::vector<std::pair<int64_t, int64_t>>{{4, 0}, {1, 4}, {1, 5}, {3, 6}}) {
+    CAPTURE(s, past);
+    const auto in = gqa_inputs(kvh, rep, s, past, d);
+    CHECK(max_abs_diff(fused.run(in)[0], plain.run(in)[0]) < 1e-5);
+  }
+}
+
+TEST_CASE("gqa fusion: targets not proven stay inputs, checked when planned", "[fusion][gqa]") {
+  const int64_t kvh = 2, rep = 3, d = 8;
+  test::RepeatTargets wrong;
+  wrong.r_mul = 2;  // r repeats the heads twice where e repeats them three times
+  const std::string path = scratch_dir("gqa_shapes_wrong") + "/model.onnx";
+  gqa_shapes(kvh, rep, d, wrong).save(path);
+  Session fused(load_onnx(path), default_op_registry());
+  CHECK(fused.pass_report().get("gqa_fused") == 2);
+  CHECK(fused.pass_report().get("gqa_fused_repeat_proven") == 1);  // V's
+  CHECK_THROWS_WITH(fused.run(gqa_inputs(kvh, rep, 1, 3, d)), Catch::Contains("is not [b, kvh*rep, T, d]"));
+}
+
+TEST_CASE("GqaMatMul: kv_repeat is checked as the repeat's shapes are", "[gqa]") {
+  using test::OpTest;
+  const int64_t kvh = 2, rep = 2, s = 3, t = 5, d = 8;
+  const Tensor q = tensor({1, kvh * rep, s, d}, 1), k = tensor({1, kvh, t, d}, 2);
+  auto run = [&](int64_t kv_repeat, bool shapes, const Tensor& cache) {
+    OpTest op("GqaMatMul", 1, "com.onebit");
+    op.attr("transB", 1);
+    if (kv_repeat != 0) op.attr("kv_repeat", kv_repeat);
+    op.input(q).input(cache);
+    if (shapes) {
+      op.constant(test::make_tensor<int64_t>({5}, {1, kvh, rep, cache.dim(2), d}));
+      op.constant(test::make_tensor<int64_t>({4}, {1, kvh * rep, cache.dim(2), d}));
+    }
+    return op.run1();
+  };
+  const Tensor with_shapes = run(0, true, k), with_attr = run(rep, false, k);
+  REQUIRE(with_attr.shape() == with_shapes.shape());
+  bit_identical(with_attr, with_shapes);
+  CHECK_THROWS_WITH(run(3, false, k), Catch::Contains("does not match the repeated KV"));
+  CHECK_THROWS_WITH(run(-1, false, k), Catch::Contains("attribute kv_repeat is -1"));
+  CHECK_THROWS_WITH(run(rep, true, k), Catch::Contains("expected one or the other"));
+  // An empty cache: the graph's Reshape to [b, kvh·rep, 0, d] copies dim 2
+  // of the Expand's output for that 0 (allowzero 0) and fails; so does this.
+  CHECK_THROWS_WITH(run(rep, false, Tensor::allocate(DType::F32, {1, kvh, 0, d})),
+                    Catch::Contains("Reshape of [1,2,2,0,8] to [1,4,0,8] is not [b, kvh*rep, T, d]"));
+}
+
 TEST_CASE("gqa fusion must not fire when the repeat axis is not 2", "[fusion][gqa][must-not-fire]") {
   ModelBuilder b;  // Unsqueeze on axis 1 repeats whole blocks: not repeat_kv
   b.input("a", kFloat, {1, 4, 1, 8}).input("kv", kFloat, {1, 2, 6, 8}).output("y", kFloat, {1, 4, 1, 6});
@@ -603,12 +717,7 @@ TEST_CASE("mha repeat_kv fusion: the builder's Shape chains proven the repeat, r
   for (const auto& [s, past] : std::vector<std::pair<int64_t, int64_t>>{{4, 0}, {1, 4}, {1, 5}, {2, 6}}) {
     CAPTURE(s, past);
     const auto inputs = mha_inputs(kvh, rep, s, past, d);
-    const Tensor a = fused.run(inputs)[0], b = plain.run(inputs)[0];
-    REQUIRE(a.shape() == b.shape());
-    double worst = 0;
-    for (int64_t i = 0; i < a.size(); ++i)
-      worst = std::max(worst, double(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
-    CHECK(worst < 1e-5);
+    CHECK(max_abs_diff(fused.run(inputs)[0], plain.run(inputs)[0]) < 1e-5);
   }
 }
 

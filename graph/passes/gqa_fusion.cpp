@@ -12,12 +12,17 @@
 // The shapes e and r are only known at plan time; the kernel checks there
 // that they are a repeat of each KV head (e = [b,kvh,rep,T,d],
 // r = [b,kvh·rep,T,d]) and refuses the plan otherwise, naming the shapes.
+// When graph/passes/shape_expr.h proves them that for every size (the
+// Shape -> Gather -> Concat chains transformers exports), they are left
+// out and the repeat is attribute kv_repeat: the chains computing them are
+// dead, and no decode step evaluates them again.
 // split_attention_products (below) gives opset 23's Attention over such
 // chains the same products.
 #include <cmath>
 
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
+#include "graph/passes/shape_expr.h"
 
 namespace onebit {
 
@@ -27,6 +32,22 @@ struct Repeat {
   int kv = -1, expand_shape = -1, reshape_shape = -1;
   int64_t allowzero = 0;
 };
+
+// GqaMatMul(a, the cache, and its repeat: the shapes, or kv_repeat proven).
+void make_gqa(Graph& g, Node& n, int a, const Repeat& r, int64_t trans_b, std::map<std::string, int64_t>& counts) {
+  const int64_t proven = proven_repeat(g, r.kv, r.expand_shape, r.reshape_shape);
+  if (proven > 0) {
+    make_onebit_node(n, "GqaMatMul", {a, r.kv});
+    n.attrs = Attributes();
+    set_int_attr(n, "kv_repeat", proven);
+    ++counts["repeat_proven"];
+  } else {
+    make_onebit_node(n, "GqaMatMul", {a, r.kv, r.expand_shape, r.reshape_shape});
+    n.attrs = Attributes();
+  }
+  set_int_attr(n, "transB", trans_b);
+  set_int_attr(n, "allowzero", r.allowzero);
+}
 
 // value -> Reshape(Expand(Unsqueeze(kv, [2]), e), r): the repeat_kv chain.
 bool match_repeat(const Graph& g, int value, Repeat& out) {
@@ -70,11 +91,9 @@ void fuse_gqa_matmul(Graph& g, PassContext& ctx) {
   Fusion<GqaGroup> f;
   f.name = "gqa";
   f.match = match;
-  f.apply = [](Graph& g, const GqaGroup& m, std::vector<bool>&, std::map<std::string, int64_t>&) {
+  f.apply = [](Graph& g, const GqaGroup& m, std::vector<bool>&, std::map<std::string, int64_t>& counts) {
     Node& n = g.node(m.node);
-    make_onebit_node(n, "GqaMatMul", {n.inputs[0], m.rep.kv, m.rep.expand_shape, m.rep.reshape_shape});
-    set_int_attr(n, "transB", m.trans_b);
-    set_int_attr(n, "allowzero", m.rep.allowzero);
+    make_gqa(g, n, n.inputs[0], m.rep, m.trans_b, counts);
   };
   run_fusion(g, ctx, f);
 }
@@ -156,6 +175,7 @@ Match<AttentionParts> match_attention(const FusionScan& scan, int node) {
 void split_attention_products(Graph& g, PassContext& ctx) {
   const std::vector<AttentionParts> found = find_groups<AttentionParts>(g, ctx, "attention_split", match_attention);
   const int64_t opset = g.opsets.count("") ? g.opsets.at("") : 23;
+  std::map<std::string, int64_t> counts;
   // From the last back, so the indices of earlier nodes stay valid.
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
     const AttentionParts& a = *it;
@@ -184,11 +204,8 @@ void split_attention_products(Graph& g, PassContext& ctx) {
       sv.has_shape = true;
       sv.dims = {qd[0], qd[1], qd[2], g.value(a.k.kv).dims[2]};
     }
-    Node qk = node("GqaMatMul", "/qk", {g.node(a.node).inputs[0], a.k.kv, a.k.expand_shape, a.k.reshape_shape}, scores);
-    qk.domain = kOneBitDomain;
-    qk.opset = 1;
-    set_int_attr(qk, "transB", 1);
-    set_int_attr(qk, "allowzero", a.k.allowzero);
+    Node qk = node("GqaMatMul", "/qk", {}, scores);
+    make_gqa(g, qk, g.node(a.node).inputs[0], a.k, 1, counts);
     before.push_back(std::move(qk));
     before.push_back(node("Mul", "/scale", {scores, scale}, scaled));
     int logits = scaled;
@@ -202,16 +219,14 @@ void split_attention_products(Graph& g, PassContext& ctx) {
     before.push_back(std::move(softmax));
     Node& pv = g.node(a.node);
     const int out = pv.outputs[0];
-    make_onebit_node(pv, "GqaMatMul", {p, a.v.kv, a.v.expand_shape, a.v.reshape_shape});
-    pv.attrs = Attributes();
-    set_int_attr(pv, "transB", 0);
-    set_int_attr(pv, "allowzero", a.v.allowzero);
+    make_gqa(g, pv, p, a.v, 0, counts);
     pv.outputs = {out};
     g.nodes.insert(g.nodes.begin() + a.node, std::make_move_iterator(before.begin()),
                    std::make_move_iterator(before.end()));
   }
   if (!found.empty()) g.relink();
   ctx.report.count("attention_split", static_cast<int64_t>(found.size()));
+  if (counts["repeat_proven"] > 0) ctx.report.count("attention_split_repeat_proven", counts["repeat_proven"]);
 }
 
 }  // namespace onebit

@@ -61,21 +61,6 @@ struct MhaGroup {
   int64_t repeat = 0;  // proven for both chains, or 0
 };
 
-// The repeat when the chain's e and r are, for every size of its rank-4
-// cache (the kernel checks the rank), [b, kvh, rep, T, d] and
-// [b, kvh·rep, T, d] of the cache's dims with one constant rep >= 1; else 0.
-int64_t proven_repeat(const Graph& g, const Chain& c) {
-  const RankOf rank = [&](int v) -> int64_t { return v == c.cache ? 4 : -1; };
-  const auto e = shape_expr(g, c.expand, rank), r = shape_expr(g, c.reshape, rank);
-  if (!e || !r || e->boolean || r->boolean || e->terms.size() != 5) return 0;
-  const ShapeTerm rep = e->terms[2];
-  if (rep.of >= 0 || rep.k < 1) return 0;
-  const int x = c.cache;
-  const std::vector<ShapeTerm> want_e{dim_term(x, 0), dim_term(x, 1), rep, dim_term(x, 2), dim_term(x, 3)};
-  const std::vector<ShapeTerm> want_r{dim_term(x, 0), dim_term(x, 1, rep.k), dim_term(x, 2), dim_term(x, 3)};
-  return !e->scalar && !r->scalar && e->terms == want_e && r->terms == want_r ? rep.k : 0;
-}
-
 Match<MhaGroup> match(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
   const Node& n = g.node(node);
@@ -88,8 +73,8 @@ Match<MhaGroup> match(const FusionScan& scan, int node) {
     if (input_at(n, i) >= 0) return Refusal{"optional_input"};
   for (size_t o = 1; o < n.outputs.size(); ++o)
     if (n.outputs[o] >= 0) return Refusal{"present_output"};
-  const int64_t rk = proven_repeat(g, m.k);
-  if (rk > 0 && proven_repeat(g, m.v) == rk) m.repeat = rk;
+  const int64_t rk = proven_repeat(g, m.k.cache, m.k.expand, m.k.reshape);
+  if (rk > 0 && proven_repeat(g, m.v.cache, m.v.expand, m.v.reshape) == rk) m.repeat = rk;
   return m;
 }
 

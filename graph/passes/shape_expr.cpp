@@ -263,4 +263,17 @@ std::optional<ShapeExpr> shape_expr(const Graph& g, int value, const RankOf& ran
   return ev.eval(value, 0);
 }
 
+int64_t proven_repeat(const Graph& g, int cache, int expand, int reshape) {
+  if (cache < 0 || expand < 0 || reshape < 0) return 0;
+  const RankOf rank = [&](int v) -> int64_t { return v == cache ? 4 : -1; };
+  const auto e = shape_expr(g, expand, rank), r = shape_expr(g, reshape, rank);
+  if (!e || !r || e->boolean || r->boolean || e->terms.size() != 5) return 0;
+  const ShapeTerm rep = e->terms[2];
+  if (rep.of >= 0 || rep.k < 1) return 0;
+  const int x = cache;
+  const std::vector<ShapeTerm> want_e{dim_term(x, 0), dim_term(x, 1), rep, dim_term(x, 2), dim_term(x, 3)};
+  const std::vector<ShapeTerm> want_r{dim_term(x, 0), dim_term(x, 1, rep.k), dim_term(x, 2), dim_term(x, 3)};
+  return !e->scalar && !r->scalar && e->terms == want_e && r->terms == want_r ? rep.k : 0;
+}
+
 }  // namespace onebit

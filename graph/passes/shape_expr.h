@@ -56,4 +56,10 @@ std::optional<ShapeExpr> shape_expr(const Graph& g, int value, const RankOf& ran
 inline ShapeTerm dim_term(int of, int64_t axis, int64_t k = 1) { return {of, axis, k}; }
 inline ShapeTerm constant_term(int64_t k) { return {-1, 0, k}; }
 
+// repeat_kv's Expand and Reshape targets over a rank-4 cache [b, kvh, T, d]
+// (the fused kernel checks the rank): the repeat rep >= 1 when `expand` is
+// [b, kvh, rep, T, d] and `reshape` [b, kvh·rep, T, d] of the cache's dims
+// for every size, else 0.
+int64_t proven_repeat(const Graph& g, int cache, int expand, int reshape);
+
 }  // namespace onebit
