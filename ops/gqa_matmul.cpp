@@ -180,8 +180,10 @@ class GqaMatMulKernel : public Kernel {
   }
 
   // A plan may grow this node without reshaping it: run() checks what
-  // reshape() does (check() below) on the tensors it is bound to.
-  bool follows_growth() const override { return true; }
+  // reshape() does (check() below) on the tensors it is bound to. Not with
+  // mask_any_shape: whether the mask is rows over the scores (and so the
+  // output's shape and the workspace) may change as they grow.
+  bool follows_growth() const override { return !any_mask_; }
 
   void run(RunContext& ctx) override {
     const Tensor& A = ctx.input(0);

@@ -63,22 +63,28 @@ Pair run_both(const ModelBuilder& b, const std::string& name, const char* pass, 
           plain.graph().nodes.size()};
 }
 
+// Bit for bit (-0 is not +0); NaNs of any payload count as the same.
 void bit_identical(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
   int64_t differ = 0;
   for (int64_t i = 0; i < a.size(); ++i) {
     const float x = a.data<float>()[i], y = b.data<float>()[i];
-    differ += x != y && !(std::isnan(x) && std::isnan(y));
+    differ += std::memcmp(&x, &y, sizeof x) != 0 && !(std::isnan(x) && std::isnan(y));
   }
   CHECK(differ == 0);
 }
 
-// The largest |a - b| over two float32 tensors of one shape.
+// The largest |a - b| over two float32 tensors of one shape; infinite
+// where one is NaN and the other not.
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
   double worst = 0;
-  for (int64_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, double(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const float x = a.data<float>()[i], y = b.data<float>()[i];
+    if (std::isnan(x) && std::isnan(y)) continue;
+    const double diff = std::fabs(double(x) - double(y));
+    if (!(diff <= worst)) worst = std::isnan(diff) ? std::numeric_limits<double>::infinity() : diff;
+  }
   return worst;
 }
 
@@ -395,6 +401,30 @@ ModelBuilder rotary_from_shape(bool fixed_head_size) {
   b.node("Mul", {"rot", "sin"}, {"bb"});
   b.node("Add", {"a", "bb"}, {"y"});
   return b;
+}
+
+// The same read through a Transpose without a perm (its reversal needs a
+// rank the file may declare wrongly) or with a perm that is no permutation:
+// nothing is read, nothing fuses.
+TEST_CASE("reshaped dims must not read through a Transpose without a valid perm", "[fusion][reshaped_dims][must-not-fire]") {
+  for (const std::vector<int64_t>& perm : {std::vector<int64_t>{}, std::vector<int64_t>{0, 2, 2, 3}}) {
+    INFO("perm of " << perm.size());
+    ModelBuilder b;
+    b.input("x", kFloat, {2, 3, 4, 8}).output("z", kInt64, {});
+    b.initializer<int64_t>("r", kInt64, {4}, {2, 3, 4, 8});
+    b.initializer<int64_t>("i3", kInt64, {}, {3});
+    b.node("Reshape", {"x", "r"}, {"y"});
+    auto& t = b.node("Transpose", {"y"}, {"yt"});
+    if (!perm.empty()) ModelBuilder::attr_ints(t, "perm", perm);
+    b.node("Shape", {"yt"}, {"s"});
+    ModelBuilder::attr_int(b.node("Gather", {"s", "i3"}, {"z"}), "axis", 0);
+    Session on = test::session_until(b, "reshaped_dims_perm");
+    CHECK(on.pass_report().get("reshaped_dims_read") == 0);
+    if (perm.empty()) {  // the default perm reverses: dim 3 of yt is dim 0 of y
+      const Tensor z = on.run({{"x", tensor({2, 3, 4, 8}, 1)}})[0];
+      CHECK(*z.data<int64_t>() == 2);
+    }
+  }
 }
 
 TEST_CASE("rotary fusion: bounds read off the shape of a transposed Reshape (TorchScript export)",
@@ -918,7 +948,7 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
                               const char* softmax_op = "Softmax", int64_t axis = -1, bool scores_out = false,
                               std::vector<int64_t> mask_dims = {}, std::vector<int64_t> scores_dims = {},
                               int32_t dtype = kFloat, int32_t mask_dtype = 0, bool mask_late = false,
-                              bool nan_where = false) {
+                              int nan_where = 0) {
   const int64_t h = kvh * rep;
   ModelBuilder b;
   b.input("q", dtype, {1, h, s, d}).input("k", dtype, {1, kvh, t, d}).input("v", dtype, {1, kvh, t, d});
@@ -946,9 +976,15 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
   b.node("Mul", {"scores", "scale"}, {"scaled"});
   b.node("Add", {"scaled", "mask"}, {"masked"});
   ModelBuilder::attr_int(b.node(softmax_op, {"masked"}, {nan_where ? "p0" : "p"}), "axis", axis);
-  if (nan_where) {  // Where(IsNaN(P), 0, P), as torch.onnx's TorchScript exporter writes sdpa
-    if (dtype == kFloat) b.initializer<float>("zero", kFloat, {}, {0.0f});
-    else b.initializer<uint16_t>("zero", dtype, {}, {0});
+  // nan_where: Where(IsNaN(P), 0, P), as torch.onnx's TorchScript exporter
+  // writes sdpa (1); forms it must not take: a -0 (2), a 0 of shape [1, 1]
+  // (3), P also a graph output (4), IsNaN's output also one (5).
+  if (nan_where) {
+    if (dtype != kFloat) b.initializer<uint16_t>("zero", dtype, {}, {0});
+    else if (nan_where == 3) b.initializer<float>("zero", kFloat, {1, 1}, {0.0f});
+    else b.initializer<float>("zero", kFloat, {}, {nan_where == 2 ? -0.0f : 0.0f});
+    if (nan_where == 4) b.output("p0", dtype, {1, h, s, t});
+    if (nan_where == 5) b.output("nan", 9, {1, h, s, t});
     b.node("IsNaN", {"p0"}, {"nan"});
     b.node("Where", {"nan", "zero", "p0"}, {"p"});
   }
@@ -1342,6 +1378,17 @@ TEST_CASE("scores softmax must not fire on a mask not known to fit unless float3
                             "scores_softmax_out", "masked-scores", "scores_softmax_fused", in);
     CHECK(p.count == 0);
     bit_identical(p.fused, p.plain);
+  }
+  SECTION("Where(IsNaN(P), 0, P) left as it is: a -0, a 0 of rank 2, P or IsNaN's output read elsewhere") {
+    for (int form : {2, 3, 4, 5}) {
+      INFO("form " << form);
+      const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {1, 1, s, t}, {1, h, s, t},
+                                               kFloat, 0, false, form),
+                              "scores_softmax_nan_kept", "masked-scores", "scores_softmax_fused", in);
+      CHECK(p.count == 1);  // the scale, mask and Softmax still
+      CHECK(p.fused_nodes == 4);  // the scores' GqaMatMul, IsNaN, Where, P·V
+      bit_identical(p.fused, p.plain);
+    }
   }
 }
 

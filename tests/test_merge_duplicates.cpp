@@ -188,6 +188,7 @@ TEST_CASE("merge duplicates: equal small constants are the same input", "[pass][
   b.initializer<float>("zero_c", kFloat, {}, {0.0f});
   b.initializer<float>("neg_zero", kFloat, {}, {-0.0f});
   b.initializer<float>("zero_1", kFloat, {1}, {0.0f});
+  b.initializer<int32_t>("int_zero", 6, {}, {0});  // the bytes of a float 0, another dtype
   b.initializer<float>("low_a", kFloat, {}, {-inf});
   b.initializer<float>("low_b", kFloat, {}, {-inf});
   b.node("Where", {"c", "zero_a", "low_a"}, {"m1"}, "where1");
@@ -195,13 +196,15 @@ TEST_CASE("merge duplicates: equal small constants are the same input", "[pass][
   b.node("Where", {"c", "zero_c", "low_a"}, {"m3"}, "where3");      // merged
   b.node("Where", {"c", "neg_zero", "low_b"}, {"m4"}, "where_neg");  // -0: kept
   b.node("Where", {"c", "zero_1", "low_b"}, {"m5"}, "where_rank1");  // [1]: kept
-  b.node("Sum", {"m1", "m2", "m3", "m4", "m5"}, {"y"}, "sum");
+  ModelBuilder::attr_int(b.node("Cast", {"zero_a"}, {"f1"}, "cast_float"), "to", 1);
+  ModelBuilder::attr_int(b.node("Cast", {"int_zero"}, {"f2"}, "cast_int"), "to", 1);  // kept
+  b.node("Sum", {"m1", "m2", "m3", "m4", "m5", "f1", "f2"}, {"y"}, "sum");
   int64_t count = -1;
   const Graph g = merged(b, "merge_constants", &count);
   CHECK(count == 2);
   CHECK_FALSE(has_node(g, "where2"));
   CHECK_FALSE(has_node(g, "where3"));
-  for (const char* kept : {"where1", "where_neg", "where_rank1"}) CHECK(has_node(g, kept));
+  for (const char* kept : {"where1", "where_neg", "where_rank1", "cast_float", "cast_int"}) CHECK(has_node(g, kept));
 
   const int stop = test::pass_index("merge-duplicate-nodes");
   Session on = test::session_until(b, "merge_constants_on"), off = test::session_until(b, "merge_constants_off", stop);

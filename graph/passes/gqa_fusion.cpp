@@ -31,15 +31,15 @@ namespace {
 struct Repeat {
   int kv = -1, expand_shape = -1, reshape_shape = -1;
   int64_t allowzero = 0;
+  int64_t proven = 0;  // the repeat, when the shapes are proven it for every size (else 0)
 };
 
 // GqaMatMul(a, the cache, and its repeat: the shapes, or kv_repeat proven).
-void make_gqa(Graph& g, Node& n, int a, const Repeat& r, int64_t trans_b, std::map<std::string, int64_t>& counts) {
-  const int64_t proven = proven_repeat(g, r.kv, r.expand_shape, r.reshape_shape);
-  if (proven > 0) {
+void make_gqa(Node& n, int a, const Repeat& r, int64_t trans_b, std::map<std::string, int64_t>& counts) {
+  if (r.proven > 0) {
     make_onebit_node(n, "GqaMatMul", {a, r.kv});
     n.attrs = Attributes();
-    set_int_attr(n, "kv_repeat", proven);
+    set_int_attr(n, "kv_repeat", r.proven);
     ++counts["repeat_proven"];
   } else {
     make_onebit_node(n, "GqaMatMul", {a, r.kv, r.expand_shape, r.reshape_shape});
@@ -58,7 +58,8 @@ bool match_repeat(const Graph& g, int value, Repeat& out) {
   const Node* unsqueeze = producer_op(g, input_at(*expand, 0), "Unsqueeze");
   if (!unsqueeze || unsqueeze->inputs.size() < 2) return false;
   if (!constant_ints_equal(g, input_at(*unsqueeze, 1), {2}) && !constant_ints_equal(g, input_at(*unsqueeze, 1), {-3})) return false;
-  out = {input_at(*unsqueeze, 0), input_at(*expand, 1), input_at(*reshape, 1), reshape->attrs.get_int("allowzero", 0)};
+  out = {input_at(*unsqueeze, 0), input_at(*expand, 1), input_at(*reshape, 1), reshape->attrs.get_int("allowzero", 0), 0};
+  out.proven = proven_repeat(g, out.kv, out.expand_shape, out.reshape_shape);
   return true;
 }
 
@@ -93,7 +94,7 @@ void fuse_gqa_matmul(Graph& g, PassContext& ctx) {
   f.match = match;
   f.apply = [](Graph& g, const GqaGroup& m, std::vector<bool>&, std::map<std::string, int64_t>& counts) {
     Node& n = g.node(m.node);
-    make_gqa(g, n, n.inputs[0], m.rep, m.trans_b, counts);
+    make_gqa(n, n.inputs[0], m.rep, m.trans_b, counts);
   };
   run_fusion(g, ctx, f);
 }
@@ -122,7 +123,7 @@ bool rank4(const Graph& g, int v) { return v >= 0 && g.value(v).has_shape && g.v
 
 bool cache_of(const Graph& g, int value, Repeat& out) {
   if (match_repeat(g, value, out)) return true;
-  out = {value, -1, -1, 0};
+  out = {value, -1, -1, 0, 0};
   return value >= 0;
 }
 
@@ -205,7 +206,7 @@ void split_attention_products(Graph& g, PassContext& ctx) {
       sv.dims = {qd[0], qd[1], qd[2], g.value(a.k.kv).dims[2]};
     }
     Node qk = node("GqaMatMul", "/qk", {}, scores);
-    make_gqa(g, qk, g.node(a.node).inputs[0], a.k, 1, counts);
+    make_gqa(qk, g.node(a.node).inputs[0], a.k, 1, counts);
     before.push_back(std::move(qk));
     before.push_back(node("Mul", "/scale", {scores, scale}, scaled));
     int logits = scaled;
@@ -219,7 +220,7 @@ void split_attention_products(Graph& g, PassContext& ctx) {
     before.push_back(std::move(softmax));
     Node& pv = g.node(a.node);
     const int out = pv.outputs[0];
-    make_gqa(g, pv, p, a.v, 0, counts);
+    make_gqa(pv, p, a.v, 0, counts);
     pv.outputs = {out};
     g.nodes.insert(g.nodes.begin() + a.node, std::make_move_iterator(before.begin()),
                    std::make_move_iterator(before.end()));

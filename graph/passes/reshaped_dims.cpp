@@ -25,8 +25,9 @@
 namespace onebit {
 namespace {
 
-// r[i] as a positive number, if shape_expr proves it one.
-std::optional<int64_t> fixed_entry(const Graph& g, int target, int64_t i) {
+// r[i] as a positive number, if shape_expr proves it one; r of `entries`
+// entries when that is >= 0.
+std::optional<int64_t> fixed_entry(const Graph& g, int target, int64_t i, int64_t entries) {
   const RankOf rank = [&](int v) -> int64_t {
     const Value& val = g.value(v);
     return val.has_shape ? static_cast<int64_t>(val.dims.size()) : -1;
@@ -34,6 +35,7 @@ std::optional<int64_t> fixed_entry(const Graph& g, int target, int64_t i) {
   const auto e = shape_expr(g, target, rank);
   if (!e || e->boolean || e->scalar) return std::nullopt;
   const int64_t n = static_cast<int64_t>(e->terms.size());
+  if (entries >= 0 && n != entries) return std::nullopt;
   if (i < 0) i += n;
   if (i < 0 || i >= n) return std::nullopt;
   const ShapeTerm& t = e->terms[static_cast<size_t>(i)];
@@ -49,21 +51,23 @@ std::optional<int64_t> fixed_entry(const Graph& g, int target, int64_t i) {
   return v;
 }
 
-bool is_permutation(const std::vector<int64_t>& perm, int64_t rank) {
-  if (perm.empty()) return true;
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
+bool is_permutation(const std::vector<int64_t>& perm) {
+  std::vector<bool> seen(perm.size(), false);
   for (int64_t p : perm) {
-    if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) return false;
+    if (p < 0 || p >= static_cast<int64_t>(perm.size()) || seen[static_cast<size_t>(p)]) return false;
     seen[static_cast<size_t>(p)] = true;
   }
   return true;
 }
 
 // The Reshape whose output's dim `axis` value v's dim `axis` is: v itself, or
-// v behind Transposes (axis moved through each perm, as given or the default
-// reversal) and fused RMS norms (x's shape: the q and k norms of Qwen3);
-// `axis` is updated to the Reshape's output's axis.
-const Node* reshape_behind(const Graph& g, int v, int64_t& axis) {
+// v behind Transposes (axis moved through each perm) and fused RMS norms
+// (x's shape: the q and k norms of Qwen3); `axis` is updated to the
+// Reshape's output's axis. A Transpose must state its perm (the default
+// reversal needs a rank the file may declare wrongly), and `rank` is set to
+// the perms' length (-1 without one): the Reshape's target must have it.
+const Node* reshape_behind(const Graph& g, int v, int64_t& axis, int64_t& rank) {
+  rank = -1;
   for (int hops = 0; hops < 8 && v >= 0; ++hops) {
     const Node* p = producer_node(g, v);
     if (!p) return nullptr;
@@ -74,17 +78,13 @@ const Node* reshape_behind(const Graph& g, int v, int64_t& axis) {
     if (!p->domain.empty()) return nullptr;
     if (p->op_type == "Reshape") return p;
     if (p->op_type != "Transpose" || p->inputs.empty()) return nullptr;
-    const Value& out = g.value(v);
     const std::vector<int64_t> perm = p->attrs.get_ints("perm", {});
-    // Without a perm the rank must be known to reverse it; a negative axis
-    // needs the rank too, which a perm gives.
-    int64_t rank = perm.empty() ? (out.has_shape ? static_cast<int64_t>(out.dims.size()) : -1)
-                                : static_cast<int64_t>(perm.size());
-    if (rank < 1 || !is_permutation(perm, rank)) return nullptr;
-    if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return nullptr;
-    axis = perm.empty() ? rank - 1 - axis : perm[static_cast<size_t>(axis)];
-    if (axis < 0 || axis >= rank) return nullptr;
+    const auto n = static_cast<int64_t>(perm.size());
+    if (n == 0 || (rank >= 0 && n != rank) || !is_permutation(perm)) return nullptr;
+    rank = n;
+    if (axis < 0) axis += n;
+    if (axis < 0 || axis >= n) return nullptr;
+    axis = perm[static_cast<size_t>(axis)];
     v = p->inputs[0];
   }
   return nullptr;
@@ -106,10 +106,10 @@ void read_reshaped_dims(Graph& g, PassContext& ctx) {
     if (out.is_output || !index || !i || index->rank() > 1 || !dtype_is_integer(index->dtype())) continue;
     const Node* shape = producer_op(g, gather.inputs[0], "Shape");
     if (!shape || shape->attrs.has("start") || shape->attrs.has("end")) continue;
-    int64_t axis = static_cast<int64_t>(*i);
-    const Node* reshape = reshape_behind(g, input_at(*shape, 0), axis);
+    int64_t axis = static_cast<int64_t>(*i), rank = -1;
+    const Node* reshape = reshape_behind(g, input_at(*shape, 0), axis, rank);
     if (!reshape || reshape->inputs.size() < 2) continue;
-    const auto dim = fixed_entry(g, reshape->inputs[1], axis);
+    const auto dim = fixed_entry(g, reshape->inputs[1], axis, rank);
     if (!dim) continue;
     Tensor t = Tensor::allocate(DType::I64, index->shape());
     *t.data<int64_t>() = *dim;
