@@ -18,6 +18,8 @@
 // Gather's result is that number whenever the Reshape succeeds; when it would
 // fail, the product that read the Reshape checks the repeat's shapes itself
 // (GqaMatMul, when planned).
+#include <cmath>
+
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 #include "graph/passes/shape_expr.h"
@@ -104,6 +106,7 @@ void read_reshaped_dims(Graph& g, PassContext& ctx) {
     const Tensor* index = input_constant(g, gather, 1);
     const auto i = constant_scalar(g, gather.inputs[1]);
     if (out.is_output || !index || !i || index->rank() > 1 || !dtype_is_integer(index->dtype())) continue;
+    if (!(std::abs(*i) <= 64)) continue;  // a dim index: a huge one (which a double may not even hold) is no dim
     const Node* shape = producer_op(g, gather.inputs[0], "Shape");
     if (!shape || shape->attrs.has("start") || shape->attrs.has("end")) continue;
     int64_t axis = static_cast<int64_t>(*i), rank = -1;

@@ -19,6 +19,9 @@
 //
 // becomes RmsNorm(xh, w) on float16 x and w, which the kernel computes with
 // the same two roundings (ops/rms_norm.cpp): nine kernels per norm.
+#include <cmath>
+#include <limits>
+
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 
@@ -81,6 +84,7 @@ Match<RmsNorm> match(const FusionScan& scan, int node) {
         const auto eps = constant_scalar(g, add->inputs[static_cast<size_t>(es)]);
         const Node* mean = producer_op(g, add->inputs[static_cast<size_t>(1 - es)], "ReduceMean");
         if (!eps || !mean || mean->attrs.get_int("keepdims", 1) != 1) continue;
+        if (std::isfinite(*eps) && std::abs(*eps) > std::numeric_limits<float>::max()) continue;  // no float epsilon
         const bool axes_last = (mean->inputs.size() > 1 && constant_ints_equal(g, input_at(*mean, 1), {-1})) ||
                                (mean->inputs.size() == 1 && mean->attrs.get_ints("axes", {}) == std::vector<int64_t>{-1});
         const Node* pow = producer_op(g, input_at(*mean, 0), "Pow");

@@ -7,6 +7,8 @@
 // (rotate_half(x) = concat(-x[..., h:], x[..., :h])) becomes
 // com.onebit::RotaryHalf(x, cos, sin), half = h: seven kernels and five
 // intermediates per q and per k become one pass.
+#include <cmath>
+
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 
@@ -22,6 +24,9 @@ int slice_of_last_axis(const Graph& g, int value, int64_t& start, int64_t& end) 
   if (!b || !e) return -1;
   if (!constant_ints_equal(g, input_at(*s, 3), {-1}) && !constant_ints_equal(g, input_at(*s, 3), {3})) return -1;
   if (s->inputs.size() > 4 && input_at(*s, 4) >= 0 && !constant_ints_equal(g, input_at(*s, 4), {1})) return -1;
+  // Bounds past ±9e18 (INT64_MAX as a double, or a file's huge value) are
+  // not converted: the end as "to the end", anything else no match.
+  if (!(std::abs(*b) < 9e18) || !(*e > -9e18)) return -1;
   start = static_cast<int64_t>(*b);
   end = *e > 9e18 ? INT64_MAX : static_cast<int64_t>(*e);
   return input_at(*s, 0);

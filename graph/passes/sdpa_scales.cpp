@@ -15,6 +15,9 @@
 // power of two). Only where both factors are scaled by a scalar constant
 // (rank 0 or 1, so no broadcast changes a shape) and the two Muls are read by
 // nothing else.
+#include <cmath>
+#include <limits>
+
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
 
@@ -54,6 +57,9 @@ Match<SdpaScales> match(const FusionScan& scan, int node) {
   if (!t || t->attrs.get_ints("perm", {}) != std::vector<int64_t>{0, 1, 3, 2}) return {};
   if (!only_reader(scan, n.inputs[0], node) || !only_reader(scan, n.inputs[1], node))
     return Refusal{"scaled_factor_read_elsewhere"};
+  // One float scale for the two: not when their product leaves float's
+  // range (or is NaN), where the factors' own roundings would matter.
+  if (!(std::abs(sq * sk) <= std::numeric_limits<float>::max())) return {};
   return SdpaScales{node, q, kt, static_cast<float>(sq * sk)};
 }
 
