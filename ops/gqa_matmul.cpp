@@ -166,7 +166,8 @@ class GqaMatMulKernel : public Kernel {
         kv_config_(kv_gemm_config()) {
     if (kv_repeat_ < 0) fail("attribute kv_repeat is {}, expected 1 or more (0: none)", kv_repeat_);
     if (kv_repeat_ > 0 && (info.has_input(2) || info.has_input(3)))
-      fail("has attribute kv_repeat = {} and the repeat's shapes as inputs 2 and 3, expected one or the other", kv_repeat_);
+      fail("has attribute kv_repeat = {} and the repeat's shapes as inputs 2 and 3, expected one or the other",
+           kv_repeat_);
   }
 
   void reshape(ReshapeContext& ctx) override {
@@ -175,7 +176,8 @@ class GqaMatMulKernel : public Kernel {
     const Tensor* target = ctx.has_input(3) ? &ctx.value(3) : nullptr;
     const Checked c = check(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), ctx.shape(1), expand, target,
                             softmax_ ? ctx.dtype(5) : DType::Undefined, softmax_ ? &ctx.shape(5) : nullptr);
-    ctx.set_output(0, ctx.dtype(0), c.rows ? Shape(c.y, c.y + 4) : broadcast_shapes({Shape(c.y, c.y + 4), ctx.shape(5)}));
+    const Shape scores(c.y, c.y + 4);
+    ctx.set_output(0, ctx.dtype(0), c.rows ? scores : broadcast_shapes({scores, ctx.shape(5)}));
     ctx.set_workspace(workspace(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), c));
   }
 
@@ -231,7 +233,8 @@ class GqaMatMulKernel : public Kernel {
     const float* a = half ? a_wide : A.data<float>();
     // A mask that is not rows over the scores (mask_any_shape, float32
     // only): the scores whole after the slots, then the chain over them.
-    float* whole = c.rows ? nullptr : reinterpret_cast<float*>(ws + slot * static_cast<size_t>(ThreadPool::default_threads()));
+    const size_t slots = slot * static_cast<size_t>(ThreadPool::default_threads());
+    float* whole = c.rows ? nullptr : reinterpret_cast<float*>(ws + slots);
     float* y = half ? y_wide : whole ? whole : Y.data<float>();
     const MaskRows mask = masked_ && c.rows ? MaskRows::of(ctx.input(5), Y.shape()) : MaskRows{};
     // Keys each row keeps, found once for every task: per head only when
@@ -511,7 +514,8 @@ class GqaMatMulKernel : public Kernel {
       repeat = e[i] >= 0 && (i == 2 || e[i] == from[i]);
     }
     if (!repeat)
-      fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(Shape(expand, expand + n)), shape_str(kv));
+      fail("Expand to {} of KV {} is not a repeat of each KV head", shape_str(Shape(expand, expand + n)),
+           shape_str(kv));
     // Reshape's target: 0 copies e's dim (unless allowzero), -1 infers the rest.
     const int64_t want[4] = {kv[0], checked_mul(kv[1], e[2], "the repeated KV heads"), kv[2], kv[3]};
     bool same = m == 4;

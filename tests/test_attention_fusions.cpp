@@ -406,7 +406,8 @@ ModelBuilder rotary_from_shape(bool fixed_head_size) {
 // The same read through a Transpose without a perm (its reversal needs a
 // rank the file may declare wrongly) or with a perm that is no permutation:
 // nothing is read, nothing fuses.
-TEST_CASE("reshaped dims must not read through a Transpose without a valid perm", "[fusion][reshaped_dims][must-not-fire]") {
+TEST_CASE("reshaped dims must not read through a Transpose without a valid perm",
+          "[fusion][reshaped_dims][must-not-fire]") {
   for (const std::vector<int64_t>& perm : {std::vector<int64_t>{}, std::vector<int64_t>{0, 2, 2, 3}}) {
     INFO("perm of " << perm.size());
     ModelBuilder b;
@@ -1290,7 +1291,8 @@ TEST_CASE("scores softmax: a mask not known to fit is checked when planned, any 
       const Pair p =
           run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {-1, -1, -1, -1}, {}, kFloat, 0, false,
                                     nan_where),
-                   std::string("scores_softmax_given"), "masked-scores", "scores_softmax_fused", inputs(Tensor::clone(c.mask)));
+                   std::string("scores_softmax_given"), "masked-scores", "scores_softmax_fused",
+                   inputs(Tensor::clone(c.mask)));
       CHECK(p.count == 1);
       CHECK(p.fused_nodes == 2);  // the IsNaN and Where too
       bit_identical(p.fused, p.plain);
@@ -1366,7 +1368,8 @@ TEST_CASE("scores softmax must not fire on a mask not known to fit unless float3
                                               {"k", half_tensor({1, kvh, t, d}, 2)},
                                               {"v", half_tensor({1, kvh, t, d}, 3)},
                                               {"mask", mask}};
-    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {1, 1, s, -1}, {1, h, s, t}, kHalf),
+    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {1, 1, s, -1}, {1, h, s, t},
+                                             kHalf),
                             "scores_softmax_any_f16", "masked-scores",
                             "scores_softmax_refused:mask_not_known_to_fit_the_scores", half_in);
     CHECK(p.count == 1);

@@ -58,7 +58,8 @@ bool match_repeat(const Graph& g, int value, Repeat& out) {
   const Node* unsqueeze = producer_op(g, input_at(*expand, 0), "Unsqueeze");
   if (!unsqueeze || unsqueeze->inputs.size() < 2) return false;
   if (!constant_ints_equal(g, input_at(*unsqueeze, 1), {2}) && !constant_ints_equal(g, input_at(*unsqueeze, 1), {-3})) return false;
-  out = {input_at(*unsqueeze, 0), input_at(*expand, 1), input_at(*reshape, 1), reshape->attrs.get_int("allowzero", 0), 0};
+  out = {input_at(*unsqueeze, 0), input_at(*expand, 1), input_at(*reshape, 1),
+         reshape->attrs.get_int("allowzero", 0), 0};
   out.proven = proven_repeat(g, out.kv, out.expand_shape, out.reshape_shape);
   return true;
 }
