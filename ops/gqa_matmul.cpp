@@ -221,11 +221,12 @@ class GqaMatMulKernel : public Kernel {
     const size_t n = static_cast<size_t>(trans_b_ ? t : d), k = x;
     const size_t slot = slot_bytes(m, static_cast<size_t>(t), static_cast<size_t>(d), KV.dtype());
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
+    const size_t slots = slot * static_cast<size_t>(ThreadPool::default_threads());
     // float16 A: A and the product as float32 after the slots.
     float* a_wide = nullptr;
     float* y_wide = nullptr;
     if (half) {
-      unsigned char* at = ws + slot * static_cast<size_t>(ThreadPool::default_threads());
+      unsigned char* at = ws + slots;
       a_wide = reinterpret_cast<float*>(at);
       y_wide = reinterpret_cast<float*>(at + align64(static_cast<size_t>(A.size()) * 4));
       vec_math_config().widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), a_wide);
@@ -233,7 +234,6 @@ class GqaMatMulKernel : public Kernel {
     const float* a = half ? a_wide : A.data<float>();
     // A mask that is not rows over the scores (mask_any_shape, float32
     // only): the scores whole after the slots, then the chain over them.
-    const size_t slots = slot * static_cast<size_t>(ThreadPool::default_threads());
     float* whole = c.rows ? nullptr : reinterpret_cast<float*>(ws + slots);
     float* y = half ? y_wide : whole ? whole : Y.data<float>();
     const MaskRows mask = masked_ && c.rows ? MaskRows::of(ctx.input(5), Y.shape()) : MaskRows{};

@@ -88,6 +88,18 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+// One session with and one without a pass, agreeing within 1e-5 at each
+// (new tokens, past) length: a prompt, then decode steps.
+template <class Inputs>
+void agree_at_lengths(Session& fused, Session& plain, const std::vector<std::pair<int64_t, int64_t>>& lengths,
+                      const Inputs& inputs) {
+  for (const auto& [s, past] : lengths) {
+    CAPTURE(s, past);
+    const std::vector<NamedTensor> in = inputs(s, past);
+    CHECK(max_abs_diff(fused.run(in)[0], plain.run(in)[0]) < 1e-5);
+  }
+}
+
 ModelBuilder rms_norm(bool with_pow2) {  // else Pow(x, 4): not an RMSNorm
   ModelBuilder b;
   b.input("x", kFloat, {2, 5, 96}).output("y", kFloat, {2, 5, 96});
@@ -539,11 +551,8 @@ TEST_CASE("gqa fusion: repeat_kv targets computed from the cache's shape proven 
     CHECK(n.attrs.get_int("kv_repeat", 0) == rep);
   }
   CHECK(gqa == 2);
-  for (const auto& [s, past] : std::vector<std::pair<int64_t, int64_t>>{{4, 0}, {1, 4}, {1, 5}, {3, 6}}) {
-    CAPTURE(s, past);
-    const auto in = gqa_inputs(kvh, rep, s, past, d);
-    CHECK(max_abs_diff(fused.run(in)[0], plain.run(in)[0]) < 1e-5);
-  }
+  agree_at_lengths(fused, plain, {{4, 0}, {1, 4}, {1, 5}, {3, 6}},
+                   [&](int64_t s, int64_t past) { return gqa_inputs(kvh, rep, s, past, d); });
 }
 
 TEST_CASE("gqa fusion: targets not proven stay inputs, checked when planned", "[fusion][gqa]") {
@@ -745,11 +754,8 @@ TEST_CASE("mha repeat_kv fusion: the builder's Shape chains proven the repeat, r
   CHECK(ga.attrs.get_int("kv_repeat", 0) == rep);
   for (int i : {4, 5, 7, 8}) CHECK(ga.inputs[static_cast<size_t>(i)] == -1);
   // A prompt, then steps: the same session at each length.
-  for (const auto& [s, past] : std::vector<std::pair<int64_t, int64_t>>{{4, 0}, {1, 4}, {1, 5}, {2, 6}}) {
-    CAPTURE(s, past);
-    const auto inputs = mha_inputs(kvh, rep, s, past, d);
-    CHECK(max_abs_diff(fused.run(inputs)[0], plain.run(inputs)[0]) < 1e-5);
-  }
+  agree_at_lengths(fused, plain, {{4, 0}, {1, 4}, {1, 5}, {2, 6}},
+                   [&](int64_t s, int64_t past) { return mha_inputs(kvh, rep, s, past, d); });
 }
 
 TEST_CASE("mha repeat_kv fusion: a chain not proven keeps its targets, checked at plan time", "[fusion][mha]") {

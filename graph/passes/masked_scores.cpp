@@ -147,8 +147,9 @@ void find_nan_to_zero(const FusionScan& scan, ScoresChain& c) {
     if (where.op_type != "Where" || !where.domain.empty() || where.inputs.size() != 3 || where.outputs.size() != 1 ||
         where.inputs[0] != isnan.outputs[0] || where.inputs[2] != p || !only_reader(scan, isnan.outputs[0], w))
       return;
-    const Tensor* zero = g.value(where.inputs[1]).constant ? &*g.value(where.inputs[1]).constant : nullptr;
-    if (!zero || !zero->raw() || zero->dtype() != g.value(p).dtype || zero->size() != 1 || zero->rank() > 1) return;
+    const Tensor* zero = input_constant(g, where, 1);
+    if (!zero || !zero->raw() || zero->dtype() != g.value(p).dtype || zero->size() != 1 || zero->rank() > 1)
+      return;
     const auto* bytes = static_cast<const unsigned char*>(zero->raw());
     if (std::any_of(bytes, bytes + zero->bytes(), [](unsigned char x) { return x != 0; })) return;  // +0 only
     c.isnan = readers[static_cast<size_t>(i)];
