@@ -1,5 +1,7 @@
-// The ai.onnx opsets 1bit implements: from 17 up to the newest opset the
-// pinned onnx package (requirements.txt: onnx 1.22) defines. Ops register
+// The ai.onnx opsets 1bit implements: from 13 (the opset torch.onnx and
+// Optimum wrote for most published language models: axes as inputs) up to
+// the newest opset the pinned onnx package (requirements.txt: onnx 1.22)
+// defines. Ops register
 // one entry per schema version in that span (graph/op_registry.h), so a
 // node runs at the semantics of the opset its model imports.
 #pragma once
@@ -8,7 +10,7 @@
 
 namespace onebit {
 
-inline constexpr int64_t kOnnxOpsetMin = 17;
+inline constexpr int64_t kOnnxOpsetMin = 13;
 inline constexpr int64_t kOnnxOpsetMax = 27;  // onnx.defs.onnx_opset_version() of onnx 1.22
 
 }  // namespace onebit

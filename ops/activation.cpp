@@ -180,11 +180,12 @@ void register_activation_ops(OpRegistry& r) {
     r.add_versions("", name, sinces,
                    [act](const KernelInfo& i) { return std::make_unique<ActivationKernel>(i, act); });
   };
-  // Since-versions from the schemas; the versions 22 only add bfloat16.
+  // Since-versions from the schemas; the versions 22 (and LeakyRelu-16) only
+  // add bfloat16.
   add("Elu", {6, 22}, Act::Elu);
   add("Selu", {6, 22}, Act::Selu);
   add("Celu", {12}, Act::Celu);
-  add("LeakyRelu", {16}, Act::LeakyRelu);
+  add("LeakyRelu", {6, 16}, Act::LeakyRelu);
   add("HardSigmoid", {6, 22}, Act::HardSigmoid);
   add("HardSwish", {14, 22}, Act::HardSwish);
   add("ThresholdedRelu", {10, 22}, Act::ThresholdedRelu);

@@ -316,25 +316,28 @@ class LogicKernel : public Kernel {
 }  // namespace
 
 void register_binary_ops(OpRegistry& r) {
-  auto arith_op = [&](const char* name, int64_t since, Arith2 op) {
-    r.add("", name, since, kOnnxOpsetMax, [op](const KernelInfo& i) { return std::make_unique<ArithKernel>(i, op); });
+  // Since-versions from the operator schemas. The versions after 13 only
+  // add types (Add..Div-14 8/16-bit integers, PRelu-16, Pow-15,
+  // LessOrEqual/GreaterOrEqual-16 bfloat16): one kernel for all.
+  auto arith_op = [&](const char* name, std::initializer_list<int64_t> sinces, Arith2 op) {
+    r.add_versions("", name, sinces, [op](const KernelInfo& i) { return std::make_unique<ArithKernel>(i, op); });
   };
-  arith_op("Add", 14, Arith2::Add);
-  arith_op("Sub", 14, Arith2::Sub);
-  arith_op("Mul", 14, Arith2::Mul);
-  arith_op("Div", 14, Arith2::Div);
-  arith_op("Mod", 13, Arith2::Mod);
-  arith_op("PRelu", 16, Arith2::PRelu);
-  r.add("", "Pow", 15, kOnnxOpsetMax, make_factory<PowKernel>());
-  auto cmp_op = [&](const char* name, int64_t since, Cmp op) {
-    r.add("", name, since, kOnnxOpsetMax, [op](const KernelInfo& i) { return std::make_unique<CompareKernel>(i, op); });
+  arith_op("Add", {13, 14}, Arith2::Add);
+  arith_op("Sub", {13, 14}, Arith2::Sub);
+  arith_op("Mul", {13, 14}, Arith2::Mul);
+  arith_op("Div", {13, 14}, Arith2::Div);
+  arith_op("Mod", {13}, Arith2::Mod);
+  arith_op("PRelu", {9, 16}, Arith2::PRelu);
+  r.add_versions("", "Pow", {13, 15}, make_factory<PowKernel>());
+  auto cmp_op = [&](const char* name, std::initializer_list<int64_t> sinces, Cmp op) {
+    r.add_versions("", name, sinces, [op](const KernelInfo& i) { return std::make_unique<CompareKernel>(i, op); });
   };
   // Equal-19 adds string inputs (not held): the same kernel.
   r.add_versions("", "Equal", {13, 19}, [](const KernelInfo& i) { return std::make_unique<CompareKernel>(i, Cmp::Equal); });
-  cmp_op("Less", 13, Cmp::Less);
-  cmp_op("Greater", 13, Cmp::Greater);
-  cmp_op("LessOrEqual", 16, Cmp::LessOrEqual);
-  cmp_op("GreaterOrEqual", 16, Cmp::GreaterOrEqual);
+  cmp_op("Less", {13}, Cmp::Less);
+  cmp_op("Greater", {13}, Cmp::Greater);
+  cmp_op("LessOrEqual", {12, 16}, Cmp::LessOrEqual);
+  cmp_op("GreaterOrEqual", {12, 16}, Cmp::GreaterOrEqual);
   auto logic_op = [&](const char* name, int64_t since, Logic op) {
     r.add("", name, since, kOnnxOpsetMax, [op](const KernelInfo& i) { return std::make_unique<LogicKernel>(i, op); });
   };

@@ -56,7 +56,7 @@ class IfKernel : public Kernel {
 }  // namespace
 
 void register_control_flow_ops(OpRegistry& r) {
-  r.add_versions("", "If", {16, 19, 21, 23, 24, 25}, make_factory<IfKernel>());
+  r.add_versions("", "If", {13, 16, 19, 21, 23, 24, 25}, make_factory<IfKernel>());
 }
 
 }  // namespace onebit

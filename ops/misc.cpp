@@ -282,7 +282,7 @@ class NonZeroKernel : public Kernel {
 }  // namespace
 
 void register_misc_ops(OpRegistry& r) {
-  r.add("", "CumSum", 14, kOnnxOpsetMax, make_factory<CumSumKernel>());
+  r.add_versions("", "CumSum", {11, 14}, make_factory<CumSumKernel>());  // 14: more types
   r.add("", "Trilu", 14, kOnnxOpsetMax, make_factory<TriluKernel>());
   r.add_versions("", "EyeLike", {9, 22}, make_factory<EyeLikeKernel>());  // 22: bfloat16
   r.add("", "OneHot", 11, kOnnxOpsetMax, make_factory<OneHotKernel>());

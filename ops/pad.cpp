@@ -1,4 +1,4 @@
-// Pad (opset 18-21): pads and axes as inputs, modes constant, reflect, edge
+// Pad (opset 13-27): pads and (from 18) axes as inputs, modes constant, reflect, edge
 // and wrap (wrap is opset 19+). Negative pads crop.
 #include <cstring>
 #include <type_traits>
@@ -23,6 +23,8 @@ class PadKernel : public Kernel {
     else if (mode == "edge") mode_ = PadMode::Edge;
     else if (mode == "wrap" && info.opset() >= 19) mode_ = PadMode::Wrap;
     else fail("attribute 'mode' is '{}', expected constant, reflect, edge{}", mode, info.opset() >= 19 ? " or wrap" : "");
+    if (info.has_input(3) && info.opset() < 18)
+      fail("input 3 (axes) needs ai.onnx opset 18; this node is opset {}", info.opset());
   }
   void reshape(ReshapeContext& ctx) override {
     const Shape& in = ctx.shape(0);
@@ -119,8 +121,9 @@ class PadKernel : public Kernel {
 }  // namespace
 
 void register_pad_op(OpRegistry& r) { 
-  // 19 added mode wrap (the kernel reads the opset); 21, 23, 24, 25 add types.
-  r.add_versions("", "Pad", {18, 19, 21, 23, 24, 25}, make_factory<PadKernel>());
+  // 18 added the axes input and 19 mode wrap (the kernel reads the opset);
+  // 21, 23, 24, 25 add types.
+  r.add_versions("", "Pad", {13, 18, 19, 21, 23, 24, 25}, make_factory<PadKernel>());
  }
 
 }  // namespace onebit

@@ -1,7 +1,7 @@
-// ScatterND and ScatterElements (opset 16/18 semantics: reduction none, add,
-// mul, max, min). The output starts as a copy of data; updates are applied
-// in index order, so with reduction 'none' a repeated index keeps the last
-// update.
+// ScatterND and ScatterElements (opsets 13 to 27: reduction none, add and mul
+// from 16, max and min from 18). The output starts as a copy of data;
+// updates are applied in index order, so with reduction 'none' a repeated
+// index keeps the last update.
 #include <cstring>
 
 #include "ops/axis.h"
@@ -16,6 +16,8 @@ namespace {
 enum class Reduction { None, Add, Mul, Max, Min };
 
 Reduction parse_reduction(const KernelInfo& info) {
+  if (info.attrs().has("reduction") && info.opset() < 16)  // reduction came with opset 16
+    fail("attribute 'reduction' needs ai.onnx opset 16; this node is opset {}", info.opset());
   const std::string r = info.attrs().get_string("reduction", "none");
   if (r == "none") return Reduction::None;
   if (r == "add") return Reduction::Add;
@@ -137,8 +139,8 @@ class ScatterElementsKernel : public Kernel {
 }  // namespace
 
 void register_scatter_ops(OpRegistry& r) {
-  r.add_versions("", "ScatterND", {16, 18}, make_factory<ScatterNDKernel>());
-  r.add_versions("", "ScatterElements", {16, 18}, make_factory<ScatterElementsKernel>());
+  r.add_versions("", "ScatterND", {13, 16, 18}, make_factory<ScatterNDKernel>());
+  r.add_versions("", "ScatterElements", {13, 16, 18}, make_factory<ScatterElementsKernel>());
 }
 
 }  // namespace onebit

@@ -22,7 +22,11 @@ void copy_if_moved(RunContext& ctx) {
 class ShapeKernel : public Kernel {
  public:
   explicit ShapeKernel(const KernelInfo& info)
-      : start_(info.attrs().get_int("start", 0)), end_(info.attrs().get_int("end", INT64_MAX)) {}
+      : start_(info.attrs().get_int("start", 0)), end_(info.attrs().get_int("end", INT64_MAX)) {
+    for (const char* a : {"start", "end"})
+      if (info.attrs().has(a) && info.opset() < 15)
+        fail("attribute '{}' needs ai.onnx opset 15; this node is opset {}", a, info.opset());
+  }
   bool needs_input_data(int) const override { return false; }
   void reshape(ReshapeContext& ctx) override {
     range(ctx.rank(0), b_, e_);
@@ -59,7 +63,10 @@ class SizeKernel : public Kernel {
 
 class ReshapeKernel : public Kernel {
  public:
-  explicit ReshapeKernel(const KernelInfo& info) : allowzero_(info.attrs().get_int("allowzero", 0) != 0) {}
+  explicit ReshapeKernel(const KernelInfo& info) : allowzero_(info.attrs().get_int("allowzero", 0) != 0) {
+    if (info.attrs().has("allowzero") && info.opset() < 14)
+      fail("attribute 'allowzero' needs ai.onnx opset 14; this node is opset {}", info.opset());
+  }
   void reshape(ReshapeContext& ctx) override {
     const Shape& in = ctx.shape(0);
     const Tensor& spec = ctx.value(1);
@@ -263,9 +270,9 @@ class RangeKernel : public Kernel {
 void register_shape_ops(OpRegistry& r) {
   // Versions 19, 21, 23, 24 and 25 of these add types (float8, 4-bit,
   // float4e2m1, float8e8m0, 2-bit); the kernels move bytes of any held type.
-  r.add_versions("", "Shape", {15, 19, 21, 23, 24, 25}, make_factory<ShapeKernel>());
+  r.add_versions("", "Shape", {13, 15, 19, 21, 23, 24, 25}, make_factory<ShapeKernel>());  // 15: start, end
   r.add_versions("", "Size", {13, 19, 21, 23, 24, 25}, make_factory<SizeKernel>());
-  r.add_versions("", "Reshape", {14, 19, 21, 23, 24, 25}, make_factory<ReshapeKernel>());
+  r.add_versions("", "Reshape", {13, 14, 19, 21, 23, 24, 25}, make_factory<ReshapeKernel>());  // 14: allowzero
   r.add_versions("", "Flatten", {13, 21, 23, 24, 25}, make_factory<FlattenKernel>());
   r.add_versions("", "Squeeze", {13, 21, 23, 24, 25}, make_factory<SqueezeKernel>());
   r.add_versions("", "Unsqueeze", {13, 21, 23, 24, 25}, make_factory<UnsqueezeKernel>());

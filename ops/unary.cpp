@@ -235,7 +235,7 @@ void register_unary_ops(OpRegistry& r) {
       {"Asin", 7, UOp::Asin, true},    {"Acos", 7, UOp::Acos, true},     {"Atan", 7, UOp::Atan, true},
       {"Sinh", 9, UOp::Sinh, true},    {"Cosh", 9, UOp::Cosh, true},     {"Asinh", 9, UOp::Asinh, true},
       {"Acosh", 9, UOp::Acosh, true},  {"Atanh", 9, UOp::Atanh, true},   {"Tanh", 13, UOp::Tanh},
-      {"Sigmoid", 13, UOp::Sigmoid}, {"Relu", 14, UOp::Relu},      {"Erf", 13, UOp::Erf},
+      {"Sigmoid", 13, UOp::Sigmoid}, {"Erf", 13, UOp::Erf},
       {"Floor", 13, UOp::Floor},   {"Ceil", 13, UOp::Ceil},        {"Round", 11, UOp::Round, true},
       {"Sign", 13, UOp::Sign},     {"Not", 1, UOp::Not},           {"BitwiseNot", 18, UOp::BitwiseNot},
   };
@@ -245,14 +245,17 @@ void register_unary_ops(OpRegistry& r) {
     if (e.v22) r.add_versions("", e.name, {e.since, 22}, make);
     else r.add("", e.name, e.since, kOnnxOpsetMax, make);
   }
+  // Relu-14 adds 8/16-bit integers; the same kernel.
+  r.add_versions("", "Relu", {13, 14}, [](const KernelInfo& i) { return std::make_unique<UnaryKernel>(i, UOp::Relu); });
   // IsNaN and IsInf gained float8 inputs at 20 (not held by 1bit); same kernel.
   for (auto [since, until] : {std::pair<int64_t, int64_t>{13, 19}, {20, kOnnxOpsetMax}})
     r.add("", "IsNaN", since, until, [](const KernelInfo& i) { return std::make_unique<UnaryKernel>(i, UOp::IsNaN); });
   for (auto [since, until] : {std::pair<int64_t, int64_t>{10, 19}, {20, kOnnxOpsetMax}})
     r.add("", "IsInf", since, until, [](const KernelInfo& i) { return std::make_unique<UnaryKernel>(i, UOp::IsInf); });
-  // Identity versions 19, 21, 23, 24 and 25 add types (float8, 4-bit,
-  // float4e2m1, float8e8m0, 2-bit); one kernel.
-  r.add_versions("", "Identity", {16, 19, 21, 23, 24, 25}, make_factory<IdentityKernel>());
+  // Identity versions 14 and 16 add sequence and optional values (not held),
+  // 19, 21, 23, 24 and 25 types (float8, 4-bit, float4e2m1, float8e8m0,
+  // 2-bit); one kernel.
+  r.add_versions("", "Identity", {13, 14, 16, 19, 21, 23, 24, 25}, make_factory<IdentityKernel>());
 }
 
 }  // namespace onebit

@@ -148,7 +148,7 @@ void register_variadic_ops(OpRegistry& r) {
   add("Mean", Nary::Mean);
   add("Max", Nary::Max);
   add("Min", Nary::Min);
-  r.add("", "Where", 16, kOnnxOpsetMax, make_factory<WhereKernel>());
+  r.add_versions("", "Where", {9, 16}, make_factory<WhereKernel>());  // 16: bfloat16
 }
 
 }  // namespace onebit

@@ -3,7 +3,7 @@
 
 The `onnx` package (1.22, pinned in requirements.txt) ships each node test as
 model.onnx + test_data_set_*/{input,output}_N.pb. 1bit implements ai.onnx
-opsets 17-27 (graph/opsets.h: up to the newest opset onnx 1.22 defines), so
+opsets 13-27 (graph/opsets.h: up to the newest opset onnx 1.22 defines), so
 a test at those opsets runs as it is, and one written at an older opset is
 converted to opset 21 with onnx.version_converter (same semantics, expressed
 at 21); a test the converter cannot bring to 21 is excluded with the
@@ -23,7 +23,7 @@ import sys
 import onnx
 from onnx import version_converter
 
-MIN_OPSET, MAX_OPSET = 17, 27  # graph/opsets.h
+MIN_OPSET, MAX_OPSET = 13, 27  # graph/opsets.h
 CONVERT_TO = 21  # older tests are brought to this opset
 
 

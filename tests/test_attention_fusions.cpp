@@ -452,6 +452,85 @@ TEST_CASE("rotary fusion: bounds read off the shape of a transposed Reshape (Tor
   bit_identical(q.fused, q.plain);
 }
 
+// transformers 4.x's sdpa with no scale given, as torch.onnx's TorchScript
+// exporter writes it below opset 23: the scale is 1/√(q.size(-1)) read off
+// the rotary output's shape, Slice(Shape(qr), [-1], [past the end]), then
+// split as a square root on each factor. qr = x·cos + x·sin with x a
+// transposed Reshape whose last target entry is d (or -1: not known).
+ModelBuilder sdpa_scale_from_shape(bool fixed_head_size) {
+  const int64_t heads = 2, d = 16;
+  ModelBuilder b;
+  b.input("p", kFloat, {2, 3, heads * d}).input("cos", kFloat, {1, 1, 3, d}).input("sin", kFloat, {1, 1, 3, d});
+  b.input("k", kFloat, {2, heads, 5, d}).output("y", kFloat, {2, heads, 3, 5});
+  b.initializer<float>("unit", kFloat, {}, {1.f});
+  b.initializer<float>("one_f", kFloat, {1}, {1.f});
+  b.initializer<int64_t>("r", kInt64, {4}, {2, 3, heads, fixed_head_size ? d : -1});
+  b.initializer<int64_t>("minus1", kInt64, {1}, {-1});
+  b.initializer<int64_t>("big", kInt64, {1}, {INT64_MAX});
+  b.node("Mul", {"p", "unit"}, {"q"});  // undeclared: its rank is not known
+  b.node("Reshape", {"q", "r"}, {"heads"});
+  ModelBuilder::attr_ints(b.node("Transpose", {"heads"}, {"x"}), "perm", {0, 2, 1, 3});
+  b.node("Mul", {"x", "cos"}, {"xc"});
+  b.node("Mul", {"x", "sin"}, {"xs"});
+  b.node("Add", {"xc", "xs"}, {"qr"});
+  b.node("Shape", {"qr"}, {"sq"});
+  b.node("Slice", {"sq", "minus1", "big"}, {"dim"}, "head_size");
+  ModelBuilder::attr_int(b.node("Cast", {"dim"}, {"dimf"}), "to", kFloat);
+  b.node("Sqrt", {"dimf"}, {"root"});
+  b.node("Div", {"one_f", "root"}, {"scale"});
+  b.node("Sqrt", {"scale"}, {"half_scale"});
+  ModelBuilder::attr_ints(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  b.node("Mul", {"qr", "half_scale"}, {"qs"});
+  b.node("Mul", {"kt", "half_scale"}, {"ks"});
+  b.node("MatMul", {"qs", "ks"}, {"y"});
+  return b;
+}
+
+TEST_CASE("sdpa scales: a scale read off the rotary output's last dim (transformers 4.x, opset 14)",
+          "[fusion][sdpa_scales][reshaped_dims]") {
+  const std::vector<NamedTensor> in{{"p", tensor({2, 3, 32}, 1)},
+                                    {"cos", tensor({1, 1, 3, 16}, 2)},
+                                    {"sin", tensor({1, 1, 3, 16}, 3)},
+                                    {"k", tensor({2, 2, 5, 16}, 4)}};
+  const Pair p = run_both(sdpa_scale_from_shape(true), "sdpa_shape", "reshaped-dims", "sdpa_scales_folded", in);
+  CHECK(p.count == 1);
+  // Head size 16: √s = 1/2, so one scale of 1/4 on the sums is exact.
+  bit_identical(p.fused, p.plain);
+  const Session on = test::session_until(sdpa_scale_from_shape(true), "sdpa_shape_nodes");
+  CHECK(on.pass_report().get("reshaped_dims_read") == 1);
+  for (const Node& n : on.graph().nodes) CHECK(n.name != "head_size");
+  const Pair q = run_both(sdpa_scale_from_shape(false), "sdpa_shape_unknown", "reshaped-dims", "sdpa_scales_folded", in);
+  CHECK(q.count == 0);
+  bit_identical(q.fused, q.plain);
+}
+
+// Across a broadcast a dim of 1 says nothing (the other operand's dim is
+// the output's), and a dim counted from the front is not the same dim when
+// the operands' ranks differ: neither is read.
+TEST_CASE("reshaped dims must not read a broadcast's dim of 1 or a front axis through a broadcast",
+          "[fusion][reshaped_dims][must-not-fire]") {
+  for (const bool front : {false, true}) {
+    INFO((front ? "Gather index 2 of the rank-4 sum of a rank-3 Reshape" : "the last dim, 1 on the Reshape's side"));
+    ModelBuilder b;
+    b.input("x", kFloat, {front ? 30 : 6}).input("w", kFloat, {4, 2, 3, 5}).output("z", kInt64, {-1});
+    b.initializer<int64_t>("r", kInt64, {3}, {2, 3, front ? 5 : 1});
+    b.initializer<int64_t>("minus1", kInt64, {1}, {-1});
+    b.initializer<int64_t>("big", kInt64, {1}, {INT64_MAX});
+    b.initializer<int64_t>("i2", kInt64, {1}, {2});
+    b.node("Reshape", {"x", "r"}, {"y"});
+    b.node("Add", {"y", "w"}, {"sum"});  // [4, 2, 3, 5]
+    b.node("Shape", {"sum"}, {"s"});
+    b.initializer<int64_t>("zero", kInt64, {1}, {0});
+    if (front) ModelBuilder::attr_int(b.node("Gather", {"s", "i2"}, {"dim"}), "axis", 0);
+    else b.node("Slice", {"s", "minus1", "big"}, {"dim"});
+    b.node("Add", {"dim", "zero"}, {"z"});  // the read is no graph output
+    Session on = test::session_until(b, front ? "reshaped_front" : "reshaped_one");
+    CHECK(on.pass_report().get("reshaped_dims_read") == 0);
+    const Tensor z = on.run({{"x", tensor({front ? 30 : 6}, 1)}, {"w", tensor({4, 2, 3, 5}, 2)}})[0];
+    CHECK(*z.data<int64_t>() == (front ? 3 : 5));
+  }
+}
+
 TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-identical", "[fusion][rotary]") {
   const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});
@@ -565,6 +644,42 @@ TEST_CASE("gqa fusion: targets not proven stay inputs, checked when planned", "[
   CHECK(fused.pass_report().get("gqa_fused") == 2);
   CHECK(fused.pass_report().get("gqa_fused_repeat_proven") == 1);  // V's
   CHECK_THROWS_WITH(fused.run(gqa_inputs(kvh, rep, 1, 3, d)), Catch::Contains("is not [b, kvh*rep, T, d]"));
+}
+
+// transformers 4.x slices the mask to the keys' length read off the repeated
+// keys, Gather(Shape(repeat_kv(K)), 2): once the product is fused on a
+// proven repeat, that Shape reads the cache (the same dim) and the repeat
+// chain is dead. A read of dim 1 (the repeated heads) is not the cache's and
+// keeps its chain.
+TEST_CASE("gqa fusion: the keys' length read off the repeated keys reads the cache", "[fusion][gqa]") {
+  const int64_t kvh = 2, rep = 3, d = 8;
+  for (const int64_t axis : {2, 1}) {
+    CAPTURE(axis);
+    ModelBuilder b = gqa_shapes(kvh, rep, d, {});
+    b.initializer<int64_t>("dim_index", kInt64, {1}, {axis});
+    b.output("t", kInt64, {1});
+    b.node("Shape", {"rep_k"}, {"s_rep"});
+    ModelBuilder::attr_int(b.node("Gather", {"s_rep", "dim_index"}, {"t"}), "axis", 0);
+    const std::string path = scratch_dir("gqa_shape_reads") + "/model.onnx";
+    b.save(path);
+    Session fused(load_onnx(path), default_op_registry());
+    SessionOptions o;
+    o.stop_after_pass = test::pass_index("fuse-gqa-matmul");
+    Session plain(load_onnx(path), default_op_registry(), o);
+    CHECK(fused.pass_report().get("gqa_fused_repeat_proven") == 2);
+    CHECK(fused.pass_report().get("gqa_fused_shape_reads_moved") == (axis == 2 ? 1 : 0));
+    int expands = 0;
+    for (const Node& n : fused.graph().nodes) expands += n.op_type == "Expand";
+    CHECK(expands == (axis == 2 ? 0 : 1));  // K's chain dead, or kept for its dim 1
+    for (const auto& [s, past] : std::vector<std::pair<int64_t, int64_t>>{{4, 0}, {1, 4}, {2, 5}}) {
+      CAPTURE(s, past);
+      const std::vector<NamedTensor> in = gqa_inputs(kvh, rep, s, past, d);
+      const std::vector<Tensor> a = fused.run(in), c = plain.run(in);
+      CHECK(max_abs_diff(a[0], c[0]) < 1e-5);
+      CHECK(*a[1].data<int64_t>() == *c[1].data<int64_t>());
+      CHECK(*a[1].data<int64_t>() == (axis == 2 ? s + past : kvh * rep));
+    }
+  }
 }
 
 TEST_CASE("GqaMatMul: kv_repeat is checked as the repeat's shapes are", "[gqa]") {

@@ -163,3 +163,56 @@ TEST_CASE("Pad: pads past the largest tensor are an error, not an overflow", "[m
   CHECK(y.shape() == Shape{4});
   CHECK(values<float>(y) == std::vector<float>{2, 0, 0, 0});
 }
+
+// Opsets 13 to 16 (what torch.onnx and Optimum wrote for most published
+// language models): each node runs at its imported version, so an attribute
+// or input a later version added is an error there, named with the opset it
+// needs, and the versions' shared behaviour is the same.
+TEST_CASE("ops at opsets 13-16 refuse what later versions added", "[misc][opset]") {
+  const Tensor x = make_tensor<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Relu", "Where", "Shape", "Reshape", "Pad", "ScatterND",
+                         "ScatterElements", "Identity", "If", "CumSum", "LessOrEqual", "GreaterOrEqual", "LeakyRelu",
+                         "PRelu"})
+    for (int64_t v = 13; v <= 16; ++v) {
+      INFO(op << " opset " << v);
+      CHECK(default_op_registry().find("", op, v) != nullptr);
+    }
+  // Introduced after 13: not found at 13 (the loader lists them as unsupported).
+  CHECK(default_op_registry().find("", "CastLike", 14) == nullptr);
+  CHECK(default_op_registry().find("", "LayerNormalization", 16) == nullptr);
+  CHECK(default_op_registry().find("", "Trilu", 13) == nullptr);
+
+  // Shape-15's start and end.
+  CHECK(values<int64_t>(OpTest("Shape", 13).input(x).run1()) == std::vector<int64_t>{2, 3});
+  CHECK(values<int64_t>(OpTest("Shape", 15).attr("start", int64_t{1}).input(x).run1()) == std::vector<int64_t>{3});
+  CHECK_THROWS_WITH(OpTest("Shape", 14).attr("start", int64_t{1}).input(x).run(),
+                    Catch::Contains("'start'") && Catch::Contains("opset 15") && Catch::Contains("opset 14"));
+  CHECK_THROWS_WITH(OpTest("Shape", 13).attr("end", int64_t{1}).input(x).run(), Catch::Contains("'end'"));
+
+  // Reshape-14's allowzero; a 0 copies the input's dim at 13.
+  CHECK(OpTest("Reshape", 13).input(x).constant(i64({2}, {0, -1})).run1().shape() == Shape{2, 3});
+  CHECK_THROWS_WITH(OpTest("Reshape", 13).attr("allowzero", int64_t{0}).input(x).constant(i64({2}, {0, -1})).run(),
+                    Catch::Contains("'allowzero'") && Catch::Contains("opset 14"));
+
+  // ScatterND / ScatterElements-16's reduction.
+  const Tensor data = make_tensor<float>({3}, {1, 2, 3});
+  const Tensor idx = i64({1, 1}, {1});
+  const Tensor upd = make_tensor<float>({1}, {10});
+  CHECK(values<float>(OpTest("ScatterND", 13).input(data).input(idx).input(upd).run1()) ==
+        std::vector<float>{1, 10, 3});
+  CHECK(values<float>(OpTest("ScatterND", 16).attr("reduction", "add").input(data).input(idx).input(upd).run1()) ==
+        std::vector<float>{1, 12, 3});
+  CHECK_THROWS_WITH(OpTest("ScatterND", 13).attr("reduction", "add").input(data).input(idx).input(upd).run(),
+                    Catch::Contains("'reduction'") && Catch::Contains("opset 16"));
+  CHECK_THROWS_WITH(
+      OpTest("ScatterElements", 15).attr("reduction", "none").input(data).input(i64({1}, {1})).input(upd).run(),
+      Catch::Contains("'reduction'") && Catch::Contains("opset 16"));
+
+  // Pad-18's axes input.
+  const Tensor v = make_tensor<float>({2}, {1, 2});
+  CHECK(values<float>(OpTest("Pad", 13).input(v).constant(i64({2}, {1, 0})).run1()) == std::vector<float>{0, 1, 2});
+  CHECK(values<float>(OpTest("Pad", 18).input(v).constant(i64({2}, {1, 0})).omit().constant(i64({1}, {0})).run1()) ==
+        std::vector<float>{0, 1, 2});
+  CHECK_THROWS_WITH(OpTest("Pad", 13).input(v).constant(i64({2}, {1, 0})).omit().constant(i64({1}, {0})).run(),
+                    Catch::Contains("axes") && Catch::Contains("opset 18"));
+}

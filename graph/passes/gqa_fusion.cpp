@@ -32,6 +32,7 @@ struct Repeat {
   int kv = -1, expand_shape = -1, reshape_shape = -1;
   int64_t allowzero = 0;
   int64_t proven = 0;  // the repeat, when the shapes are proven it for every size (else 0)
+  std::vector<int> shape_readers;  // Shape nodes of the repeated value to read the cache instead
 };
 
 // GqaMatMul(a, the cache, and its repeat: the shapes, or kv_repeat proven).
@@ -64,6 +65,35 @@ bool match_repeat(const Graph& g, int value, Repeat& out) {
   return true;
 }
 
+// Shape nodes reading the repeated value `repeated` [b, kvh·rep, T, d] for
+// its dims 0, 2 or 3 only (every reader a Gather at such a constant index):
+// transformers 4.x slices the mask to the keys' length this way. Those dims
+// are the cache's own, so the Shape can read the cache and the repeat chain
+// is dead. Exact: the GqaMatMul taking the chain's product checks the
+// repeat's shapes each run as the Reshape would (ops/gqa_matmul.cpp), so a
+// run where the Reshape would fail still fails.
+std::vector<int> cache_dim_reads(const FusionScan& scan, int repeated) {
+  const Graph& g = scan.g;
+  std::vector<int> out;
+  for (int reader : scan.readers[static_cast<size_t>(repeated)]) {
+    const Node& shape = g.node(reader);
+    if (shape.op_type != "Shape" || !shape.domain.empty() || shape.attrs.has("start") || shape.attrs.has("end") ||
+        shape.outputs.size() != 1 || shape.outputs[0] < 0 || g.value(shape.outputs[0]).is_output)
+      continue;
+    bool dims_of_cache = !scan.readers[static_cast<size_t>(shape.outputs[0])].empty();
+    for (int r : scan.readers[static_cast<size_t>(shape.outputs[0])]) {
+      const Node& gather = g.node(r);
+      const auto i = constant_scalar(g, input_at(gather, 1));
+      dims_of_cache = dims_of_cache && gather.op_type == "Gather" && gather.domain.empty() &&
+                      gather.inputs.size() == 2 && input_at(gather, 0) == shape.outputs[0] &&
+                      gather.attrs.get_int("axis", 0) == 0 && i &&
+                      (*i == 0 || *i == 2 || *i == 3 || *i == -4 || *i == -2 || *i == -1);
+    }
+    if (dims_of_cache) out.push_back(reader);
+  }
+  return out;
+}
+
 struct GqaGroup {
   int node = -1;  // the MatMul
   Repeat rep;
@@ -84,6 +114,10 @@ Match<GqaGroup> match(const FusionScan& scan, int node) {
   } else if (!match_repeat(g, n.inputs[1], grp.rep)) {
     return {};
   }
+  if (grp.rep.proven > 0) {
+    const int repeated = grp.trans_b ? input_at(*producer_node(g, n.inputs[1]), 0) : n.inputs[1];
+    grp.rep.shape_readers = cache_dim_reads(scan, repeated);
+  }
   return grp;
 }
 
@@ -96,6 +130,10 @@ void fuse_gqa_matmul(Graph& g, PassContext& ctx) {
   f.apply = [](Graph& g, const GqaGroup& m, std::vector<bool>&, std::map<std::string, int64_t>& counts) {
     Node& n = g.node(m.node);
     make_gqa(n, n.inputs[0], m.rep, m.trans_b, counts);
+    for (int shape : m.rep.shape_readers) {
+      g.node(shape).inputs[0] = m.rep.kv;
+      ++counts["shape_reads_moved"];
+    }
   };
   run_fusion(g, ctx, f);
 }

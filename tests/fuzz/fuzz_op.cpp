@@ -58,7 +58,7 @@ const char* kAttrs[] = {"axis",     "axes",      "keepdims",   "perm",         "
                         "local_window_size", "bits", "quantize_axis", "gather_axis", "interleaved",
                         "rotary_embedding_dim", "is_causal", "q_num_heads", "precision", "accuracy_level", "K", "N"};
 
-constexpr int64_t kMinOpset = 17, kMaxOpset = 27;  // ai.onnx versions the loader takes
+constexpr int64_t kMinOpset = onebit::kOnnxOpsetMin, kMaxOpset = onebit::kOnnxOpsetMax;  // what the loader takes
 
 // The ai.onnx opset a node of `e` is built at: `want` clamped to the
 // versions `e` covers and the loader takes.
