@@ -660,12 +660,8 @@ TEST_CASE("gqa fusion: the keys' length read off the repeated keys reads the cac
     b.output("t", kInt64, {1});
     b.node("Shape", {"rep_k"}, {"s_rep"});
     ModelBuilder::attr_int(b.node("Gather", {"s_rep", "dim_index"}, {"t"}), "axis", 0);
-    const std::string path = scratch_dir("gqa_shape_reads") + "/model.onnx";
-    b.save(path);
-    Session fused(load_onnx(path), default_op_registry());
-    SessionOptions o;
-    o.stop_after_pass = test::pass_index("fuse-gqa-matmul");
-    Session plain(load_onnx(path), default_op_registry(), o);
+    Session fused = test::session_until(b, "gqa_shape_reads");
+    Session plain = test::session_until(b, "gqa_shape_reads_plain", test::pass_index("fuse-gqa-matmul"));
     CHECK(fused.pass_report().get("gqa_fused_repeat_proven") == 2);
     CHECK(fused.pass_report().get("gqa_fused_shape_reads_moved") == (axis == 2 ? 1 : 0));
     int expands = 0;
