@@ -48,6 +48,21 @@ set_tests_properties(genai_archs_parity PROPERTIES FIXTURES_REQUIRED genai_archs
 onebit_add_pytest(genai_tiny_parity TESTS test_genai.py ARGS --genai ${ONEBIT_GENAI_TINY})
 set_tests_properties(genai_tiny_parity PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEOUT 900)
 
+# Optimum 1.x itself (optimum 1.23.3 + transformers 4.46.3 in a directory of
+# their own, requirements-optimum.txt) exports that checkpoint as most
+# published ONNX language models were made: opset 14, transformers 4.x's mask
+# and sdpa. 1bit against onnxruntime and transformers on it, every fusion
+# reached, the cache kept (test_optimum_export.py).
+set(ONEBIT_OPTIMUM_TINY ${PROJECT_BINARY_DIR}/models/optimum-tiny)
+add_test(NAME optimum_build_tiny
+  COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/export_optimum.py ${ONEBIT_GENAI_TINY}/checkpoint
+          -o ${ONEBIT_OPTIMUM_TINY} --site ${PROJECT_BINARY_DIR}/optimum-site)
+set_tests_properties(optimum_build_tiny PROPERTIES FIXTURES_REQUIRED genai_tiny FIXTURES_SETUP optimum_tiny
+                     TIMEOUT 900)
+onebit_add_pytest(optimum_tiny_parity TESTS test_optimum_export.py
+                  ARGS --optimum ${ONEBIT_OPTIMUM_TINY} --genai ${ONEBIT_GENAI_TINY})
+set_tests_properties(optimum_tiny_parity PROPERTIES FIXTURES_REQUIRED "genai_tiny;optimum_tiny" TIMEOUT 900)
+
 # Model folders: genai and transformers.js onnx/ layouts, --variant, the
 # errors for a folder of no known layout (test_model_folders.py).
 onebit_add_pytest(model_folders TESTS test_model_folders.py ARGS --genai ${ONEBIT_GENAI_TINY})

@@ -9,12 +9,13 @@ namespace onebit {
 // weight is handed to its MatMul before folding could copy it, and a
 // float16 weight behind a Cast to its F16wMatMul before folding could widen it; folding next
 // so fusions see constants; dead nodes after folding; the dtypes a file
-// leaves out filled in for the fusions that check them; then the fusions
-// (sdpa's split scale written as the eager scale before the GQA fusion),
+// leaves out filled in for the fusions that check them; then the fusions,
 // which match on constant weights; the dims read off a Reshape made
 // constants after the RMS norm fusion (a Qwen3 q norm between the Reshape
-// and the read) and folded again, before the rotary fusion that needs the
-// halves' bounds constant; the KV state after the GQA fusion, whose nodes it
+// and the read) and folded again, before sdpa's split scale is written as
+// the eager scale (transformers 4.x computes it from q.size(-1)), then the
+// GQA fusion that needs that, and the rotary fusion that needs the halves'
+// bounds constant; the KV state after the GQA fusion, whose nodes it
 // re-points, and after those dims (the last live reader of a repeated
 // cache); the mask handed to the scores after both (its GqaMatMul's inputs
 // are final then), and the scores' scale, mask and Softmax taken into them

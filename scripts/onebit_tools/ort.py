@@ -48,3 +48,24 @@ def session(model: str | Path | bytes, opt: str = "all", threads: int | None = N
         so.add_session_config_entry(key, value)
     source = model if isinstance(model, bytes) else str(model)
     return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+
+
+def write_published_quantized(model: str | Path, out: str | Path, quantizer: str) -> None:
+    """The quantized file published beside an fp32 export, made from `model`:
+    transformers.js' model_q4.onnx (quantizer "matmul_nbits": onnxruntime's
+    MatMulNBitsQuantizer, symmetric, block 32, accuracy_level 4) or
+    model_quantized.onnx ("quantize_dynamic": int8 weights)."""
+    import onnx
+
+    if quantizer == "matmul_nbits":
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+        q = MatMulNBitsQuantizer(onnx.load(str(model)), block_size=32, is_symmetric=True, accuracy_level=4)
+        q.process()
+        q.model.save_model_to_file(str(out), use_external_data_format=False)
+    elif quantizer == "quantize_dynamic":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(str(model), str(out), weight_type=QuantType.QInt8)
+    else:
+        raise ValueError(f"unknown quantizer {quantizer!r}: matmul_nbits or quantize_dynamic")

@@ -27,6 +27,8 @@ def pytest_addoption(parser):
                 help="the tiny Qwen3 export of scripts/test_models.py (default $ONEBIT_TINY, else build/models/qwen3-tiny)")
     g.addoption("--genai", default=os.environ.get("ONEBIT_GENAI", str(REPO / "build/models/genai-tiny")),
                 help="the onnxruntime-genai builds of scripts/genai_models.py (default $ONEBIT_GENAI, else build/models/genai-tiny)")
+    g.addoption("--optimum", default=os.environ.get("ONEBIT_OPTIMUM", str(REPO / "build/models/optimum-tiny")),
+                help="scripts/export_optimum.py's export of the --genai checkpoint (default $ONEBIT_OPTIMUM, else build/models/optimum-tiny)")
     g.addoption("--genai-default", default=os.environ.get("ONEBIT_GENAI_DEFAULT", str(REPO / "build/models/genai-default")),
                 help="onnxruntime-genai builds of the default model (scripts/genai_models.py default)")
     g.addoption("--genai-archs", default=os.environ.get("ONEBIT_GENAI_ARCHS", str(REPO / "build/models/genai-archs")),

@@ -108,20 +108,12 @@ def test_torchscript_export_quantized(onebit, pytestconfig, tmp_path, quantizer)
     import shutil
 
     import numpy as np
-    import onnx
+
+    from onebit_tools.ort import write_published_quantized
 
     model = model_path(pytestconfig)
     out = tmp_path / "model.onnx"
-    if quantizer == "matmul_nbits":
-        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-
-        q = MatMulNBitsQuantizer(onnx.load(str(model)), block_size=32, is_symmetric=True, accuracy_level=4)
-        q.process()
-        q.model.save_model_to_file(str(out), use_external_data_format=False)
-    else:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        quantize_dynamic(str(model), str(out), weight_type=QuantType.QInt8)
+    write_published_quantized(model, out, quantizer)
     for name in ("tokenizer.json", "tokenizer_config.json", "config.json"):
         shutil.copy(model.parent / name, tmp_path / name)
     layers = json.loads(CONFIG.read_text())["num_hidden_layers"]
