@@ -130,3 +130,15 @@ def inspect_json(onebit: str, model: str | Path) -> dict:
 def pack(onebit: str, model: str | Path, out: str | Path, flags: list[str] = ()) -> None:
     """`1bit pack MODEL -o OUT --quiet FLAGS`."""
     sh([onebit, "pack", model, "-o", out, "--quiet", *flags])
+
+
+def decode_step_profile(onebit: str, model: str | Path, prompt: int = 4, gen: int = 3) -> str:
+    """The decode steps' per-op profile of `1bit bench MODEL` (ONEBIT_PROFILE=1,
+    one thread): the text from its "decode steps" line on."""
+    p = subprocess.run([str(onebit), "bench", str(model), "--prompt-lengths", str(prompt), "--gen", str(gen),
+                        "--no-bandwidth", "--threads", "1"], env=_env({"ONEBIT_PROFILE": "1"}),
+                       capture_output=True, text=True, check=True)
+    out = p.stdout + p.stderr
+    if "decode steps" not in out:
+        raise AssertionError(f"no decode profile in:\n{out}")
+    return out[out.index("decode steps"):]

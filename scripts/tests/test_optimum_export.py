@@ -14,9 +14,7 @@ mask and Softmax, and the cache kept in the session; --basic agrees.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -108,14 +106,10 @@ def test_optimum_export_without_the_fusions_agrees(onebit, pytestconfig, tmp_pat
 def test_optimum_export_keeps_the_cache(onebit, pytestconfig):
     """A decode step appends to the cache in the session and reads it unrepeated: no repeat_kv Expand runs."""
     model, _ = paths(pytestconfig)
-    p = subprocess.run([str(onebit), "bench", str(model), "--prompt-lengths", "4", "--gen", "3", "--no-bandwidth",
-                        "--threads", "1"], env=dict(os.environ, ONEBIT_PROFILE="1"),
-                       capture_output=True, text=True, check=True)
-    out = p.stdout + p.stderr
-    steps = out[out.index("decode steps"):]
-    assert "com.onebit::KvAppend" in steps, out
-    assert "com.onebit::GqaMatMul" in steps, out
-    assert not re.search(r"^\s+Expand\s.*self_attn", steps, re.M), out  # no repeat_kv copy
+    steps = cli.decode_step_profile(onebit, model)
+    assert "com.onebit::KvAppend" in steps, steps
+    assert "com.onebit::GqaMatMul" in steps, steps
+    assert not re.search(r"^\s+Expand\s.*self_attn", steps, re.M), steps  # no repeat_kv copy
 
 
 @pytest.mark.parametrize("quantizer", ["matmul_nbits", "quantize_dynamic"])

@@ -13,9 +13,7 @@ both attention products read the unrepeated cache, which the session keeps.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 
 import pytest
 
@@ -90,13 +88,9 @@ def test_torchscript_export_without_the_fusions_agrees(onebit, pytestconfig, tmp
 def test_torchscript_export_keeps_the_cache(onebit, pytestconfig):
     """A decode step appends to the cache in the session (KvAppend) and reads it unrepeated (GqaMatMul)."""
     model = model_path(pytestconfig)
-    p = subprocess.run([str(onebit), "bench", str(model), "--prompt-lengths", "4", "--gen", "3", "--no-bandwidth",
-                        "--threads", "1"], env=dict(os.environ, ONEBIT_PROFILE="1"),
-                       capture_output=True, text=True, check=True)
-    out = p.stdout + p.stderr
-    steps = out[out.index("decode steps"):]
-    assert "com.onebit::KvAppend" in steps, out
-    assert "com.onebit::GqaMatMul" in steps, out
+    steps = cli.decode_step_profile(onebit, model)
+    assert "com.onebit::KvAppend" in steps, steps
+    assert "com.onebit::GqaMatMul" in steps, steps
 
 
 @pytest.mark.parametrize("quantizer", ["matmul_nbits", "quantize_dynamic"])
