@@ -65,9 +65,16 @@ def config_for_4x(src: Path, dst: Path) -> None:
     config = json.loads((src / "config.json").read_text())
     rope = config.pop("rope_parameters", None)
     if rope:
-        config.setdefault("rope_theta", rope.get("rope_theta", 10000.0))
-        if rope.get("rope_type", "default") != "default":
-            config["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
+        rope = dict(rope)
+        config.setdefault("rope_theta", rope.pop("rope_theta", 10000.0))
+        # 4.x keeps these beside rope_scaling, not in it
+        for key in ("partial_rotary_factor", "original_max_position_embeddings"):
+            if key in rope:
+                config.setdefault(key, rope.pop(key))
+        kind = rope.pop("rope_type", rope.get("type", "default"))
+        if kind != "default":
+            rope["type"] = kind
+            config["rope_scaling"] = rope
     if "dtype" in config:
         config.setdefault("torch_dtype", config.pop("dtype"))
     (dst / "config.json").write_text(json.dumps(config, indent=2))

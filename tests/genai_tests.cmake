@@ -63,6 +63,22 @@ onebit_add_pytest(optimum_tiny_parity TESTS test_optimum_export.py
                   ARGS --optimum ${ONEBIT_OPTIMUM_TINY} --genai ${ONEBIT_GENAI_TINY})
 set_tests_properties(optimum_tiny_parity PROPERTIES FIXTURES_REQUIRED "genai_tiny;optimum_tiny" TIMEOUT 900)
 
+# The same for the architectures of genai_models.py archs that Optimum 1.23
+# exports (test_optimum_archs.py).
+set(ONEBIT_OPTIMUM_ARCHS ${PROJECT_BINARY_DIR}/models/optimum-archs)
+foreach(arch qwen2 mistral phi3 phi3-longrope gemma phi)
+  add_test(NAME optimum_build_${arch}
+    COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/export_optimum.py ${ONEBIT_GENAI_ARCHS}/${arch}/checkpoint
+            -o ${ONEBIT_OPTIMUM_ARCHS}/${arch} --site ${PROJECT_BINARY_DIR}/optimum-site)
+  # one at a time: they share the --site install
+  set_tests_properties(optimum_build_${arch} PROPERTIES FIXTURES_REQUIRED genai_archs FIXTURES_SETUP optimum_archs
+                       RESOURCE_LOCK optimum_site TIMEOUT 900)
+endforeach()
+set_tests_properties(optimum_build_tiny PROPERTIES RESOURCE_LOCK optimum_site)
+onebit_add_pytest(optimum_archs_parity TESTS test_optimum_archs.py
+                  ARGS --optimum-archs ${ONEBIT_OPTIMUM_ARCHS} --genai-archs ${ONEBIT_GENAI_ARCHS})
+set_tests_properties(optimum_archs_parity PROPERTIES FIXTURES_REQUIRED "genai_archs;optimum_archs" TIMEOUT 900)
+
 # Model folders: genai and transformers.js onnx/ layouts, --variant, the
 # errors for a folder of no known layout (test_model_folders.py).
 onebit_add_pytest(model_folders TESTS test_model_folders.py ARGS --genai ${ONEBIT_GENAI_TINY})

@@ -531,6 +531,44 @@ TEST_CASE("reshaped dims must not read a broadcast's dim of 1 or a front axis th
   }
 }
 
+// Partial rotary (Phi-2): the rotated and the passed halves of each head,
+// Slice(x, [0], [6], axes [3]) and Slice(x, [-10], [end], axes [-1]), joined
+// by a Concat along the last axis; q.size(-1) is the sum of the two, each
+// clamped as Slice clamps. A step other than 1 is not read.
+TEST_CASE("reshaped dims: a dim read through Slices and a Concat of the halves", "[fusion][reshaped_dims]") {
+  for (const int64_t step : {1, 2}) {
+    CAPTURE(step);
+    ModelBuilder b;
+    b.input("p", kFloat, {2, 3, 32}).input("c", kFloat, {1, 1, 3, 6}).output("z", kInt64, {1});
+    b.initializer<int64_t>("r", kInt64, {4}, {2, 3, 2, 16});
+    b.initializer<int64_t>("zero", kInt64, {1}, {0});
+    b.initializer<int64_t>("six", kInt64, {1}, {6});
+    b.initializer<int64_t>("minus10", kInt64, {1}, {-10});
+    b.initializer<int64_t>("minus1", kInt64, {1}, {-1});
+    b.initializer<int64_t>("axis3", kInt64, {1}, {3});
+    b.initializer<int64_t>("big", kInt64, {1}, {INT64_MAX});
+    b.initializer<int64_t>("step", kInt64, {1}, {step});
+    b.initializer<int64_t>("i0", kInt64, {1}, {0});
+    b.node("Reshape", {"p", "r"}, {"heads"});
+    ModelBuilder::attr_ints(b.node("Transpose", {"heads"}, {"x"}), "perm", {0, 2, 1, 3});
+    b.node("Slice", {"x", "zero", "six", "axis3"}, {"lo"});
+    b.node("Slice", {"x", "minus10", "big", "minus1", "step"}, {"hi"});
+    b.node("Mul", {"lo", "c"}, {"lc"});
+    b.node("Add", {"lc", "lo"}, {"rot"});
+    ModelBuilder::attr_int(b.node("Concat", {"rot", "hi"}, {"q"}), "axis", -1);
+    b.node("Shape", {"q"}, {"sq"});
+    b.node("Slice", {"sq", "minus1", "big"}, {"dim"});
+    b.node("Add", {"dim", "i0"}, {"z"});
+    Session on = test::session_until(b, "reshaped_halves");
+    Session off = test::session_until(b, "reshaped_halves_plain", test::pass_index("reshaped-dims"));
+    CHECK(on.pass_report().get("reshaped_dims_read") == (step == 1 ? 1 : 0));
+    const std::vector<NamedTensor> in{{"p", tensor({2, 3, 32}, 1)}, {"c", tensor({1, 1, 3, 6}, 2)}};
+    const Tensor a = on.run(in)[0], c = off.run(in)[0];
+    CHECK(*a.data<int64_t>() == *c.data<int64_t>());
+    CHECK(*a.data<int64_t>() == (step == 1 ? 16 : 11));
+  }
+}
+
 TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-identical", "[fusion][rotary]") {
   const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});

@@ -29,6 +29,8 @@ def pytest_addoption(parser):
                 help="the onnxruntime-genai builds of scripts/genai_models.py (default $ONEBIT_GENAI, else build/models/genai-tiny)")
     g.addoption("--optimum", default=os.environ.get("ONEBIT_OPTIMUM", str(REPO / "build/models/optimum-tiny")),
                 help="scripts/export_optimum.py's export of the --genai checkpoint (default $ONEBIT_OPTIMUM, else build/models/optimum-tiny)")
+    g.addoption("--optimum-archs", default=os.environ.get("ONEBIT_OPTIMUM_ARCHS", str(REPO / "build/models/optimum-archs")),
+                help="scripts/export_optimum.py's exports of the --genai-archs checkpoints, one folder each")
     g.addoption("--genai-default", default=os.environ.get("ONEBIT_GENAI_DEFAULT", str(REPO / "build/models/genai-default")),
                 help="onnxruntime-genai builds of the default model (scripts/genai_models.py default)")
     g.addoption("--genai-archs", default=os.environ.get("ONEBIT_GENAI_ARCHS", str(REPO / "build/models/genai-archs")),

@@ -1,0 +1,91 @@
+"""Optimum 1.x's own exports (scripts/export_optimum.py: optimum 1.23.3,
+transformers 4.46.3, ai.onnx opset 14) of the tiny random checkpoints of
+scripts/genai_models.py archs that Optimum 1.23 exports: Qwen2, Mistral,
+Phi-3 (and with LongRoPE), Gemma and Phi-2 (Granite, Gemma 2 and Nemotron it
+refuses as unsupported architectures). On each, 1bit's cached greedy run
+chooses onnxruntime's tokens on the same file and transformers' on the
+same checkpoint (mean KL <= 1e-6, top-1 on every step), and the fusions the
+architecture allows reach it, the KV cache kept in the session.
+
+Phi-3 with LongRoPE is compared with onnxruntime only: transformers 4.46
+picks the short or long factors when the graph is traced, so the file holds
+one set for every length, which transformers 5 (picking per call) does not.
+
+  pytest scripts/tests/test_optimum_archs.py --onebit build/1bit \\
+      --optimum-archs build/models/optimum-archs --genai-archs build/models/genai-archs
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import parity
+from onebit_tools import cli
+
+ARCHS = ["qwen2", "mistral", "phi3", "phi3-longrope", "gemma", "phi"]
+PROMPT = [9707, 11, 1879, 374, 264, 1, 2, 3, 4, 5, 6, 7]  # past Phi-3 LongRoPE's 16 original positions by the end
+STEPS = 24
+MAX_KL = 1e-6
+
+
+def paths(pytestconfig, arch: str) -> tuple[Path, Path]:
+    model = Path(pytestconfig.getoption("optimum_archs")) / arch / "model.onnx"
+    checkpoint = Path(pytestconfig.getoption("genai_archs")) / arch / "checkpoint"
+    for p in (model, checkpoint):
+        if not p.exists():
+            pytest.fail(f"{p} is missing: ctest's optimum_build_{arch} (scripts/export_optimum.py) writes it")
+    return model, checkpoint
+
+
+def expected_fusions(arch: str, n: int) -> dict[str, int]:
+    """What each architecture's graph allows, for n layers."""
+    want = {"rms_norm": 2 * n + 1, "rotary": 2 * n, "gqa": 2 * n, "scores_softmax": n, "swiglu": n}
+    if arch.startswith("phi3"):
+        want["swiglu"] = 0  # gate and up are one projection, split by Slice
+    if arch == "gemma":
+        want["swiglu"] = 0  # GELU
+    if arch == "phi":
+        # LayerNorm (decomposed at opset 14), GELU, multi-head (the kv-state
+        # pass makes its products GqaMatMuls); the rotary on the first half
+        # of each head, sdpa's scale read through the halves' Concat
+        want = {"rotary": 2 * n, "scores_softmax": n}
+    return want
+
+
+# LongRoPE against onnxruntime only (module docstring).
+GREEDY = [(a, r) for a in ARCHS for r in ("onnxruntime", "transformers") if (a, r) != ("phi3-longrope", "transformers")]
+
+
+@pytest.mark.parametrize("arch,reference", GREEDY)
+def test_optimum_arch_greedy(onebit, pytestconfig, tmp_path, arch, reference):
+    model, checkpoint = paths(pytestconfig, arch)
+    got, got_ids, prompt = parity.run_onebit(onebit, str(model), ["--prompt-ids", ",".join(map(str, PROMPT))], STEPS,
+                                             ["--cached"], str(tmp_path / "onebit.npy"))
+    eos = parity.eos_ids(str(model))
+    if reference == "onnxruntime":
+        ref, ref_ids = parity.ort_greedy(str(model), prompt, STEPS, eos)
+    else:
+        args = SimpleNamespace(hf=str(checkpoint), config=None, layers=None, seed=0)
+        ref, ref_ids = parity.hf_greedy(args, np.asarray(prompt), STEPS, eos)
+    s = parity.compare(ref, ref_ids, got, got_ids)
+    print(parity.report(f"optimum_{arch}_vs_{reference}", s))
+    assert s["steps_ref"] == s["steps_1bit"]
+    assert s["top1"] == 1.0, f"top-1 {s['top1'] * 100:.1f}%, first miss at step {s['first_top1_miss']}"
+    assert s["mean_kl"] <= MAX_KL, f"mean KL {s['mean_kl']:.3e} > {MAX_KL:g}"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_optimum_arch_fusions(onebit, pytestconfig, tmp_path, arch):
+    model, checkpoint = paths(pytestconfig, arch)
+    n = json.loads((checkpoint / "config.json").read_text())["num_hidden_layers"]
+    d = cli.ort_run(onebit, model, ["--prompt-ids", ",".join(map(str, PROMPT))], 4, tmp_path / "l.npy",
+                    ["--verbose", "--cached"], env={"ONEBIT_QDQ_DEBUG": "1"}, capture_stderr=True)
+    counts = {k: int(v) for k, v in re.findall(r"(\w+)_fused groups=(\d+)", d.stderr)}
+    for name, want in expected_fusions(arch, n).items():
+        assert counts.get(name, 0) == want, (name, d.stderr)
+    assert "kv_state_refused" not in d.stderr, d.stderr
