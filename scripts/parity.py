@@ -221,20 +221,21 @@ def top1_misses(got: np.ndarray, ref: np.ndarray, steps: int) -> list[tuple[int,
     return misses
 
 
-def greedy_against(onebit: str, model: str, prompt_ids: list[int], steps: int, reference: str, config: str,
-                   dump: str) -> dict:
-    """1bit's greedy run of `model` (a random-init export of `config`, seed 0)
-    against onnxruntime's on the same graph or transformers' on the same
-    weights: compare()'s statistics, printed."""
+def greedy_against(onebit: str, model: str, prompt_ids: list[int], steps: int, reference: str, config: str | None,
+                   dump: str, hf: str | None = None, extra: list[str] = ()) -> dict:
+    """1bit's greedy run of `model` (a random-init export of `config`, seed 0,
+    or an export of the checkpoint folder `hf`) against onnxruntime's on the
+    same graph or transformers' on the same weights: compare()'s statistics,
+    printed. `extra`: 1bit's further arguments (--cached)."""
     from types import SimpleNamespace
 
-    got, got_ids, prompt = run_onebit(onebit, model, ["--prompt-ids", ",".join(map(str, prompt_ids))], steps, [],
-                                      dump)
+    got, got_ids, prompt = run_onebit(onebit, model, ["--prompt-ids", ",".join(map(str, prompt_ids))], steps,
+                                      list(extra), dump)
     eos = eos_ids(model)
     if reference == "onnxruntime":
         ref, ref_ids = ort_greedy(model, prompt, steps, eos)
     else:
-        args = SimpleNamespace(hf=None, config=config, layers=None, seed=0)
+        args = SimpleNamespace(hf=hf, config=None if hf else config, layers=None, seed=0)
         ref, ref_ids = hf_greedy(args, np.asarray(prompt), steps, eos)
     s = compare(ref, ref_ids, got, got_ids)
     print(report(f"{Path(model).stem}_vs_{reference}", s))

@@ -19,9 +19,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 import parity
@@ -64,16 +62,8 @@ GREEDY = [(a, r) for a in ARCHS for r in ("onnxruntime", "transformers") if (a, 
 @pytest.mark.parametrize("arch,reference", GREEDY)
 def test_optimum_arch_greedy(onebit, pytestconfig, tmp_path, arch, reference):
     model, checkpoint = paths(pytestconfig, arch)
-    got, got_ids, prompt = parity.run_onebit(onebit, str(model), ["--prompt-ids", ",".join(map(str, PROMPT))], STEPS,
-                                             ["--cached"], str(tmp_path / "onebit.npy"))
-    eos = parity.eos_ids(str(model))
-    if reference == "onnxruntime":
-        ref, ref_ids = parity.ort_greedy(str(model), prompt, STEPS, eos)
-    else:
-        args = SimpleNamespace(hf=str(checkpoint), config=None, layers=None, seed=0)
-        ref, ref_ids = parity.hf_greedy(args, np.asarray(prompt), STEPS, eos)
-    s = parity.compare(ref, ref_ids, got, got_ids)
-    print(parity.report(f"optimum_{arch}_vs_{reference}", s))
+    s = parity.greedy_against(onebit, str(model), PROMPT, STEPS, reference, None, str(tmp_path / "onebit.npy"),
+                              hf=str(checkpoint), extra=["--cached"])
     assert s["steps_ref"] == s["steps_1bit"]
     assert s["top1"] == 1.0, f"top-1 {s['top1'] * 100:.1f}%, first miss at step {s['first_top1_miss']}"
     assert s["mean_kl"] <= MAX_KL, f"mean KL {s['mean_kl']:.3e} > {MAX_KL:g}"
