@@ -1046,6 +1046,47 @@ TEST_CASE("swiglu fusion when the file declares no dtype on the chain (the dtype
   bit_identical(p.fused, p.plain);
 }
 
+// Phi-3's MLP (transformers 4.x, opset 14): gate and up are the halves of
+// one projection, chunk(2, -1) written from the projection's shape: n =
+// Gather(Shape(h), [-1]), half = (n + 1) / 2, Slices [0, half) and
+// [half, 2·half). reshaped-dims reads n off the weight, folding makes the
+// bounds constants, and the two Slices are proven of equal length.
+TEST_CASE("swiglu fusion on the halves of one projection (Phi-3's chunk), bit-identical", "[fusion][swiglu]") {
+  for (const int64_t width : {8, 7}) {  // 7: halves of 4 and 3, not fused
+    CAPTURE(width);
+    ModelBuilder b;
+    b.input("x", kFloat, {2, 5, 4}).output("y", kFloat, {2, 5, -1});
+    b.initializer<float>("w", kFloat, {4, width}, randoms(static_cast<size_t>(4 * width), 9));
+    b.initializer<int64_t>("last", kInt64, {1}, {-1});
+    b.initializer<int64_t>("one", kInt64, {1}, {1});
+    b.initializer<int64_t>("two", kInt64, {1}, {2});
+    b.initializer<int64_t>("zero", kInt64, {1}, {0});
+    b.node("MatMul", {"x", "w"}, {"h"});
+    b.node("Shape", {"h"}, {"sh"});
+    ModelBuilder::attr_int(b.node("Gather", {"sh", "last"}, {"n"}), "axis", 0);
+    b.node("Add", {"n", "one"}, {"n1"});
+    b.node("Div", {"n1", "two"}, {"half"});
+    b.node("Mul", {"half", "one"}, {"end0"});
+    b.node("Mul", {"half", "two"}, {"end1"});
+    b.node("Slice", {"h", "zero", "end0", "last"}, {"g"});
+    b.node("Slice", {"h", "end0", "end1", "last"}, {"u"});
+    b.node("Sigmoid", {"g"}, {"s"});
+    b.node("Mul", {"g", "s"}, {"silu"});
+    b.node("Mul", {"u", "silu"}, {"y"});
+    const std::vector<NamedTensor> in{{"x", swiglu_tensor(DType::F32, {2, 5, 4}, 1, 3.f)}};
+    if (width == 7) {  // [.., 4] and [.., 3]: nothing fuses, and the Mul fails as written
+      Session on = test::session_until(b, "swiglu_chunk_odd");
+      CHECK(on.pass_report().get("swiglu_fused") == 0);
+      CHECK(on.pass_report().get("swiglu_refused:shapes_not_known_equal") == 1);
+      CHECK_THROWS(on.run(in));
+      continue;
+    }
+    const Pair p = run_both(b, "swiglu_chunk", "fuse-swiglu", "swiglu_fused", in);
+    CHECK(p.count == 1);
+    bit_identical(p.fused, p.plain);
+  }
+}
+
 TEST_CASE("swiglu fusion must not fire on a broadcast up, a read intermediate or Sigmoid of another value",
           "[fusion][swiglu][must-not-fire]") {
   const Shape shape{2, 5, 96};
@@ -1072,6 +1113,26 @@ TEST_CASE("swiglu fusion must not fire on a broadcast up, a read intermediate or
                             {{"g", swiglu_tensor(DType::F32, shape, 1, 3.f)}, {"u", swiglu_tensor(DType::F32, shape, 2, 3.f)}});
     CHECK(p.count == 1);
     CHECK(p.fused_nodes == 3);
+    bit_identical(p.fused, p.plain);
+  }
+  SECTION("gate and up Slices of one x with other bounds: up [.., 1] broadcast over gate [.., 3]") {
+    // Two Slices of one value are siblings only with equal bounds: with
+    // these, the Mul broadcasts, which the fused kernel does not.
+    ModelBuilder b;
+    b.input("x", kFloat, {2, 5, 8}).output("y", kFloat, {2, 5, 3});
+    b.initializer<int64_t>("s0", kInt64, {1}, {0});
+    b.initializer<int64_t>("e0", kInt64, {1}, {3});
+    b.initializer<int64_t>("s1", kInt64, {1}, {3});
+    b.initializer<int64_t>("e1", kInt64, {1}, {4});
+    b.initializer<int64_t>("axis", kInt64, {1}, {-1});
+    b.node("Slice", {"x", "s0", "e0", "axis"}, {"g"});
+    b.node("Slice", {"x", "s1", "e1", "axis"}, {"u"});
+    b.node("Sigmoid", {"g"}, {"s"});
+    b.node("Mul", {"g", "s"}, {"silu"});
+    b.node("Mul", {"silu", "u"}, {"y"});
+    const Pair p = run_both(b, "swiglu_slices", "fuse-swiglu", "swiglu_refused:shapes_not_known_equal",
+                            {{"x", swiglu_tensor(DType::F32, {2, 5, 8}, 1, 3.f)}});
+    CHECK(p.count == 1);
     bit_identical(p.fused, p.plain);
   }
   SECTION("Mul(h, Sigmoid(g)) with h not g") {

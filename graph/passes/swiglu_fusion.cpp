@@ -15,10 +15,16 @@
 //   - the shape: g and u declared with equal dims (every dim a number or a
 //     symbolic name), or made by sibling nodes (one op, the same first
 //     input, equal attributes, constant other inputs of equal shape: gate
-//     and up projections of one x).
+//     and up projections of one x; for ops other than MatMul and Gemm the
+//     constants must be equal, since a Slice's bounds or a Reshape's target
+//     fix the shape by their values), or Slices of one value along one
+//     axis to lengths proven equal (Phi-3's halves of one projection).
 // s and silu must have no reader but the chain and not be graph outputs.
+#include <cstring>
+
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
+#include "graph/passes/proven_dims.h"
 
 namespace onebit {
 
@@ -53,8 +59,17 @@ bool attrs_equal(const Attributes& a, const Attributes& b) {
   return true;
 }
 
+// An op whose output shape a constant input fixes by its shape alone (a
+// weight's [K, N]), not by its values as a Slice's bounds or a Reshape's
+// target do.
+bool shape_from_weight_shape(const Node& n) {
+  return n.op_type.find("MatMul") != std::string::npos || n.op_type == "Gemm";
+}
+
 // Both single-output nodes of one op on the same first input, with equal
-// attributes and constant other inputs of equal shape.
+// attributes and constant other inputs of equal shape (a MatMul's or Gemm's
+// weights) or of equal values (any other op: two Slices of one x with other
+// bounds are no siblings).
 bool siblings(const Graph& g, int a, int b) {
   const Node* p = producer_node(g, a);
   const Node* q = producer_node(g, b);
@@ -68,8 +83,32 @@ bool siblings(const Graph& g, int a, int b) {
     const Tensor* x = input_constant(g, *p, i);
     const Tensor* y = input_constant(g, *q, i);
     if (!x || !y || x->shape() != y->shape() || x->dtype() != y->dtype()) return false;
+    if (!shape_from_weight_shape(*p) &&
+        (!x->raw() || !y->raw() || std::memcmp(x->raw(), y->raw(), x->bytes()) != 0))
+      return false;
   }
   return true;
+}
+
+// Both Slices of one value along one axis (a single constant axis, step 1)
+// to lengths proven equal (graph/passes/proven_dims.h): Phi-3's gate and up
+// halves of one projection, chunk(2, -1). Every other dim is the value's.
+bool equal_slices(const Graph& g, int a, int b) {
+  const Node* p = producer_op(g, a, "Slice");
+  const Node* q = producer_op(g, b, "Slice");
+  if (!p || !q || p == q || p->inputs.size() < 4 || q->inputs.size() < 4 || input_at(*p, 0) < 0 ||
+      input_at(*p, 0) != input_at(*q, 0))
+    return false;
+  const Tensor* pa = input_constant(g, *p, 3);
+  const Tensor* qa = input_constant(g, *q, 3);
+  if (!pa || !qa || pa->size() != 1 || qa->size() != 1 || !dtype_is_integer(pa->dtype()) ||
+      !dtype_is_integer(qa->dtype()) || tensor_int_at(*pa, 0) != tensor_int_at(*qa, 0))
+    return false;
+  for (const Node* n : {p, q})
+    if (input_at(*n, 4) >= 0 && !constant_ints_equal(g, input_at(*n, 4), {1})) return false;
+  const int64_t axis = tensor_int_at(*pa, 0);
+  const auto da = proven_dim(g, a, axis), db = proven_dim(g, b, axis);
+  return da && db && *da == *db;
 }
 
 // The dtype every declared one of `values` agrees on, Undefined when none is
@@ -104,7 +143,7 @@ Match<SwiGlu> match(const FusionScan& scan, int node) {
       const DType t = declared_dtype(g, {gate, s, silu, up, mul.outputs[0]});
       if (t == DType::Undefined) return Refusal{"dtype_unknown"};
       if (t != DType::F32 && t != DType::F16) return Refusal{"dtype_not_float32_or_float16"};
-      if (!dims_known_equal(g.value(gate), g.value(up)) && !siblings(g, gate, up))
+      if (!dims_known_equal(g.value(gate), g.value(up)) && !siblings(g, gate, up) && !equal_slices(g, gate, up))
         return Refusal{"shapes_not_known_equal"};
       return SwiGlu{node, gate, up};
     }

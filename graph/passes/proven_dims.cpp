@@ -1,0 +1,172 @@
+// Dims of a value proven for every size from the Reshape targets and
+// weights that fix them (graph/passes/proven_dims.h).
+#include "graph/passes/proven_dims.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/passes/match.h"
+#include "graph/passes/shape_expr.h"
+
+namespace onebit {
+namespace {
+
+// r[i] as a positive number, if shape_expr proves it one; r of `entries`
+// entries when that is >= 0.
+std::optional<int64_t> fixed_entry(const Graph& g, int target, int64_t i, int64_t entries) {
+  const RankOf rank = [&](int v) -> int64_t {
+    const Value& val = g.value(v);
+    return val.has_shape ? static_cast<int64_t>(val.dims.size()) : -1;
+  };
+  const auto e = shape_expr(g, target, rank);
+  if (!e || e->boolean || e->scalar) return std::nullopt;
+  const int64_t n = static_cast<int64_t>(e->terms.size());
+  if (entries >= 0 && n != entries) return std::nullopt;
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) return std::nullopt;
+  const ShapeTerm& t = e->terms[static_cast<size_t>(i)];
+  int64_t v = t.k;
+  if (t.of >= 0) {
+    const Value& of = g.value(t.of);
+    if (!of.has_shape || t.axis < 0 || t.axis >= static_cast<int64_t>(of.dims.size())) return std::nullopt;
+    const int64_t d = of.dims[static_cast<size_t>(t.axis)].value;
+    if (d < 0 || t.k > (int64_t{1} << 40) || d > (int64_t{1} << 20)) return std::nullopt;
+    v = t.k * d;
+  }
+  if (v < 1) return std::nullopt;
+  return v;
+}
+
+bool is_permutation(const std::vector<int64_t>& perm) {
+  std::vector<bool> seen(perm.size(), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(perm.size()) || seen[static_cast<size_t>(p)]) return false;
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return true;
+}
+
+// Two axes of one value the same axis: equal, or one from the front and one
+// from the back of a value whose rank is known (-1: not known).
+bool same_axis(int64_t a, int64_t b, int64_t rank) {
+  if ((a < 0) == (b < 0)) return a == b;
+  if (rank < 0) return false;
+  return (a < 0 ? a + rank : a) == (b < 0 ? b + rank : b);
+}
+
+// The ints of a constant input of `n`, if it is one of rank 1.
+std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const Node& n, size_t i) {
+  const Tensor* t = input_constant(g, n, i);
+  if (!t || t->rank() != 1 || !dtype_is_integer(t->dtype()) || !t->raw() || t->size() > 64) return std::nullopt;
+  return tensor_to_ints(*t);
+}
+
+constexpr int64_t kLargestDim = int64_t{1} << 40;
+
+// The rank of value v where its producers fix it: a Transpose's perm
+// length, through Slices, Concats and fused RMS norms (which keep their
+// input's rank); else -1.
+int64_t proven_rank(const Graph& g, int v, int depth = 0) {
+  const Node* p = depth > 24 || v < 0 ? nullptr : producer_node(g, v);
+  if (!p || p->inputs.empty()) return -1;
+  if (p->domain == kOneBitDomain && p->op_type == "RmsNorm") return proven_rank(g, p->inputs[0], depth + 1);
+  if (!p->domain.empty()) return -1;
+  if (p->op_type == "Transpose") {
+    const std::vector<int64_t> perm = p->attrs.get_ints("perm", {});
+    return !perm.empty() && is_permutation(perm) ? static_cast<int64_t>(perm.size()) : -1;
+  }
+  if (p->op_type == "Slice" || p->op_type == "Concat") return proven_rank(g, p->inputs[0], depth + 1);
+  return -1;
+}
+
+}  // namespace
+
+std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis, int64_t rank, int depth) {
+  if (depth > 24 || v < 0) return std::nullopt;
+  const Node* p = producer_node(g, v);
+  if (!p) return std::nullopt;
+  if (p->domain == kOneBitDomain && p->op_type == "RmsNorm" && !p->inputs.empty())
+    return proven_dim(g, p->inputs[0], axis, rank, depth + 1);
+  if (!p->domain.empty() || p->inputs.empty()) return std::nullopt;
+  const std::string& op = p->op_type;
+  if (op == "Reshape") {
+    if (p->inputs.size() < 2) return std::nullopt;
+    return fixed_entry(g, p->inputs[1], axis, rank);
+  }
+  if (op == "MatMul") {  // the last dim of x·W is W's, for a constant W of rank >= 2
+    const Tensor* w = input_constant(g, *p, 1);
+    if (!w || w->rank() < 2 || p->inputs.size() != 2) return std::nullopt;
+    const bool last = axis == -1 || (rank >= 0 && axis == rank - 1);
+    const int64_t n = w->shape().back();
+    return last && n >= 1 && n <= kLargestDim ? std::optional<int64_t>(n) : std::nullopt;
+  }
+  if (op == "Transpose") {
+    const std::vector<int64_t> perm = p->attrs.get_ints("perm", {});
+    const auto n = static_cast<int64_t>(perm.size());
+    if (n == 0 || (rank >= 0 && n != rank) || !is_permutation(perm)) return std::nullopt;
+    const int64_t a = axis < 0 ? axis + n : axis;
+    if (a < 0 || a >= n) return std::nullopt;
+    return proven_dim(g, p->inputs[0], perm[static_cast<size_t>(a)], n, depth + 1);
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    // Ranks may differ across a broadcast: only an axis from the back names
+    // the same dim on both sides.
+    if (axis >= 0 || p->inputs.size() != 2) return std::nullopt;
+    for (int side = 0; side < 2; ++side) {
+      const auto d = proven_dim(g, p->inputs[static_cast<size_t>(side)], axis, -1, depth + 1);
+      if (d && *d != 1) return d;
+    }
+    return std::nullopt;
+  }
+  if ((op == "Concat" || op == "Slice") && rank < 0) rank = proven_rank(g, v, depth);
+  if (op == "Concat") {
+    const int64_t along = p->attrs.get_int("axis", 0);
+    if (same_axis(axis, along, rank)) {
+      int64_t sum = 0;
+      for (int in : p->inputs) {
+        const auto d = proven_dim(g, in, axis, rank, depth + 1);
+        if (!d || *d > kLargestDim) return std::nullopt;
+        sum += *d;
+      }
+      return sum > kLargestDim ? std::nullopt : std::optional<int64_t>(sum);
+    }
+    // Another axis: every input has the output's dim, or the Concat fails.
+    // Which one it is only a known rank or both axes on one side can say.
+    if (rank < 0 && (axis < 0) != (along < 0)) return std::nullopt;
+    return proven_dim(g, p->inputs[0], axis, rank, depth + 1);
+  }
+  if (op == "Slice") {
+    const auto starts = constant_ints(g, *p, 1), ends = constant_ints(g, *p, 2);
+    if (!starts || !ends || starts->size() != ends->size()) return std::nullopt;
+    std::vector<int64_t> axes(starts->size());
+    for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
+    if (p->inputs.size() > 3 && input_at(*p, 3) >= 0) {
+      const auto a = constant_ints(g, *p, 3);
+      if (!a || a->size() != starts->size()) return std::nullopt;
+      axes = *a;
+    }
+    if (p->inputs.size() > 4 && input_at(*p, 4) >= 0) {
+      const auto steps = constant_ints(g, *p, 4);
+      if (!steps || steps->size() != starts->size()) return std::nullopt;
+      for (int64_t step : *steps)
+        if (step != 1) return std::nullopt;
+    }
+    std::optional<size_t> entry;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (same_axis(axis, axes[i], rank)) entry = i;
+      else if (rank < 0 && (axis < 0) != (axes[i] < 0)) return std::nullopt;  // cannot tell
+    }
+    const auto d = proven_dim(g, p->inputs[0], axis, rank, depth + 1);
+    if (!d || !entry) return d;
+    // ONNX's clamping, step 1: a negative bound counts from the end.
+    const auto clamp = [&](int64_t b) {
+      if (b < 0) b = b < -*d ? 0 : b + *d;
+      return std::min(b, *d);
+    };
+    return std::max<int64_t>(0, clamp((*ends)[*entry]) - clamp((*starts)[*entry]));
+  }
+  return std::nullopt;
+}
+
+
+}  // namespace onebit

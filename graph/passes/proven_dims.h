@@ -1,0 +1,34 @@
+// Dims of a value proven for every size: where a Reshape's target or a
+// constant weight fixes them, carried through the ops between. The
+// reshaped-dims pass reads Shape dims with it (sdpa's scale, rotate_half's
+// bounds, a chunk's halves); the SwiGLU fusion proves two Slices equal.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "graph/graph.h"
+
+namespace onebit {
+
+// Dim `axis` of value v (counted from the back when negative; `rank` is v's
+// rank when known, else -1) as a number for every size the graph runs at,
+// read where it is fixed:
+//   - a Reshape's target entry that graph/passes/shape_expr.h proves a
+//     positive number (a constant, or a multiple of a declared dim);
+//   - the last dim of MatMul(x, W) with W a constant of rank >= 2;
+// and carried through:
+//   - fused RMS norms (x's shape: the q and k norms of Qwen3);
+//   - Transposes that state a valid perm (the default reversal needs a rank
+//     the file may declare wrongly), whose length is then the rank;
+//   - for an axis from the back, elementwise Add, Sub, Mul and Div: an
+//     operand's dim is the output's whenever the broadcast succeeds, unless
+//     it is 1 (the rotary embedding's q·cos + rotate_half(q)·sin);
+//   - Concat: the sum of the inputs' dims along its axis, any input's dim
+//     along another (partial rotary: the rotated and the passed halves);
+//   - Slice with constant bounds and step 1, as ONNX clamps them.
+// "Whenever the graph runs": a node whose shapes disagree fails as it would
+// have; the number is never a guess about a run that succeeds.
+std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis, int64_t rank = -1, int depth = 0);
+
+}  // namespace onebit
