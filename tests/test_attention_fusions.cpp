@@ -569,6 +569,28 @@ TEST_CASE("reshaped dims: a dim read through Slices and a Concat of the halves",
   }
 }
 
+// A crafted chain of 24 Concats, each of three copies of the one below, asks
+// a proof to visit 3^24 nodes: the proof stops at its step budget and reads
+// nothing, so the session is made at once (before the budget this hung).
+TEST_CASE("reshaped dims: a proof through a chain of Concats stops at its budget", "[fusion][reshaped_dims][hostile]") {
+  ModelBuilder b;
+  b.input("x", kFloat, {1, 1}).output("z", kInt64, {1});
+  b.initializer<int64_t>("r", kInt64, {2}, {1, 1});
+  b.initializer<int64_t>("minus1", kInt64, {1}, {-1});
+  b.initializer<int64_t>("big", kInt64, {1}, {INT64_MAX});
+  b.initializer<int64_t>("i0", kInt64, {1}, {0});
+  b.node("Reshape", {"x", "r"}, {"c0"});
+  for (int i = 0; i < 24; ++i) {
+    const std::string in = "c" + std::to_string(i), out = "c" + std::to_string(i + 1);
+    ModelBuilder::attr_int(b.node("Concat", {in, in, in}, {out}), "axis", -1);
+  }
+  b.node("Shape", {"c24"}, {"s"});
+  b.node("Slice", {"s", "minus1", "big"}, {"dim"});
+  b.node("Add", {"dim", "i0"}, {"z"});
+  const Session on = test::session_until(b, "reshaped_concat_chain");
+  CHECK(on.pass_report().get("reshaped_dims_read") == 0);
+}
+
 TEST_CASE("rotary fusion: rotate_half and the two products become one node, bit-identical", "[fusion][rotary]") {
   const Pair p = run_both(rotary(8, false), "rot_on", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});

@@ -12,11 +12,13 @@ namespace onebit {
 namespace {
 
 // r[i] as a positive number, if shape_expr proves it one; r of `entries`
-// entries when that is >= 0.
+// entries when that is >= 0. Only a graph input's declared rank and dims
+// count: the session checks those against every run's inputs, where a
+// declaration inside the graph or on an output is never checked.
 std::optional<int64_t> fixed_entry(const Graph& g, int target, int64_t i, int64_t entries) {
   const RankOf rank = [&](int v) -> int64_t {
     const Value& val = g.value(v);
-    return val.has_shape ? static_cast<int64_t>(val.dims.size()) : -1;
+    return val.is_input && val.has_shape ? static_cast<int64_t>(val.dims.size()) : -1;
   };
   const auto e = shape_expr(g, target, rank);
   if (!e || e->boolean || e->scalar) return std::nullopt;
@@ -28,9 +30,10 @@ std::optional<int64_t> fixed_entry(const Graph& g, int target, int64_t i, int64_
   int64_t v = t.k;
   if (t.of >= 0) {
     const Value& of = g.value(t.of);
-    if (!of.has_shape || t.axis < 0 || t.axis >= static_cast<int64_t>(of.dims.size())) return std::nullopt;
+    if (!of.is_input || !of.has_shape || t.axis < 0 || t.axis >= static_cast<int64_t>(of.dims.size()))
+      return std::nullopt;
     const int64_t d = of.dims[static_cast<size_t>(t.axis)].value;
-    if (d < 0 || t.k > (int64_t{1} << 40) || d > (int64_t{1} << 20)) return std::nullopt;
+    if (d < 0 || t.k < 1 || t.k > (int64_t{1} << 40) || d > (int64_t{1} << 20)) return std::nullopt;
     v = t.k * d;
   }
   if (v < 1) return std::nullopt;
@@ -62,6 +65,9 @@ std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const Node& n,
 }
 
 constexpr int64_t kLargestDim = int64_t{1} << 40;
+// Nodes one proof may visit: a Concat or a broadcast visits all its inputs,
+// so a crafted chain of them could otherwise take exponential time.
+constexpr int kProofSteps = 512;
 
 // The rank of value v where its producers fix it: a Transpose's perm
 // length, through Slices, Concats and fused RMS norms (which keep their
@@ -79,14 +85,12 @@ int64_t proven_rank(const Graph& g, int v, int depth = 0) {
   return -1;
 }
 
-}  // namespace
-
-std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis, int64_t rank, int depth) {
-  if (depth > 24 || v < 0) return std::nullopt;
+std::optional<int64_t> dim_within(const Graph& g, int v, int64_t axis, int64_t rank, int depth, int& budget) {
+  if (depth > 24 || v < 0 || --budget < 0) return std::nullopt;
   const Node* p = producer_node(g, v);
   if (!p) return std::nullopt;
   if (p->domain == kOneBitDomain && p->op_type == "RmsNorm" && !p->inputs.empty())
-    return proven_dim(g, p->inputs[0], axis, rank, depth + 1);
+    return dim_within(g, p->inputs[0], axis, rank, depth + 1, budget);
   if (!p->domain.empty() || p->inputs.empty()) return std::nullopt;
   const std::string& op = p->op_type;
   if (op == "Reshape") {
@@ -106,14 +110,14 @@ std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis, int64_t r
     if (n == 0 || (rank >= 0 && n != rank) || !is_permutation(perm)) return std::nullopt;
     const int64_t a = axis < 0 ? axis + n : axis;
     if (a < 0 || a >= n) return std::nullopt;
-    return proven_dim(g, p->inputs[0], perm[static_cast<size_t>(a)], n, depth + 1);
+    return dim_within(g, p->inputs[0], perm[static_cast<size_t>(a)], n, depth + 1, budget);
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     // Ranks may differ across a broadcast: only an axis from the back names
     // the same dim on both sides.
     if (axis >= 0 || p->inputs.size() != 2) return std::nullopt;
     for (int side = 0; side < 2; ++side) {
-      const auto d = proven_dim(g, p->inputs[static_cast<size_t>(side)], axis, -1, depth + 1);
+      const auto d = dim_within(g, p->inputs[static_cast<size_t>(side)], axis, -1, depth + 1, budget);
       if (d && *d != 1) return d;
     }
     return std::nullopt;
@@ -124,16 +128,16 @@ std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis, int64_t r
     if (same_axis(axis, along, rank)) {
       int64_t sum = 0;
       for (int in : p->inputs) {
-        const auto d = proven_dim(g, in, axis, rank, depth + 1);
-        if (!d || *d > kLargestDim) return std::nullopt;
+        const auto d = dim_within(g, in, axis, rank, depth + 1, budget);
+        if (!d || *d > kLargestDim - sum) return std::nullopt;
         sum += *d;
       }
-      return sum > kLargestDim ? std::nullopt : std::optional<int64_t>(sum);
+      return sum;
     }
     // Another axis: every input has the output's dim, or the Concat fails.
     // Which one it is only a known rank or both axes on one side can say.
     if (rank < 0 && (axis < 0) != (along < 0)) return std::nullopt;
-    return proven_dim(g, p->inputs[0], axis, rank, depth + 1);
+    return dim_within(g, p->inputs[0], axis, rank, depth + 1, budget);
   }
   if (op == "Slice") {
     const auto starts = constant_ints(g, *p, 1), ends = constant_ints(g, *p, 2);
@@ -156,7 +160,7 @@ std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis, int64_t r
       if (same_axis(axis, axes[i], rank)) entry = i;
       else if (rank < 0 && (axis < 0) != (axes[i] < 0)) return std::nullopt;  // cannot tell
     }
-    const auto d = proven_dim(g, p->inputs[0], axis, rank, depth + 1);
+    const auto d = dim_within(g, p->inputs[0], axis, rank, depth + 1, budget);
     if (!d || !entry) return d;
     // ONNX's clamping, step 1: a negative bound counts from the end.
     const auto clamp = [&](int64_t b) {
@@ -168,5 +172,12 @@ std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis, int64_t r
   return std::nullopt;
 }
 
+
+}  // namespace
+
+std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis) {
+  int budget = kProofSteps;
+  return dim_within(g, v, axis, -1, 0, budget);
+}
 
 }  // namespace onebit

@@ -11,11 +11,11 @@
 
 namespace onebit {
 
-// Dim `axis` of value v (counted from the back when negative; `rank` is v's
-// rank when known, else -1) as a number for every size the graph runs at,
+// Dim `axis` of value v (counted from the back when negative) as a number for every size the graph runs at,
 // read where it is fixed:
 //   - a Reshape's target entry that graph/passes/shape_expr.h proves a
-//     positive number (a constant, or a multiple of a declared dim);
+//     positive number (a constant, or a multiple of a graph input's declared
+//     dim, which the session checks each run);
 //   - the last dim of MatMul(x, W) with W a constant of rank >= 2;
 // and carried through:
 //   - fused RMS norms (x's shape: the q and k norms of Qwen3);
@@ -29,6 +29,8 @@ namespace onebit {
 //   - Slice with constant bounds and step 1, as ONNX clamps them.
 // "Whenever the graph runs": a node whose shapes disagree fails as it would
 // have; the number is never a guess about a run that succeeds.
-std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis, int64_t rank = -1, int depth = 0);
+// A proof visits at most 512 nodes (a crafted chain of Concats would
+// otherwise take exponential time); past that, no number.
+std::optional<int64_t> proven_dim(const Graph& g, int v, int64_t axis);
 
 }  // namespace onebit

@@ -3,27 +3,21 @@
 //   Gather(Shape(Reshape(x, r)), i)   with r[i] a positive constant for every size
 //   Slice(Shape(Reshape(x, r)), [-1], [end])        (x.size(-1): r's last entry)
 //
-// is that constant. torch.onnx's TorchScript exporter reads the head size of
-// sdpa's output this way from the repeated values (the repeat_kv chain's
-// Reshape), which kept that chain, and with it a copy of every layer's value
-// cache, alive after the GQA fusion had taken its product; with the dim a
-// constant the chain is dead and the kv-state pass can keep the cache in the
-// session. It also reads rotate_half's bounds, Div(Gather(Shape(x), 3), 2),
-// with x = Transpose(Reshape(q, [b, s, -1, d])) (and a Qwen3 q norm
-// between them): folded, they are constants and the rotary fusion takes them.
-// And sdpa's scale when the exporter computes it (transformers 4.x), 1/√(q.size(-1))
-// with q the rotary output, or a partial rotary's Concat of the rotated and
-// the passed halves (Phi-2): folded, it is the constant the sdpa-scales pass
-// needs. The dim is carried from the Reshape to the read through Transposes,
-// norms, broadcasts, Slices and Concats (proven_dim below).
+// is that constant. torch.onnx's TorchScript exporter reads rotate_half's
+// bounds this way, Div(Gather(Shape(x), 3), 2) with x = Transpose(Reshape(q,
+// [b, s, -1, d])) (and a Qwen3 q norm between them): folded, they are
+// constants and the rotary fusion takes them. And sdpa's scale when the
+// exporter computes it (transformers 4.x), 1/√(q.size(-1)) with q the rotary
+// output, or a partial rotary's Concat of the rotated and the passed halves
+// (Phi-2): folded, it is the constant the sdpa-scales pass needs. The dim is
+// carried from the Reshape to the read through Transposes, norms,
+// broadcasts, Slices and Concats (graph/passes/proven_dims.h).
 //
 // r[i] is read with graph/passes/shape_expr.h: a constant, or a constant
-// times a dim of a value whose declared dim is a number (the graph's present
-// outputs declare their head size). A positive entry of a Reshape's target is
-// the output's dim as it is, whatever the other entries (-1, 0) do, so the
-// Gather's result is that number whenever the Reshape succeeds; when it would
-// fail, the product that read the Reshape checks the repeat's shapes itself
-// (GqaMatMul, when planned).
+// times a dim a graph input declares as a number. A positive entry of a
+// Reshape's target is the output's dim as it is, whatever the other entries
+// (-1, 0) do, so the read's result is that number whenever the Reshape
+// succeeds.
 #include <cmath>
 
 #include "graph/passes/fusion.h"
@@ -62,7 +56,7 @@ bool one_dim_of_shape(const Graph& g, const Node& reader, int& x, int64_t& index
   if (!start || !end) return false;
   if (reader.inputs.size() > 3 && !(one_int(3) == int64_t{0} || one_int(3) == int64_t{-1})) return false;  // axes
   if (reader.inputs.size() > 4 && one_int(4) != int64_t{1}) return false;  // steps
-  if (*start == -1 && *end >= 64) {  // -1 to past any rank: the last dim
+  if (*start == -1 && *end >= (int64_t{1} << 31)) {  // -1 to past any rank: the last dim
     index = -1;
     return true;
   }
@@ -81,7 +75,7 @@ void read_reshaped_dims(Graph& g, PassContext& ctx) {
     int x = -1;
     int64_t index = 0;
     if (!one_dim_of_shape(g, reader, x, index) || g.value(reader.outputs[0]).is_output) continue;
-    const auto dim = proven_dim(g, x, index, -1);
+    const auto dim = proven_dim(g, x, index);
     if (!dim || *dim < 1) continue;
     // Gather's index shape ([] or [1]); a Slice yields [1].
     const Tensor* gather_index = reader.op_type == "Gather" ? input_constant(g, reader, 1) : nullptr;

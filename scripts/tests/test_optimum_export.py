@@ -95,12 +95,12 @@ def test_optimum_export_without_the_fusions_agrees(onebit, pytestconfig, tmp_pat
 
 
 def test_optimum_export_keeps_the_cache(onebit, pytestconfig):
-    """A decode step appends to the cache in the session and reads it unrepeated: no repeat_kv Expand runs."""
+    """A decode step appends to the cache in the session and reads it unrepeated (the repeat chains dead:
+    test_optimum_export_fusions' shape_reads_moved)."""
     model, _ = paths(pytestconfig)
     steps = cli.decode_step_profile(onebit, model)
     assert "com.onebit::KvAppend" in steps, steps
     assert "com.onebit::GqaMatMul" in steps, steps
-    assert not re.search(r"^\s+Expand\s.*self_attn", steps, re.M), steps  # no repeat_kv copy
 
 
 @pytest.mark.parametrize("quantizer", ["matmul_nbits", "quantize_dynamic"])
