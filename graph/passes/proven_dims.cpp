@@ -91,6 +91,19 @@ std::optional<int64_t> dim_within(const Graph& g, int v, int64_t axis, int64_t r
   if (!p) return std::nullopt;
   if (p->domain == kOneBitDomain && p->op_type == "RmsNorm" && !p->inputs.empty())
     return dim_within(g, p->inputs[0], axis, rank, depth + 1, budget);
+  // The last dim of a weight-only product: MatMulNBits' N, a float16
+  // weight's [K, N] (or [N, K] with transB) as F16wMatMul keeps it.
+  const bool last = axis == -1 || (rank >= 0 && axis == rank - 1);
+  if (p->domain == kMicrosoftDomain && p->op_type == "MatMulNBits") {
+    const int64_t n = p->attrs.get_int("N", 0);
+    return last && n >= 1 && n <= kLargestDim ? std::optional<int64_t>(n) : std::nullopt;
+  }
+  if (p->domain == kOneBitDomain && p->op_type == "F16wMatMul") {
+    const Tensor* w = input_constant(g, *p, 1);
+    if (!w || w->rank() != 2) return std::nullopt;
+    const int64_t n = w->shape()[p->attrs.get_int("transB", 0) != 0 ? 0 : 1];
+    return last && n >= 1 && n <= kLargestDim ? std::optional<int64_t>(n) : std::nullopt;
+  }
   if (!p->domain.empty() || p->inputs.empty()) return std::nullopt;
   const std::string& op = p->op_type;
   if (op == "Reshape") {
@@ -100,7 +113,6 @@ std::optional<int64_t> dim_within(const Graph& g, int v, int64_t axis, int64_t r
   if (op == "MatMul") {  // the last dim of x·W is W's, for a constant W of rank >= 2
     const Tensor* w = input_constant(g, *p, 1);
     if (!w || w->rank() < 2 || p->inputs.size() != 2) return std::nullopt;
-    const bool last = axis == -1 || (rank >= 0 && axis == rank - 1);
     const int64_t n = w->shape().back();
     return last && n >= 1 && n <= kLargestDim ? std::optional<int64_t>(n) : std::nullopt;
   }

@@ -16,7 +16,8 @@ namespace onebit {
 //   - a Reshape's target entry that graph/passes/shape_expr.h proves a
 //     positive number (a constant, or a multiple of a graph input's declared
 //     dim, which the session checks each run);
-//   - the last dim of MatMul(x, W) with W a constant of rank >= 2;
+//   - the last dim of MatMul(x, W) with W a constant of rank >= 2, of
+//     MatMulNBits (its N) and of F16wMatMul (its float16 weight's);
 // and carried through:
 //   - fused RMS norms (x's shape: the q and k norms of Qwen3);
 //   - Transposes that state a valid perm (the default reversal needs a rank

@@ -78,3 +78,36 @@ def test_optimum_arch_fusions(onebit, pytestconfig, tmp_path, arch):
     for name, want in expected_fusions(arch, n).items():
         assert counts.get(name, 0) == want, (name, d.stderr)
     assert "kv_state_refused" not in d.stderr, d.stderr
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_optimum_arch_q4(onebit, pytestconfig, tmp_path, arch):
+    """transformers.js' model_q4.onnx recipe on each export (MatMulNBits,
+    block 32): the same fusions (Phi-3's halves proven from MatMulNBits' N),
+    the cache kept, and the same tokens and logits to rounding as --basic,
+    both with float activations (with accuracy_level 4's int8 activations a
+    last-bit difference, such as sdpa's scale applied once, can move a value
+    across an int8 step: 0.6 % of the largest logit on Qwen2)."""
+    import shutil
+
+    import numpy as np
+
+    from onebit_tools.ort import write_published_quantized
+
+    model, checkpoint = paths(pytestconfig, arch)
+    n = json.loads((checkpoint / "config.json").read_text())["num_hidden_layers"]
+    out = tmp_path / "model_q4.onnx"
+    write_published_quantized(model, out, "matmul_nbits")
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json"):
+        if (model.parent / name).exists():
+            shutil.copy(model.parent / name, tmp_path / name)
+    prompt = ["--prompt-ids", ",".join(map(str, PROMPT))]
+    a = cli.ort_run(onebit, out, prompt, 8, tmp_path / "a.npy", ["--cached", "--verbose", "--act-precision", "float"],
+                    env={"ONEBIT_QDQ_DEBUG": "1"}, capture_stderr=True)
+    counts = {k: int(v) for k, v in re.findall(r"(\w+)_fused groups=(\d+)", a.stderr)}
+    for name, want in expected_fusions(arch, n).items():
+        assert counts.get(name, 0) == want, (name, a.stderr)
+    assert "kv_state_refused" not in a.stderr, a.stderr
+    b = cli.ort_run(onebit, out, prompt, 8, tmp_path / "b.npy", ["--basic", "--act-precision", "float"])
+    assert (a.ids == b.ids).all()
+    assert float(np.max(np.abs(a.logits - b.logits))) <= 1e-4 * float(np.max(np.abs(b.logits)))
