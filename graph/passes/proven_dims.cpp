@@ -3,7 +3,8 @@
 #include "graph/passes/proven_dims.h"
 
 #include <algorithm>
-#include <cmath>
+#include <string>
+#include <vector>
 
 #include "graph/passes/match.h"
 #include "graph/passes/shape_expr.h"
@@ -183,7 +184,6 @@ std::optional<int64_t> dim_within(const Graph& g, int v, int64_t axis, int64_t r
   }
   return std::nullopt;
 }
-
 
 }  // namespace
 
