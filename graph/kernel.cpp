@@ -28,6 +28,11 @@ const std::string& KernelInfo::input_name(int i) const {
   return graph_.value(node_.inputs[static_cast<size_t>(i)]).name;
 }
 
+void KernelInfo::refuse_before(const char* name, int64_t since) const {
+  if (attrs().has(name) && opset() < since)
+    fail("attribute '{}' needs ai.onnx opset {}; this node is opset {}", name, since, opset());
+}
+
 const InputInfo& ReshapeContext::input(int i) const {
   if (!has_input(i)) fail("input {} is required but missing", i);
   return inputs_[static_cast<size_t>(i)];

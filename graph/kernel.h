@@ -48,6 +48,9 @@ class KernelInfo {
   // Declared dtype of an input (Undefined when the file does not say).
   DType input_dtype(int i) const;
   const std::string& input_name(int i) const;
+  // An error when the node states attribute `name`, which ai.onnx added at
+  // opset `since`, at an older opset: each node runs at its imported version.
+  void refuse_before(const char* name, int64_t since) const;
   std::string label() const { return graph_.node_label(node_); }
   // The session's pool, for packing large constants at create; may be null.
   ThreadPool* pool() const { return pool_; }

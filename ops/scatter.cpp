@@ -16,8 +16,7 @@ namespace {
 enum class Reduction { None, Add, Mul, Max, Min };
 
 Reduction parse_reduction(const KernelInfo& info) {
-  if (info.attrs().has("reduction") && info.opset() < 16)  // reduction came with opset 16
-    fail("attribute 'reduction' needs ai.onnx opset 16; this node is opset {}", info.opset());
+  info.refuse_before("reduction", 16);
   const std::string r = info.attrs().get_string("reduction", "none");
   if (r == "none") return Reduction::None;
   if (r == "add") return Reduction::Add;

@@ -23,9 +23,8 @@ class ShapeKernel : public Kernel {
  public:
   explicit ShapeKernel(const KernelInfo& info)
       : start_(info.attrs().get_int("start", 0)), end_(info.attrs().get_int("end", INT64_MAX)) {
-    for (const char* a : {"start", "end"})
-      if (info.attrs().has(a) && info.opset() < 15)
-        fail("attribute '{}' needs ai.onnx opset 15; this node is opset {}", a, info.opset());
+    info.refuse_before("start", 15);
+    info.refuse_before("end", 15);
   }
   bool needs_input_data(int) const override { return false; }
   void reshape(ReshapeContext& ctx) override {
@@ -64,8 +63,7 @@ class SizeKernel : public Kernel {
 class ReshapeKernel : public Kernel {
  public:
   explicit ReshapeKernel(const KernelInfo& info) : allowzero_(info.attrs().get_int("allowzero", 0) != 0) {
-    if (info.attrs().has("allowzero") && info.opset() < 14)
-      fail("attribute 'allowzero' needs ai.onnx opset 14; this node is opset {}", info.opset());
+    info.refuse_before("allowzero", 14);
   }
   void reshape(ReshapeContext& ctx) override {
     const Shape& in = ctx.shape(0);
@@ -220,8 +218,7 @@ class RangeKernel : public Kernel {
     // stash_type (opset 27): the precision of start + i·delta for 16-bit
     // floats; 1 (float32, the default) is what the loop below computes in.
     const int64_t stash = info.attrs().get_int("stash_type", 1);
-    if (info.attrs().has("stash_type") && info.opset() < 27)
-      fail("attribute 'stash_type' needs ai.onnx opset 27; this node is opset {}", info.opset());
+    info.refuse_before("stash_type", 27);
     if (stash != 1) fail("attribute 'stash_type' is {}, expected 1 (float32)", stash);
     v27_ = info.opset() >= 27;
   }
