@@ -142,3 +142,10 @@ def decode_step_profile(onebit: str, model: str | Path, prompt: int = 4, gen: in
     if "decode steps" not in out:
         raise AssertionError(f"no decode profile in:\n{out}")
     return out[out.index("decode steps"):]
+
+
+def fused_counts(stderr: str) -> dict[str, int]:
+    """Each fusion's `<name>_fused groups=N` line (ONEBIT_QDQ_DEBUG=1 with --verbose) as {name: N}."""
+    import re
+
+    return {k: int(v) for k, v in re.findall(r"(\w+)_fused groups=(\d+)", stderr)}

@@ -17,7 +17,6 @@ one set for every length, which transformers 5 (picking per call) does not.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -54,6 +53,14 @@ def expected_fusions(arch: str, n: int) -> dict[str, int]:
     return want
 
 
+def check_fusions(stderr: str, arch: str, n: int) -> None:
+    """The fusions expected_fusions names, as counted in a --verbose run, and the cache kept."""
+    counts = cli.fused_counts(stderr)
+    for name, want in expected_fusions(arch, n).items():
+        assert counts.get(name, 0) == want, (name, stderr)
+    assert "kv_state_refused" not in stderr, stderr
+
+
 # LongRoPE against onnxruntime only (module docstring).
 GREEDY = [(a, r) for a in ARCHS for r in ("onnxruntime", "transformers") if (a, r) != ("phi3-longrope", "transformers")]
 
@@ -74,10 +81,7 @@ def test_optimum_arch_fusions(onebit, pytestconfig, tmp_path, arch):
     n = json.loads((checkpoint / "config.json").read_text())["num_hidden_layers"]
     d = cli.ort_run(onebit, model, ["--prompt-ids", ",".join(map(str, PROMPT))], 4, tmp_path / "l.npy",
                     ["--verbose", "--cached"], env={"ONEBIT_QDQ_DEBUG": "1"}, capture_stderr=True)
-    counts = {k: int(v) for k, v in re.findall(r"(\w+)_fused groups=(\d+)", d.stderr)}
-    for name, want in expected_fusions(arch, n).items():
-        assert counts.get(name, 0) == want, (name, d.stderr)
-    assert "kv_state_refused" not in d.stderr, d.stderr
+    check_fusions(d.stderr, arch, n)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -104,10 +108,7 @@ def test_optimum_arch_q4(onebit, pytestconfig, tmp_path, arch):
     prompt = ["--prompt-ids", ",".join(map(str, PROMPT))]
     a = cli.ort_run(onebit, out, prompt, 8, tmp_path / "a.npy", ["--cached", "--verbose", "--act-precision", "float"],
                     env={"ONEBIT_QDQ_DEBUG": "1"}, capture_stderr=True)
-    counts = {k: int(v) for k, v in re.findall(r"(\w+)_fused groups=(\d+)", a.stderr)}
-    for name, want in expected_fusions(arch, n).items():
-        assert counts.get(name, 0) == want, (name, a.stderr)
-    assert "kv_state_refused" not in a.stderr, a.stderr
+    check_fusions(a.stderr, arch, n)
     b = cli.ort_run(onebit, out, prompt, 8, tmp_path / "b.npy", ["--basic", "--act-precision", "float"])
     assert (a.ids == b.ids).all()
     assert float(np.max(np.abs(a.logits - b.logits))) <= 1e-4 * float(np.max(np.abs(b.logits)))

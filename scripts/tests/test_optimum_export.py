@@ -70,7 +70,7 @@ def test_optimum_export_fusions(onebit, pytestconfig, tmp_path):
     d = cli.ort_run(onebit, model, ["--prompt-ids", ",".join(map(str, PROMPT))], 4, tmp_path / "l.npy",
                     ["--verbose", "--cached"], env={"ONEBIT_QDQ_DEBUG": "1"}, capture_stderr=True)
     err = d.stderr
-    counts = {k: int(v) for k, v in re.findall(r"(\w+)_fused groups=(\d+)", err)}
+    counts = cli.fused_counts(err)
     assert counts.get("rms_norm") == 2 * n + 1, err  # input and post-attention norms a layer, the final norm
     assert counts.get("swiglu") == n, err
     assert counts.get("rotary") == 2 * n, err
@@ -121,7 +121,7 @@ def test_optimum_export_quantized(onebit, pytestconfig, tmp_path, quantizer):
     prompt = ["--prompt-ids", ",".join(map(str, PROMPT))]
     a = cli.ort_run(onebit, out, prompt, 8, tmp_path / "a.npy", ["--cached"], env={"ONEBIT_QDQ_DEBUG": "1"},
                     capture_stderr=True)
-    counts = {k: int(v) for k, v in re.findall(r"(\w+)_fused groups=(\d+)", a.stderr)}
+    counts = cli.fused_counts(a.stderr)
     for name, want in (("rms_norm", 2 * n + 1), ("swiglu", n), ("rotary", 2 * n), ("gqa", 2 * n),
                        ("scores_softmax", n)):
         assert counts.get(name) == want, (name, a.stderr)

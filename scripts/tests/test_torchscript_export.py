@@ -113,7 +113,7 @@ def test_torchscript_export_quantized(onebit, pytestconfig, tmp_path, quantizer)
     layers = json.loads(CONFIG.read_text())["num_hidden_layers"]
     prompt = ["--prompt-ids", ",".join(map(str, PROMPT))]
     a = cli.ort_run(onebit, out, prompt, 8, tmp_path / "a.npy", env={"ONEBIT_QDQ_DEBUG": "1"}, capture_stderr=True)
-    counts = {k: int(v) for k, v in re.findall(r"(\w+)_fused groups=(\d+)", a.stderr)}
+    counts = cli.fused_counts(a.stderr)
     assert counts.get("rms_norm") == 4 * layers + 1, a.stderr
     assert counts.get("swiglu") == layers, a.stderr
     assert counts.get("gqa") == 2 * layers, a.stderr
