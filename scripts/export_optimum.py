@@ -4,22 +4,37 @@ language models were made (onnx-community and transformers.js folders):
 
   optimum-cli export onnx --model CHECKPOINT --task text-generation-with-past OUT
 
-with optimum 1.23.3 and transformers 4.46.3 (requirements-optimum.txt),
-which Optimum needs: they are installed into a directory of their own
-(--site, default build/optimum-site) and put ahead of .venv's packages in a
-child process, so .venv keeps transformers 5. The graph is what those
-versions write: ai.onnx opset 14 (Optimum's default for Llama-family
-models), torch.onnx's TorchScript exporter, transformers 4.x's mask
-(Trilu, ScatterND) and sdpa (its scale read off the query's shape).
+with one of two pinned stacks, which Optimum needs (--stack):
 
-Two things differ from a user's run, and neither changes the graph's form:
+  1.23  optimum 1.23.3, transformers 4.46.3 (requirements-optimum.txt): the
+        stack of most onnx-community and transformers.js Llama-family,
+        Qwen2, Phi and Gemma folders; transformers 4.x's mask (Trilu,
+        ScatterND).
+  1.27  optimum 1.27.0, transformers 4.53.3 (requirements-optimum-1.27.txt):
+        the last Optimum 1.x, the one that exports Qwen3, Granite and SmolLM3
+        (onnx-community's Qwen3 folders); transformers 4.53's mask
+        (masking_utils, without vmap as Optimum patches it) and Phi-3's
+        rotary on a slice as long as cos.
+
+Each is installed into a directory of its own (--site, default
+build/optimum-site or build/optimum-site-1.27) and put ahead of .venv's
+packages in a child process, so .venv keeps transformers 5. The graph is
+what those versions write: ai.onnx opset 14 (Optimum's default for
+Llama-family models), torch.onnx's TorchScript exporter and sdpa as
+transformers 4.x calls it (its scale read off the query's shape).
+
+Three things differ from a user's run, and none changes the graph's form:
 torch.onnx.export is called with dynamo=False, the only exporter torch had
-when those versions were current (today's torch defaults to dynamo); and a
-transformers 5 checkpoint's config is written back in 4.x's spelling
-(rope_parameters -> rope_theta, dtype -> torch_dtype), which transformers
-4.46 would otherwise read as the defaults (rope_theta 10000).
+when those versions were current (today's torch defaults to dynamo); the
+private torch.onnx.symbolic_opset14 helpers Optimum 1.27 imports
+(_attention_scale, _causal_attention_mask, ...) are handed to it from the
+module today's torch keeps them in, the same functions; and a transformers 5
+checkpoint's config is written back in 4.x's spelling (rope_parameters ->
+rope_theta, dtype -> torch_dtype), which transformers 4.x would otherwise
+read as the defaults (rope_theta 10000).
 
   scripts/run_python.sh scripts/export_optimum.py build-models/smollm2-135m -o build-models/smollm2-135m-optimum
+  scripts/run_python.sh scripts/export_optimum.py CHECKPOINT -o OUT --stack 1.27
 """
 from __future__ import annotations
 
@@ -34,26 +49,27 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REQUIREMENTS = HERE.parent / "requirements-optimum.txt"
+STACKS = {"1.23": HERE.parent / "requirements-optimum.txt", "1.27": HERE.parent / "requirements-optimum-1.27.txt"}
+SITES = {"1.23": "optimum-site", "1.27": "optimum-site-1.27"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                    "generation_config.json")
 
 
-def pins() -> list[str]:
-    return [l.strip() for l in REQUIREMENTS.read_text().splitlines() if l.strip() and not l.startswith("#")]
+def pins(requirements: Path) -> list[str]:
+    return [l.strip() for l in requirements.read_text().splitlines() if l.strip() and not l.startswith("#")]
 
 
-def ensure_site(site: Path) -> None:
+def ensure_site(site: Path, requirements: Path) -> None:
     """The pinned packages in `site`; reinstalled when the pins changed."""
     stamp = site / "requirements-optimum.txt"
-    if stamp.exists() and stamp.read_text() == REQUIREMENTS.read_text():
+    if stamp.exists() and stamp.read_text() == requirements.read_text():
         return
     if site.exists():
         shutil.rmtree(site)
-    print(f"[optimum] installing {' '.join(pins())} into {site}", flush=True)
+    print(f"[optimum] installing {' '.join(pins(requirements))} into {site}", flush=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                    "--target", str(site), *pins()], check=True)
-    shutil.copy(REQUIREMENTS, stamp)
+                    "--target", str(site), *pins(requirements)], check=True)
+    shutil.copy(requirements, stamp)
 
 
 def config_for_4x(src: Path, dst: Path) -> None:
@@ -91,6 +107,18 @@ def child(checkpoint: str, out: str, opset: int | None) -> None:
         return export(*args, **kwargs)
 
     torch.onnx.export = legacy_export
+    # Optimum 1.27 imports private helpers from torch.onnx.symbolic_opset14,
+    # which today's torch keeps in its TorchScript exporter's module (the
+    # public one re-exports only public names): the same functions, handed on.
+    import torch.onnx.symbolic_opset14 as public
+    try:
+        from torch.onnx._internal.torchscript_exporter import symbolic_opset14 as internal
+    except ImportError:
+        internal = None
+    for name in ("_attention_scale", "_causal_attention_mask", "_onnx_symbolic", "_type_utils", "jit_utils",
+                 "symbolic_helper"):
+        if internal is not None and not hasattr(public, name) and hasattr(internal, name):
+            setattr(public, name, getattr(internal, name))
     import optimum
     import transformers
     from optimum.exporters.onnx import main_export
@@ -105,23 +133,30 @@ def main() -> int:
     ap.add_argument("checkpoint", help="a transformers checkpoint folder (config.json, weights, tokenizer)")
     ap.add_argument("-o", "--out", required=True, help="the folder to write (model.onnx, configs, tokenizer)")
     ap.add_argument("--opset", type=int, help="ai.onnx opset (default: Optimum's for the architecture)")
-    ap.add_argument("--site", default=str(HERE.parent / "build" / "optimum-site"),
-                    help="where the pinned Optimum stack is installed (default build/optimum-site)")
+    ap.add_argument("--stack", choices=sorted(STACKS), default="1.23",
+                    help="the pinned Optimum and transformers versions (default 1.23; see above)")
+    ap.add_argument("--site", help="where the stack is installed (default build/optimum-site, "
+                                   "build/optimum-site-1.27 for --stack 1.27)")
     ap.add_argument("--force", action="store_true", help="export even when OUT/model.onnx is newer than its sources")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.checkpoint, args.out, args.opset)
         return 0
-    src, out, site = Path(args.checkpoint), Path(args.out), Path(args.site)
+    requirements = STACKS[args.stack]
+    src, out = Path(args.checkpoint), Path(args.out)
+    site = Path(args.site) if args.site else HERE.parent / "build" / SITES[args.stack]
     if not (src / "config.json").exists():
         sys.exit(f"export_optimum: {src} has no config.json (a transformers checkpoint folder is needed)")
     model = out / "model.onnx"
-    sources = [Path(__file__).resolve(), REQUIREMENTS, *(f for f in src.iterdir() if f.is_file())]
-    if model.exists() and all(f.stat().st_mtime <= model.stat().st_mtime for f in sources) and not args.force:
+    # Which stack wrote OUT: another stack's export is not up to date.
+    stamp = out / ".optimum-stack"
+    sources = [Path(__file__).resolve(), requirements, *(f for f in src.iterdir() if f.is_file())]
+    if (model.exists() and stamp.exists() and stamp.read_text() == requirements.read_text() and not args.force
+            and all(f.stat().st_mtime <= model.stat().st_mtime for f in sources)):
         print(f"[optimum] {model} is up to date (--force exports again)")
         return 0
-    ensure_site(site)
+    ensure_site(site, requirements)
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = Path(tmp) / "checkpoint"
         config_for_4x(src, ckpt)
@@ -135,7 +170,8 @@ def main() -> int:
     for name in TOKENIZER_FILES:
         if (src / name).exists():
             shutil.copy(src / name, out / name)
-    print(f"[optimum] wrote {out / 'model.onnx'}")
+    shutil.copy(requirements, stamp)
+    print(f"[optimum] wrote {out / 'model.onnx'} (stack {args.stack})")
     return 0
 
 

@@ -79,6 +79,22 @@ onebit_add_pytest(optimum_archs_parity TESTS test_optimum_archs.py
                   ARGS --optimum-archs ${ONEBIT_OPTIMUM_ARCHS} --genai-archs ${ONEBIT_GENAI_ARCHS})
 set_tests_properties(optimum_archs_parity PROPERTIES FIXTURES_REQUIRED "genai_archs;optimum_archs" TIMEOUT 900)
 
+# The same with the last Optimum 1.x (optimum 1.27.0 + transformers 4.53.3,
+# requirements-optimum-1.27.txt, export_optimum.py --stack 1.27): its
+# transformers 4.53 mask and Phi-3 rotary, and Qwen3 and Granite, which 1.23
+# does not export (onnx-community's Qwen3 folders were made with it).
+set(ONEBIT_OPTIMUM127_ARCHS ${PROJECT_BINARY_DIR}/models/optimum-archs-1.27)
+foreach(arch qwen2 qwen3 mistral phi3 phi3-longrope gemma granite phi)
+  add_test(NAME optimum127_build_${arch}
+    COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/export_optimum.py ${ONEBIT_GENAI_ARCHS}/${arch}/checkpoint
+            -o ${ONEBIT_OPTIMUM127_ARCHS}/${arch} --stack 1.27 --site ${PROJECT_BINARY_DIR}/optimum-site-1.27)
+  set_tests_properties(optimum127_build_${arch} PROPERTIES FIXTURES_REQUIRED genai_archs
+                       FIXTURES_SETUP optimum127_archs RESOURCE_LOCK optimum_site_127 TIMEOUT 900)
+endforeach()
+onebit_add_pytest(optimum127_archs_parity TESTS test_optimum_archs.py
+                  ARGS --optimum-archs ${ONEBIT_OPTIMUM127_ARCHS} --genai-archs ${ONEBIT_GENAI_ARCHS} --optimum-stack 1.27)
+set_tests_properties(optimum127_archs_parity PROPERTIES FIXTURES_REQUIRED "genai_archs;optimum127_archs" TIMEOUT 900)
+
 # Model folders: genai and transformers.js onnx/ layouts, --variant, the
 # errors for a folder of no known layout (test_model_folders.py).
 onebit_add_pytest(model_folders TESTS test_model_folders.py ARGS --genai ${ONEBIT_GENAI_TINY})

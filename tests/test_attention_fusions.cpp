@@ -569,6 +569,71 @@ TEST_CASE("reshaped dims: a dim read through Slices and a Concat of the halves",
   }
 }
 
+// transformers 4.53's Phi-3 rotates q[..., :cos.size(-1)], cos computed as
+// transformers computes it: Unsqueeze(Cos(Concat(f, f)) · scaling, [1])
+// with f = Transpose(Expand(inv_freq, [b, 1, 1]) · positions): the width is
+// inv_freq's length twice, read through the Unsqueeze, the scalar product,
+// the Cos, the Concat, the Transpose, the MatMul's rows and the Expand. Its
+// variants must not read what they do not fix: an Expand of a dim of 1
+// (the shape's entry rules), and a MatMul by a rank-1 vector (the product's
+// last dim is then A's rows, not B's length). Dim 1 of the Unsqueeze is the
+// inserted 1.
+TEST_CASE("reshaped dims: the rotary width read off cos through Expand, MatMul and Unsqueeze",
+          "[fusion][reshaped_dims]") {
+  struct Case {
+    const char* name;
+    int64_t half;      // inv_freq's length (1: the Expand case)
+    int64_t index;     // the dim of Shape(cos) read
+    bool vector_b;     // the MatMul by a rank-1 vector instead
+    int64_t expected;  // what the read gives
+    bool read;         // the pass proves it
+  } cases[] = {{"width", 8, 3, false, 16, true},
+               {"inserted", 8, 1, false, 1, true},
+               {"expand_of_1", 1, 3, false, 2 * 5, false},
+               {"vector_b", 8, -1, true, 8, false}};
+  for (const Case& c : cases) {
+    INFO(c.name);
+    ModelBuilder b;
+    b.input("pos", kInt64, {1, -1}).output("z", kInt64, {1});
+    b.initializer<float>("inv_freq", kFloat, {1, c.half, 1}, std::vector<float>(static_cast<size_t>(c.half), 0.5f));
+    b.initializer<float>("scaling", kFloat, {}, {1.0f});
+    b.initializer<float>("vec", kFloat, {1}, {2.0f});
+    b.initializer<int64_t>("i0", kInt64, {}, {0});
+    b.initializer<int64_t>("at", kInt64, {1}, {c.index});
+    b.initializer<int64_t>("ones", kInt64, {1}, {1});
+    b.initializer<int64_t>("five_one", kInt64, {2}, {c.half == 1 ? 5 : 1, 1});
+    b.initializer<int64_t>("axis0", kInt64, {1}, {0});
+    b.initializer<int64_t>("axis1", kInt64, {1}, {1});
+    b.initializer<int64_t>("zero", kInt64, {1}, {0});
+    b.node("Shape", {"pos"}, {"sp"});
+    b.node("Gather", {"sp", "i0"}, {"batch"});
+    b.node("Unsqueeze", {"batch", "axis0"}, {"ub"});
+    ModelBuilder::attr_int(b.node("Concat", {"ub", "five_one"}, {"eshape"}), "axis", 0);
+    b.node("Expand", {"inv_freq", "eshape"}, {"a"});  // [b, half, 1] (or [b, 5, 1] of a 1)
+    b.node("Unsqueeze", {"pos", "axis1"}, {"pos3"});
+    ModelBuilder::attr_int(b.node("Cast", {"pos3"}, {"posf"}), "to", kFloat);  // [b, 1, s]
+    // vector_b reads the product's last dim: [b, half, 1] · [1] -> [b, half]
+    b.node("MatMul", {"a", c.vector_b ? "vec" : "posf"}, {"f0"});  // else [b, half, s]
+    ModelBuilder::attr_ints(b.node("Transpose", {"f0"}, {"f"}), "perm", {0, 2, 1});
+    ModelBuilder::attr_int(b.node("Concat", {"f", "f"}, {"emb"}), "axis", -1);
+    b.node("Cos", {"emb"}, {"cos0"});
+    b.node("Mul", {"cos0", "scaling"}, {"cos1"});
+    b.node("Unsqueeze", {"cos1", "axis1"}, {"cos"});
+    b.node("Shape", {c.vector_b ? "f0" : "cos"}, {"sc"});
+    b.node("Gather", {"sc", "at"}, {"dim"});
+    b.node("Add", {"dim", "zero"}, {"z"});
+    const std::string name = std::string("reshaped_cos_") + c.name;
+    Session on = test::session_until(b, name);
+    Session off = test::session_until(b, name + "_plain", test::pass_index("reshaped-dims"));
+    CHECK(on.pass_report().get("reshaped_dims_read") == (c.read ? 1 : 0));
+    Tensor pos = Tensor::allocate(DType::I64, {1, 3});
+    for (int64_t i = 0; i < 3; ++i) pos.data<int64_t>()[i] = i;
+    const Tensor a = on.run({{"pos", pos}})[0], o = off.run({{"pos", pos}})[0];
+    CHECK(*a.data<int64_t>() == *o.data<int64_t>());
+    CHECK(*a.data<int64_t>() == c.expected);
+  }
+}
+
 // A crafted chain of 24 Concats, each of three copies of the one below, asks
 // a proof to visit 3^24 nodes: the proof stops at its step budget and reads
 // nothing, so the session is made at once (before the budget this hung).
@@ -1186,13 +1251,16 @@ namespace {
 ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, int64_t d,
                               const char* softmax_op = "Softmax", int64_t axis = -1, bool scores_out = false,
                               std::vector<int64_t> mask_dims = {}, std::vector<int64_t> scores_dims = {},
-                              int32_t dtype = kFloat, int32_t mask_dtype = 0, bool mask_late = false,
+                              int32_t dtype = kFloat, int32_t mask_dtype = 0, int mask_late = 0,
                               int nan_where = 0) {
   const int64_t h = kvh * rep;
   ModelBuilder b;
   b.input("q", dtype, {1, h, s, d}).input("k", dtype, {1, kvh, t, d}).input("v", dtype, {1, kvh, t, d});
-  // mask_late: the mask is Max(mask_in, mask_in), computed after the scores
-  // product (as torch.onnx's TorchScript exporter places each layer's mask).
+  // mask_late: the mask computed after the scores product, as torch.onnx's
+  // TorchScript exporter places each layer's mask (1: Max(mask_in,
+  // mask_in)), or a re-sorted file the chain computing it (2: Min(Max(...),
+  // Max(...))); 3: that chain reading the scores (+ 0·scores), which cannot
+  // move before them.
   b.input(mask_late ? "mask_in" : "mask", mask_dtype ? mask_dtype : dtype,
           mask_dims.empty() ? std::vector<int64_t>{1, 1, s, t} : mask_dims);
   b.output("y", dtype, {1, h, s, d});
@@ -1211,7 +1279,16 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
   }
   ModelBuilder::attr_ints(b.node("Transpose", {"rep_k"}, {"kt"}), "perm", {0, 1, 3, 2});
   b.node("MatMul", {"q", "kt"}, {"scores"});
-  if (mask_late) b.node("Max", {"mask_in", "mask_in"}, {"mask"});
+  if (mask_late == 1) b.node("Max", {"mask_in", "mask_in"}, {"mask"});
+  if (mask_late >= 2) {
+    b.node("Max", {"mask_in", "mask_in"}, {"m1"});
+    if (mask_late == 3) {
+      b.initializer<float>("nought", kFloat, {}, {0.0f});
+      b.node("Mul", {"scores", "nought"}, {"none"});
+      b.node("Add", {"m1", "none"}, {"m2"});
+    }
+    b.node("Min", {"m1", mask_late == 3 ? "m2" : "m1"}, {"mask"});
+  }
   b.node("Mul", {"scores", "scale"}, {"scaled"});
   b.node("Add", {"scaled", "mask"}, {"masked"});
   ModelBuilder::attr_int(b.node(softmax_op, {"masked"}, {nan_where ? "p0" : "p"}), "axis", axis);
@@ -1268,13 +1345,18 @@ TEST_CASE("masked scores: a mask computed after the scores product moves before 
                                        {"k", tensor({1, kvh, t, d}, 2)},
                                        {"v", tensor({1, kvh, t, d}, 3)},
                                        {"mask_in", causal_mask(s, t, -1e30f)}};
-  const ModelBuilder b = masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {}, {}, kFloat, 0, true);
-  const Pair hoisted = run_both(b, "masked_scores_late", "masked-scores", "masks_hoisted", in);
-  CHECK(hoisted.count == 1);
-  bit_identical(hoisted.fused, hoisted.plain);
-  const Pair fused = run_both(b, "masked_scores_late", "masked-scores", "masked_scores_fused", in);
-  CHECK(fused.count == 1);
-  bit_identical(fused.fused, fused.plain);
+  for (const int late : {1, 2, 3}) {
+    CAPTURE(late);
+    const ModelBuilder b = masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {}, {}, kFloat, 0, late);
+    const std::string name = "masked_scores_late" + std::to_string(late);
+    // 1: the one node; 2: the chain of two; 3: a chain that reads the scores stays
+    const Pair hoisted = run_both(b, name, "masked-scores", "mask_nodes_hoisted", in);
+    CHECK(hoisted.count == (late == 3 ? 0 : late));
+    bit_identical(hoisted.fused, hoisted.plain);
+    const Pair fused = run_both(b, name, "masked-scores", "masked_scores_fused", in);
+    CHECK(fused.count == (late == 3 ? 0 : 1));
+    bit_identical(fused.fused, fused.plain);
+  }
 }
 
 TEST_CASE("masked scores must not fire when the scores are read elsewhere or the tail is no Softmax over the keys",

@@ -192,37 +192,64 @@ namespace {
 
 // The scores' mask must exist before the GqaMatMul that takes it. torch.onnx's
 // TorchScript exporter computes each layer's mask (a Where over the one
-// boolean mask) between the scores product and the Add; such a node, when
-// everything it reads exists before the product, moves to just before it.
+// boolean mask) between the scores product and the Add, and a file
+// re-sorted by a tool (onnxruntime's quantizers) may put the whole chain
+// that computes it there (the Slice to the keys' length, its bound read off
+// the cache's shape). The nodes after the product that the mask depends on,
+// when none of them depends on the product, move to just before it in
+// their order: every node still comes after what it reads. At most
+// kHoistNodes a mask.
+constexpr size_t kHoistNodes = 256;
+
 void hoist_masks(Graph& g, PassContext& ctx) {
   const auto readers = g.consumers();
   const FusionScan scan{g, readers};
-  std::vector<int> before(g.nodes.size(), -1);  // node -> the mask producer that moves in front of it
+  std::vector<std::vector<int>> before(g.nodes.size());  // node -> the nodes that move in front of it
   std::vector<bool> moved(g.nodes.size(), false);
   int64_t hoisted = 0;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     if (!wants_mask(g.nodes[n])) continue;
     const Match<ScoresChain> m = find_chain(scan, static_cast<int>(n));
     const int p = m.group() ? producer_index(g, m.group()->mask) : -1;
-    if (p <= static_cast<int>(n) || moved[static_cast<size_t>(p)] || g.node(p).outputs.size() != 1) continue;
+    if (p <= static_cast<int>(n) || moved[static_cast<size_t>(p)]) continue;
+    // The mask's producers after n (those moved already stand before an
+    // earlier product), found walking up from the mask; none may be n.
+    std::vector<int> cone{p}, todo{p};
+    std::vector<bool> seen(g.nodes.size(), false);
+    seen[static_cast<size_t>(p)] = true;
     bool ready = true;
-    for (int v : g.node(p).inputs) ready &= producer_index(g, v) < static_cast<int>(n);
+    while (!todo.empty() && ready) {
+      const int q = todo.back();
+      todo.pop_back();
+      for (int v : g.node(q).inputs) {
+        const int r = producer_index(g, v);
+        if (r < static_cast<int>(n) || seen[static_cast<size_t>(r)] || moved[static_cast<size_t>(r)]) continue;
+        if (r == static_cast<int>(n) || cone.size() >= kHoistNodes) {
+          ready = false;
+          break;
+        }
+        seen[static_cast<size_t>(r)] = true;
+        cone.push_back(r);
+        todo.push_back(r);
+      }
+    }
     if (!ready) continue;
-    before[n] = p;
-    moved[static_cast<size_t>(p)] = true;
-    ++hoisted;
+    std::sort(cone.begin(), cone.end());
+    for (int q : cone) moved[static_cast<size_t>(q)] = true;
+    hoisted += static_cast<int64_t>(cone.size());
+    before[n] = std::move(cone);
   }
   if (hoisted == 0) return;
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     if (moved[n]) continue;
-    if (before[n] >= 0) nodes.push_back(std::move(g.nodes[static_cast<size_t>(before[n])]));
+    for (int q : before[n]) nodes.push_back(std::move(g.nodes[static_cast<size_t>(q)]));
     nodes.push_back(std::move(g.nodes[n]));
   }
   g.nodes = std::move(nodes);
   g.relink();
-  ctx.report.count("masks_hoisted", hoisted);
+  ctx.report.count("mask_nodes_hoisted", hoisted);
 }
 
 }  // namespace

@@ -58,11 +58,24 @@ bool same_axis(int64_t a, int64_t b, int64_t rank) {
   return (a < 0 ? a + rank : a) == (b < 0 ? b + rank : b);
 }
 
-// The ints of a constant input of `n`, if it is one of rank 1.
+// The ints of input i of `n` when they are one rank-1 list for every size:
+// a constant, or computed from constants only (graph/passes/shape_expr.h:
+// Unsqueeze(d) of a dim this pass has just read, before folding).
 std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const Node& n, size_t i) {
-  const Tensor* t = input_constant(g, n, i);
-  if (!t || t->rank() != 1 || !dtype_is_integer(t->dtype()) || !t->raw() || t->size() > 64) return std::nullopt;
-  return tensor_to_ints(*t);
+  if (const Tensor* t = input_constant(g, n, i)) {
+    if (t->rank() != 1 || !dtype_is_integer(t->dtype()) || !t->raw() || t->size() > 64) return std::nullopt;
+    return tensor_to_ints(*t);
+  }
+  const int v = input_at(n, i);
+  if (v < 0) return std::nullopt;
+  const auto e = shape_expr(g, v, [](int) -> int64_t { return -1; });
+  if (!e || e->boolean || e->scalar) return std::nullopt;
+  std::vector<int64_t> ints;
+  for (const ShapeTerm& t : e->terms) {
+    if (t.of >= 0) return std::nullopt;
+    ints.push_back(t.k);
+  }
+  return ints;
 }
 
 constexpr int64_t kLargestDim = int64_t{1} << 40;
@@ -70,11 +83,43 @@ constexpr int64_t kLargestDim = int64_t{1} << 40;
 // so a crafted chain of them could otherwise take exponential time.
 constexpr int kProofSteps = 512;
 
-// The rank of value v where its producers fix it: a Transpose's perm
-// length, through Slices, Concats and fused RMS norms (which keep their
-// input's rank); else -1.
+// Elementwise ops of one input: the output's shape is the input's.
+bool keeps_shape(const Node& n) {
+  static const char* const kOps[] = {"Identity", "Cast", "Neg", "Abs", "Cos", "Sin", "Sqrt", "Reciprocal",
+                                     "Exp", "Sigmoid", "Tanh", "Relu", "Erf"};
+  if (!n.domain.empty() || n.inputs.size() != 1) return false;
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.op_type == op; });
+}
+
+// Unsqueeze's axes when they are constant and none is negative (a negative
+// one counts from the back of an output whose rank may not be known).
+std::optional<std::vector<int64_t>> unsqueeze_axes(const Graph& g, const Node& p) {
+  std::vector<int64_t> axes;
+  if (p.inputs.size() == 2) {
+    const Tensor* t = input_constant(g, p, 1);
+    if (!t || t->rank() > 1 || !dtype_is_integer(t->dtype()) || !t->raw() || t->size() > 64) return std::nullopt;
+    axes = tensor_to_ints(*t);
+  } else if (p.inputs.size() == 1) {
+    axes = p.attrs.get_ints("axes", {});  // before opset 13
+  } else {
+    return std::nullopt;
+  }
+  if (axes.empty()) return std::nullopt;
+  for (int64_t a : axes)
+    if (a < 0 || a > 64) return std::nullopt;
+  return axes;
+}
+
+// The rank of value v where it is fixed: a constant's, a graph input's as
+// declared (the session checks it), a Transpose's perm length, and through
+// Slices, Concats, fused RMS norms and one-input elementwise ops (which keep
+// their input's rank) and Unsqueeze (its axes added); else -1.
 int64_t proven_rank(const Graph& g, int v, int depth = 0) {
-  const Node* p = depth > 24 || v < 0 ? nullptr : producer_node(g, v);
+  if (depth > 24 || v < 0) return -1;
+  const Value& val = g.value(v);
+  if (val.constant) return val.constant->rank();
+  if (val.is_input) return val.has_shape ? static_cast<int64_t>(val.dims.size()) : -1;
+  const Node* p = producer_node(g, v);
   if (!p || p->inputs.empty()) return -1;
   if (p->domain == kOneBitDomain && p->op_type == "RmsNorm") return proven_rank(g, p->inputs[0], depth + 1);
   if (!p->domain.empty()) return -1;
@@ -82,12 +127,35 @@ int64_t proven_rank(const Graph& g, int v, int depth = 0) {
     const std::vector<int64_t> perm = p->attrs.get_ints("perm", {});
     return !perm.empty() && is_permutation(perm) ? static_cast<int64_t>(perm.size()) : -1;
   }
-  if (p->op_type == "Slice" || p->op_type == "Concat") return proven_rank(g, p->inputs[0], depth + 1);
+  if (p->op_type == "Slice" || p->op_type == "Concat" || keeps_shape(*p))
+    return proven_rank(g, p->inputs[0], depth + 1);
+  if (p->op_type == "Unsqueeze") {
+    const auto axes = unsqueeze_axes(g, *p);
+    const int64_t r = axes ? proven_rank(g, p->inputs[0], depth + 1) : -1;
+    return r < 0 ? -1 : r + static_cast<int64_t>(axes->size());
+  }
+  return -1;
+}
+
+// A lower bound of v's rank: its proven rank, else through Expand (its
+// output has at least its input's rank) and the ops proven_rank reads.
+int64_t least_rank(const Graph& g, int v, int depth = 0) {
+  const int64_t r = proven_rank(g, v);
+  if (r >= 0 || depth > 24 || v < 0) return r;
+  const Node* p = producer_node(g, v);
+  if (!p || p->inputs.empty() || !p->domain.empty()) return -1;
+  if (p->op_type == "Expand" || keeps_shape(*p)) return least_rank(g, p->inputs[0], depth + 1);
   return -1;
 }
 
 std::optional<int64_t> dim_within(const Graph& g, int v, int64_t axis, int64_t rank, int depth, int& budget) {
   if (depth > 24 || v < 0 || --budget < 0) return std::nullopt;
+  if (const std::optional<Tensor>& c = g.value(v).constant) {  // a constant's own dims
+    const int64_t r = c->rank();
+    const int64_t a = axis < 0 ? axis + r : axis;
+    if ((rank >= 0 && rank != r) || a < 0 || a >= r) return std::nullopt;
+    return c->shape()[static_cast<size_t>(a)];
+  }
   const Node* p = producer_node(g, v);
   if (!p) return std::nullopt;
   if (p->domain == kOneBitDomain && p->op_type == "RmsNorm" && !p->inputs.empty())
@@ -111,11 +179,39 @@ std::optional<int64_t> dim_within(const Graph& g, int v, int64_t axis, int64_t r
     if (p->inputs.size() < 2) return std::nullopt;
     return fixed_entry(g, p->inputs[1], axis, rank);
   }
-  if (op == "MatMul") {  // the last dim of x·W is W's, for a constant W of rank >= 2
-    const Tensor* w = input_constant(g, *p, 1);
-    if (!w || w->rank() < 2 || p->inputs.size() != 2) return std::nullopt;
-    const int64_t n = w->shape().back();
-    return last && n >= 1 && n <= kLargestDim ? std::optional<int64_t>(n) : std::nullopt;
+  if (keeps_shape(*p)) return dim_within(g, p->inputs[0], axis, rank, depth + 1, budget);
+  if (op == "MatMul") {
+    // With both operands of rank >= 2 the product's last dim is B's last
+    // and the one before it A's (the batch dims before them broadcast).
+    // With B of rank >= 2 alone its last dim is still the product's (A of
+    // rank 1 drops A's row dim, not B's columns).
+    if (p->inputs.size() != 2) return std::nullopt;
+    const int64_t a = axis < 0 ? axis : rank >= 0 ? axis - rank : 0;
+    if (a != -1 && a != -2) return std::nullopt;
+    if (least_rank(g, p->inputs[1]) < 2 || (a == -2 && least_rank(g, p->inputs[0]) < 2)) return std::nullopt;
+    const auto n = dim_within(g, p->inputs[a == -1 ? 1 : 0], a, -1, depth + 1, budget);
+    return n && *n >= 1 && *n <= kLargestDim ? n : std::nullopt;
+  }
+  if (op == "Unsqueeze") {
+    // An inserted axis is 1; another is the input's axis before the inserts.
+    const auto axes = unsqueeze_axes(g, *p);
+    if (!axes || axis < 0) return std::nullopt;
+    int64_t below = 0;
+    for (int64_t u : *axes) {
+      if (u == axis) return 1;
+      below += u < axis;
+    }
+    const int64_t in_rank = rank >= 0 ? rank - static_cast<int64_t>(axes->size()) : -1;
+    return dim_within(g, p->inputs[0], axis - below, in_rank, depth + 1, budget);
+  }
+  if (op == "Expand") {
+    // The output's dim, from the back, is the input's whenever the
+    // broadcast succeeds, unless that is 1 (the shape's entry then rules).
+    if (p->inputs.size() != 2) return std::nullopt;
+    const int64_t a = axis < 0 ? axis : rank >= 0 ? axis - rank : 0;
+    if (a >= 0) return std::nullopt;
+    const auto d = dim_within(g, p->inputs[0], a, -1, depth + 1, budget);
+    return d && *d != 1 ? d : std::nullopt;
   }
   if (op == "Transpose") {
     const std::vector<int64_t> perm = p->attrs.get_ints("perm", {});
@@ -126,9 +222,15 @@ std::optional<int64_t> dim_within(const Graph& g, int v, int64_t axis, int64_t r
     return dim_within(g, p->inputs[0], perm[static_cast<size_t>(a)], n, depth + 1, budget);
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    if (p->inputs.size() != 2) return std::nullopt;
+    // A scalar constant on one side leaves the other side's shape as it is.
+    for (int side = 0; side < 2; ++side) {
+      const Tensor* c = input_constant(g, *p, static_cast<size_t>(side));
+      if (c && c->rank() == 0) return dim_within(g, p->inputs[static_cast<size_t>(1 - side)], axis, rank, depth + 1, budget);
+    }
     // Ranks may differ across a broadcast: only an axis from the back names
     // the same dim on both sides.
-    if (axis >= 0 || p->inputs.size() != 2) return std::nullopt;
+    if (axis >= 0) return std::nullopt;
     for (int side = 0; side < 2; ++side) {
       const auto d = dim_within(g, p->inputs[static_cast<size_t>(side)], axis, -1, depth + 1, budget);
       if (d && *d != 1) return d;

@@ -31,6 +31,8 @@ def pytest_addoption(parser):
                 help="scripts/export_optimum.py's export of the --genai checkpoint (default $ONEBIT_OPTIMUM, else build/models/optimum-tiny)")
     g.addoption("--optimum-archs", default=os.environ.get("ONEBIT_OPTIMUM_ARCHS", str(REPO / "build/models/optimum-archs")),
                 help="scripts/export_optimum.py's exports of the --genai-archs checkpoints, one folder each")
+    g.addoption("--optimum-stack", default="1.23", choices=["1.23", "1.27"],
+                help="the export_optimum.py --stack that wrote --optimum-archs (default 1.23)")
     g.addoption("--genai-default", default=os.environ.get("ONEBIT_GENAI_DEFAULT", str(REPO / "build/models/genai-default")),
                 help="onnxruntime-genai builds of the default model (scripts/genai_models.py default)")
     g.addoption("--genai-archs", default=os.environ.get("ONEBIT_GENAI_ARCHS", str(REPO / "build/models/genai-archs")),

@@ -1,18 +1,24 @@
-"""Optimum 1.x's own exports (scripts/export_optimum.py: optimum 1.23.3,
-transformers 4.46.3, ai.onnx opset 14) of the tiny random checkpoints of
-scripts/genai_models.py archs that Optimum 1.23 exports: Qwen2, Mistral,
-Phi-3 (and with LongRoPE), Gemma and Phi-2 (Granite, Gemma 2 and Nemotron it
-refuses as unsupported architectures). On each, 1bit's cached greedy run
-chooses onnxruntime's tokens on the same file and transformers' on the
-same checkpoint (mean KL <= 1e-6, top-1 on every step), and the fusions the
-architecture allows reach it, the KV cache kept in the session.
+"""Optimum 1.x's own exports (scripts/export_optimum.py, ai.onnx opset 14)
+of the tiny random checkpoints of scripts/genai_models.py archs, with either
+pinned stack (--optimum-stack):
 
-Phi-3 with LongRoPE is compared with onnxruntime only: transformers 4.46
+  1.23  optimum 1.23.3, transformers 4.46.3: Qwen2, Mistral, Phi-3 (and
+        with LongRoPE), Gemma and Phi-2 (Qwen3, Granite, Gemma 2 and Nemotron
+        it refuses as unsupported architectures);
+  1.27  optimum 1.27.0, transformers 4.53.3: those and Qwen3 and Granite
+        (Gemma 2 and Nemotron it refuses).
+
+On each, 1bit's cached greedy run chooses onnxruntime's tokens on the same
+file and transformers' on the same checkpoint (mean KL <= 1e-6, top-1 on
+every step), and the fusions the architecture allows reach it, the KV cache
+kept in the session.
+
+Phi-3 with LongRoPE is compared with onnxruntime only: transformers 4.x
 picks the short or long factors when the graph is traced, so the file holds
 one set for every length, which transformers 5 (picking per call) does not.
 
   pytest scripts/tests/test_optimum_archs.py --onebit build/1bit \\
-      --optimum-archs build/models/optimum-archs --genai-archs build/models/genai-archs
+      --optimum-archs build/models/optimum-archs --genai-archs build/models/genai-archs [--optimum-stack 1.27]
 """
 from __future__ import annotations
 
@@ -24,7 +30,8 @@ import pytest
 import parity
 from onebit_tools import cli
 
-ARCHS = ["qwen2", "mistral", "phi3", "phi3-longrope", "gemma", "phi"]
+ARCHS = {"1.23": ["qwen2", "mistral", "phi3", "phi3-longrope", "gemma", "phi"],
+         "1.27": ["qwen2", "qwen3", "mistral", "phi3", "phi3-longrope", "gemma", "granite", "phi"]}
 PROMPT = [9707, 11, 1879, 374, 264, 1, 2, 3, 4, 5, 6, 7]  # past Phi-3 LongRoPE's 16 original positions by the end
 STEPS = 24
 MAX_KL = 1e-6
@@ -35,13 +42,16 @@ def paths(pytestconfig, arch: str) -> tuple[Path, Path]:
     checkpoint = Path(pytestconfig.getoption("genai_archs")) / arch / "checkpoint"
     for p in (model, checkpoint):
         if not p.exists():
-            pytest.fail(f"{p} is missing: ctest's optimum_build_{arch} (scripts/export_optimum.py) writes it")
+            prefix = "optimum" if pytestconfig.getoption("optimum_stack") == "1.23" else "optimum127"
+            pytest.fail(f"{p} is missing: ctest's {prefix}_build_{arch} (scripts/export_optimum.py) writes it")
     return model, checkpoint
 
 
 def expected_fusions(arch: str, n: int) -> dict[str, int]:
     """What each architecture's graph allows, for n layers."""
     want = {"rms_norm": 2 * n + 1, "rotary": 2 * n, "gqa": 2 * n, "scores_softmax": n, "swiglu": n}
+    if arch == "qwen3":
+        want["rms_norm"] = 4 * n + 1  # and the q and k norms of each layer
     # Phi-3: gate and up are the halves of one projection, its Slices proven equal
     if arch == "gemma":
         want["swiglu"] = 0  # GELU
@@ -61,11 +71,17 @@ def check_fusions(stderr: str, arch: str, n: int) -> None:
     assert "kv_state_refused" not in stderr, stderr
 
 
-# LongRoPE against onnxruntime only (module docstring).
-GREEDY = [(a, r) for a in ARCHS for r in ("onnxruntime", "transformers") if (a, r) != ("phi3-longrope", "transformers")]
+def pytest_generate_tests(metafunc):
+    """The archs of the stack that wrote --optimum-archs; LongRoPE against
+    onnxruntime only (module docstring)."""
+    archs = ARCHS[metafunc.config.getoption("optimum_stack")]
+    if "reference" in metafunc.fixturenames:
+        metafunc.parametrize("arch,reference", [(a, r) for a in archs for r in ("onnxruntime", "transformers")
+                                                if (a, r) != ("phi3-longrope", "transformers")])
+    elif "arch" in metafunc.fixturenames:
+        metafunc.parametrize("arch", archs)
 
 
-@pytest.mark.parametrize("arch,reference", GREEDY)
 def test_optimum_arch_greedy(onebit, pytestconfig, tmp_path, arch, reference):
     model, checkpoint = paths(pytestconfig, arch)
     s = parity.greedy_against(onebit, str(model), PROMPT, STEPS, reference, None, str(tmp_path / "onebit.npy"),
@@ -75,7 +91,6 @@ def test_optimum_arch_greedy(onebit, pytestconfig, tmp_path, arch, reference):
     assert s["mean_kl"] <= MAX_KL, f"mean KL {s['mean_kl']:.3e} > {MAX_KL:g}"
 
 
-@pytest.mark.parametrize("arch", ARCHS)
 def test_optimum_arch_fusions(onebit, pytestconfig, tmp_path, arch):
     model, checkpoint = paths(pytestconfig, arch)
     n = json.loads((checkpoint / "config.json").read_text())["num_hidden_layers"]
@@ -84,7 +99,6 @@ def test_optimum_arch_fusions(onebit, pytestconfig, tmp_path, arch):
     check_fusions(d.stderr, arch, n)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
 def test_optimum_arch_q4(onebit, pytestconfig, tmp_path, arch):
     """transformers.js' model_q4.onnx recipe on each export (MatMulNBits,
     block 32): the same fusions (Phi-3's halves proven from MatMulNBits' N),
