@@ -23,12 +23,15 @@ what those versions write: ai.onnx opset 14 (Optimum's default for
 Llama-family models), torch.onnx's TorchScript exporter and sdpa as
 transformers 4.x calls it (its scale read off the query's shape).
 
-Three things differ from a user's run, and none changes the graph's form:
+Four things differ from a user's run, and none changes the graph's form:
 torch.onnx.export is called with dynamo=False, the only exporter torch had
 when those versions were current (today's torch defaults to dynamo); the
 private torch.onnx.symbolic_opset14 helpers Optimum 1.27 imports
 (_attention_scale, _causal_attention_mask, ...) are handed to it from the
-module today's torch keeps them in, the same functions; and a transformers 5
+module today's torch keeps them in, the same functions; the dummy cache
+Optimum traces with takes the head size the config states (head_dim) where
+it is not hidden_size / heads (Qwen3-0.6B: 128, not 64), or the trace fails;
+and a transformers 5
 checkpoint's config is written back in 4.x's spelling (rope_parameters ->
 rope_theta, dtype -> torch_dtype), which transformers 4.x would otherwise
 read as the defaults (rope_theta 10000).
@@ -96,7 +99,7 @@ def config_for_4x(src: Path, dst: Path) -> None:
     (dst / "config.json").write_text(json.dumps(config, indent=2))
 
 
-def child(checkpoint: str, out: str, opset: int | None) -> None:
+def child(checkpoint: str, out: str, opset: int | None, post_process: bool) -> None:
     """Runs with the pinned packages first on sys.path."""
     import torch
 
@@ -122,10 +125,26 @@ def child(checkpoint: str, out: str, opset: int | None) -> None:
     import optimum
     import transformers
     from optimum.exporters.onnx import main_export
+    from optimum.utils import input_generators
+
+    # Optimum 1.x sizes its dummy cache's heads hidden_size / heads, which
+    # is not Qwen3-0.6B's (1024 / 16 = 64, its heads are 128): the trace
+    # then fails. The head size the checkpoint states, where it states one.
+    pkv = input_generators.MistralDummyPastKeyValuesGenerator
+    plain_init = pkv.__init__
+
+    def init_with_head_dim(self, task, normalized_config, *args, **kwargs):
+        plain_init(self, task, normalized_config, *args, **kwargs)
+        head_dim = getattr(getattr(normalized_config, "config", None), "head_dim", None)
+        if head_dim and self.hidden_size // self.num_attention_heads != head_dim:
+            self.hidden_size = head_dim * self.num_attention_heads
+
+    pkv.__init__ = init_with_head_dim
 
     print(f"[optimum] optimum {importlib.metadata.version('optimum')}, "
           f"transformers {transformers.__version__}, torch {torch.__version__}", flush=True)
-    main_export(checkpoint, output=out, task="text-generation-with-past", opset=opset, device="cpu")
+    main_export(checkpoint, output=out, task="text-generation-with-past", opset=opset, device="cpu",
+                no_post_process=not post_process)
 
 
 def main() -> int:
@@ -138,10 +157,13 @@ def main() -> int:
     ap.add_argument("--site", help="where the stack is installed (default build/optimum-site, "
                                    "build/optimum-site-1.27 for --stack 1.27)")
     ap.add_argument("--force", action="store_true", help="export even when OUT/model.onnx is newer than its sources")
+    ap.add_argument("--no-post-process", action="store_true",
+                    help="keep the graph as traced: Optimum's post-processing (the tied embedding stored once) "
+                         "serializes the whole model in one protobuf, which fails past 2 GB (Qwen3-0.6B in float32)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.checkpoint, args.out, args.opset)
+        child(args.checkpoint, args.out, args.opset, not args.no_post_process)
         return 0
     requirements = STACKS[args.stack]
     src, out = Path(args.checkpoint), Path(args.out)
@@ -164,6 +186,8 @@ def main() -> int:
         cmd = [sys.executable, str(Path(__file__).resolve()), str(ckpt), "-o", str(out), "--child"]
         if args.opset:
             cmd += ["--opset", str(args.opset)]
+        if args.no_post_process:
+            cmd.append("--no-post-process")
         subprocess.run(cmd, env=env, check=True)
     # Optimum's tokenizer copy needs tokenizers 0.20 to read the file; the
     # checkpoint's own files are the ones a user's folder holds.
