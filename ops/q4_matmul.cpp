@@ -324,28 +324,52 @@ class Q4MatMulKernel : public Q4KernelBase {
 
 class MatMulNBitsKernel : public Q4KernelBase {
  public:
-  explicit MatMulNBitsKernel(const KernelInfo& info) {
-    const Attributes& a = info.attrs();
+  // com.microsoft::MatMulNBits: one weight (inputs 1..5), attribute N.
+  // com.onebit::MatMulNBitsGroup (graph/passes/sibling_matmul.cpp): 4-bit
+  // weights on one A, one per output, inputs 1 + 5i .. 5 + 5i, attribute N
+  // the list of their widths, K, bits, block_size and accuracy_level shared.
+  MatMulNBitsKernel(const KernelInfo& info, bool group) {
+    if (!group) {
+      add_member(info, 1, info.attrs().get_int("N"));
+      return;
+    }
+    const std::vector<int64_t> ns = info.attrs().get_ints("N", {});
+    const int weights = info.num_outputs();
+    if (weights < 1 || static_cast<size_t>(weights) > Q4Gemm::kMaxGroup || ns.size() != static_cast<size_t>(weights) ||
+        info.num_inputs() != 1 + 5 * weights)
+      fail("expected A then B, scales, zero_points, g_idx, bias per output and N per output; got {} inputs, {} "
+           "outputs and {} N (at most {} weights)",
+           info.num_inputs(), weights, ns.size(), Q4Gemm::kMaxGroup);
+    if (info.attrs().get_int("bits", 4) != 4) fail("attribute bits is {}, a group takes 4", info.attrs().get_int("bits", 4));
+    if (info.options().npu) fail("grouped weights do not run on the NPU route");
+    for (int i = 0; i < weights; ++i)
+      with_context(fmt::format("weight {}", i), [&] { add_member(info, 1 + 5 * i, ns[static_cast<size_t>(i)]); });
+  }
+  bool packs_constant(int input) const override { return input >= 1; }
 
-    const int64_t k = a.get_int("K"), n = a.get_int("N"), bs = a.get_int("block_size");
+ private:
+  // The weight of inputs at .. at + 4 (B, scales, zero_points, g_idx, bias), N columns.
+  void add_member(const KernelInfo& info, int at, int64_t n) {
+    const Attributes& a = info.attrs();
+    const int64_t k = a.get_int("K"), bs = a.get_int("block_size");
     const int64_t bits = a.get_int("bits", 4);
     if (bits != 4 && bits != 8) fail("attribute bits is {}, only 4 and 8 are supported", bits);
     if (k <= 0 || n <= 0 || bs <= 0) fail("attributes K={}, N={}, block_size={}, expected all positive", k, n, bs);
     const int64_t blocks = ceil_div(k, bs);
     const int64_t blob = bs * bits / 8;
-    const Tensor& b = require_constant(info, 1, "input B");
+    const Tensor& b = require_constant(info, at, "input B");
     if (b.dtype() != DType::U8 || b.size() != checked_mul(checked_mul(n, blocks, "N·blocks"), blob, "packed B bytes"))
       fail("input B is {} {}, expected uint8 [N={}, {}, {}]", dtype_name(b.dtype()), shape_str(b.shape()), n, blocks,
            blob);
-    const Tensor& scales = require_constant(info, 2, "input scales");
+    const Tensor& scales = require_constant(info, at + 1, "input scales");
     if (scales.size() != n * blocks)
       fail("input scales has {} values {}, expected N·ceil(K/block_size) = {}", scales.size(), shape_str(scales.shape()),
            n * blocks);
     using Z = Q4MatMulNBitsWeight::ZeroPoints;
     Z zero_type = Z::kNone;
     const void* zero_points = nullptr;
-    if (info.has_input(3)) {
-      const Tensor& zp = require_constant(info, 3, "input zero_points");
+    if (info.has_input(at + 2)) {
+      const Tensor& zp = require_constant(info, at + 2, "input zero_points");
       // uint8: ceil(blocks·bits/8) bytes a column, the codes' packing.
       const int64_t packed = bits == 4 ? (blocks + 1) / 2 : blocks;
       if (zp.dtype() == DType::U8) {
@@ -360,9 +384,9 @@ class MatMulNBitsKernel : public Q4KernelBase {
       }
       zero_points = zp.raw();
     }
-    if (info.has_input(4)) {
+    if (info.has_input(at + 3)) {
       // g_idx maps each k to its block; only the identity order k / bs is a plain blocked weight.
-      const Tensor& g = require_constant(info, 4, "input g_idx");
+      const Tensor& g = require_constant(info, at + 3, "input g_idx");
       if (g.size() != k) fail("input g_idx has {} values, expected K = {}", g.size(), k);
       for (int64_t i = 0; i < k; ++i)
         if (tensor_int_at(g, i) != i / bs)
@@ -373,16 +397,16 @@ class MatMulNBitsKernel : public Q4KernelBase {
     const int64_t accuracy_level = std::clamp<int64_t>(a.get_int("accuracy_level", 0), 0, 4);
     Q4GemmOptions opt;
     opt.act = act_of(info.options().act_precision, accuracy_level);
-    if (info.has_input(5)) {
+    if (info.has_input(at + 4)) {
       // The bias is T1 like A: float32, or float16 widened once here.
-      const Tensor& bias = require_constant(info, 5, "input bias");
+      const Tensor& bias = require_constant(info, at + 4, "input bias");
       if ((bias.dtype() != DType::F32 && bias.dtype() != DType::F16) || bias.size() != n)
         fail("input bias is {} {}, expected float32 or float16 [N={}]", dtype_name(bias.dtype()),
              shape_str(bias.shape()), n);
       if (bias.dtype() == DType::F16) {
-        wide_bias_.resize(static_cast<size_t>(n));
-        for (int64_t j = 0; j < n; ++j) wide_bias_[static_cast<size_t>(j)] = half_to_float(bias.data<uint16_t>()[j]);
-        opt.bias = wide_bias_.data();
+        wide_bias_.emplace_back(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) wide_bias_.back()[static_cast<size_t>(j)] = half_to_float(bias.data<uint16_t>()[j]);
+        opt.bias = wide_bias_.back().data();
       } else {
         opt.bias = bias.data<float>();
       }
@@ -410,17 +434,23 @@ class MatMulNBitsKernel : public Q4KernelBase {
     add_gemm(std::make_unique<Q4Gemm>(q4_gemm_config(), q, opt, info.pool()));
     if (info.options().npu) bind_device(info, q4_dequantize(q), opt.bias);
   }
-  bool packs_constant(int input) const override { return input >= 1; }
 
- private:
-  std::vector<float> wide_bias_;  // a float16 bias, alive until packed
+  std::vector<std::vector<float>> wide_bias_;  // float16 biases, alive until packed
+};
+
+struct MatMulNBitsOne : MatMulNBitsKernel {
+  explicit MatMulNBitsOne(const KernelInfo& info) : MatMulNBitsKernel(info, false) {}
+};
+struct MatMulNBitsGroup : MatMulNBitsKernel {
+  explicit MatMulNBitsGroup(const KernelInfo& info) : MatMulNBitsKernel(info, true) {}
 };
 
 }  // namespace
 
 void register_q4_matmul_ops(OpRegistry& r) {
   r.add(kOneBitDomain, "Q4MatMul", 1, 1, make_factory<Q4MatMulKernel>());
-  r.add(kMicrosoftDomain, "MatMulNBits", 1, 1, make_factory<MatMulNBitsKernel>());
+  r.add(kMicrosoftDomain, "MatMulNBits", 1, 1, make_factory<MatMulNBitsOne>());
+  r.add(kOneBitDomain, "MatMulNBitsGroup", 1, 1, make_factory<MatMulNBitsGroup>());
 }
 
 }  // namespace onebit

@@ -549,6 +549,16 @@ std::string save_siblings(int64_t m, int64_t k) {
 
 }  // namespace
 
+// The model at `path` with every pass (grouped) or stopped before the
+// sibling grouping, at activation precision `act` on `threads` threads.
+Session sibling_session(const std::string& path, const char* act, int threads, bool grouped) {
+  SessionOptions o;
+  o.threads = threads;
+  o.kernel.act_precision = parse_act_precision(act).value();
+  if (!grouped) o.stop_after_pass = test::pass_index("group-sibling-matmuls");
+  return Session(load_onnx(path), default_op_registry(), o);
+}
+
 TEST_CASE("sibling grouping: Q4MatMuls on one input share one call, the same bits", "[fusion][q4][siblings]") {
   const int64_t k = 100;
   for (int64_t m : {1, 6, 40}) {
@@ -560,12 +570,8 @@ TEST_CASE("sibling grouping: Q4MatMuls on one input share one call, the same bit
     for (const char* act : {"int8-block", "int8-row", "float"})
       for (int threads : {1, 2}) {
         INFO("m " << m << " act " << act << " threads " << threads);
-        SessionOptions grouped_opts, plain_opts;
-        grouped_opts.threads = plain_opts.threads = threads;
-        grouped_opts.kernel.act_precision = plain_opts.kernel.act_precision = parse_act_precision(act).value();
-        plain_opts.stop_after_pass = test::pass_index("group-sibling-matmuls");
-        Session grouped(load_onnx(path), default_op_registry(), grouped_opts);
-        Session plain(load_onnx(path), default_op_registry(), plain_opts);
+        Session grouped = sibling_session(path, act, threads, true);
+        Session plain = sibling_session(path, act, threads, false);
         CHECK(grouped.pass_report().get("q4_fused") == 4);
         CHECK(grouped.pass_report().get("siblings_fused") == 1);
         CHECK(grouped.pass_report().get("siblings_fused_q4_gemms") == 3);
@@ -582,4 +588,110 @@ TEST_CASE("sibling grouping: Q4MatMuls on one input share one call, the same bit
         }
       }
   }
+}
+
+namespace {
+
+// One MatMulNBits on x, written into `b`: random codes and scales (A's
+// type), packed uint8 zero points and a bias when asked.
+struct NBitsMember {
+  int64_t n, block, accuracy_level, bits;
+  bool zero_points, bias;
+};
+
+void add_nbits(ModelBuilder& b, const std::string& id, int64_t k, const NBitsMember& w, int32_t t, std::mt19937& rng) {
+  const int64_t blocks = (k + w.block - 1) / w.block, blob = w.block * w.bits / 8;
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f), bias(-1.0f, 1.0f);
+  std::vector<uint8_t> codes(static_cast<size_t>(w.n * blocks * blob));
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(byte(rng));
+  b.initializer("B" + id, 2, {w.n, blocks, blob}, codes.data(), codes.size());
+  const auto floats = [&](const std::string& name, int64_t count, auto& dist) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& f : v) f = dist(rng);
+    if (t == kFloat) {
+      b.initializer<float>(name, kFloat, {count}, v);
+    } else {
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+      b.initializer<uint16_t>(name, t, {count}, h);
+    }
+  };
+  floats("scales" + id, w.n * blocks, scale);
+  std::vector<std::string> in = {"x", "B" + id, "scales" + id};
+  if (w.zero_points || w.bias) {
+    if (w.zero_points) {
+      const int64_t zbytes = w.bits == 4 ? (blocks + 1) / 2 : blocks;
+      std::vector<uint8_t> zq(static_cast<size_t>(w.n * zbytes));
+      for (uint8_t& z : zq) z = static_cast<uint8_t>(byte(rng));
+      b.initializer("zp" + id, 2, {w.n * zbytes}, zq.data(), zq.size());
+    }
+    in.push_back(w.zero_points ? "zp" + id : "");
+    in.push_back("");  // g_idx
+    if (w.bias) floats("bias" + id, w.n, bias);
+    if (w.bias) in.push_back("bias" + id);
+  }
+  auto& node = b.node("MatMulNBits", in, {"y" + id}, "nbits" + id);
+  node.set_domain("com.microsoft");
+  ModelBuilder::attr_int(node, "K", k);
+  ModelBuilder::attr_int(node, "N", w.n);
+  ModelBuilder::attr_int(node, "bits", w.bits);
+  ModelBuilder::attr_int(node, "block_size", w.block);
+  ModelBuilder::attr_int(node, "accuracy_level", w.accuracy_level);
+}
+
+}  // namespace
+
+// transformers.js' q4 files and onnxruntime-genai's int4 builds keep q, k,
+// v (and gate, up) as separate MatMulNBits on one input: the three of one
+// K, block size and accuracy level become one MatMulNBitsGroup, each output
+// bit for bit its own node's, float32 or float16 A, with or without zero
+// points and bias. Not taken: another block size, another accuracy level
+// (its own activation precision), 8 bits.
+TEST_CASE("sibling grouping: MatMulNBits on one input share one call, the same bits", "[fusion][q4][siblings]") {
+  const int64_t k = 96;
+  const std::vector<NBitsMember> members = {{37, 32, 4, 4, false, false}, {16, 32, 4, 4, true, true},
+                                            {29, 32, 4, 4, false, true},  {20, 64, 4, 4, false, false},
+                                            {8, 32, 1, 4, false, false},  {8, 32, 4, 8, true, false}};
+  for (const int32_t t : {kFloat, 10})
+    for (const int64_t m : {1, 5}) {
+      std::mt19937 rng(static_cast<unsigned>(m * 7 + t));
+      ModelBuilder b;
+      auto* ms = b.proto().add_opset_import();
+      ms->set_domain("com.microsoft");
+      ms->set_version(1);
+      b.input("x", t, {m, k});
+      for (size_t i = 0; i < members.size(); ++i) {
+        add_nbits(b, std::to_string(i), k, members[i], t, rng);
+        b.output("y" + std::to_string(i), t, {m, members[i].n});
+      }
+      const std::string path =
+          scratch_dir("nbits_siblings_" + std::to_string(t) + "_m" + std::to_string(m)) + "/model.onnx";
+      b.save(path);
+      Tensor x = Tensor::allocate(t == kFloat ? DType::F32 : DType::F16, {m, k});
+      std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+      for (int64_t i = 0; i < m * k; ++i) {
+        if (t == kFloat) x.data<float>()[i] = u(rng);
+        else x.data<uint16_t>()[i] = float_to_half(u(rng));
+      }
+      for (const char* act : {"auto", "int8-row", "float"})
+        for (int threads : {1, 2}) {
+          INFO("A " << (t == kFloat ? "float32" : "float16") << " m " << m << " act " << act << " threads " << threads);
+          Session grouped = sibling_session(path, act, threads, true);
+          Session plain = sibling_session(path, act, threads, false);
+          CHECK(grouped.pass_report().get("siblings_fused") == 1);
+          CHECK(grouped.pass_report().get("siblings_fused_nbits_gemms") == 3);
+          CHECK(std::count_if(grouped.graph().nodes.begin(), grouped.graph().nodes.end(),
+                              [](const Node& n) { return n.op_type == "MatMulNBitsGroup"; }) == 1);
+          CHECK(std::count_if(grouped.graph().nodes.begin(), grouped.graph().nodes.end(),
+                              [](const Node& n) { return n.op_type == "MatMulNBits"; }) == 3);
+          const std::vector<Tensor> a = grouped.run({{"x", x}}), p = plain.run({{"x", x}});
+          REQUIRE(a.size() == members.size());
+          for (size_t o = 0; o < a.size(); ++o) {
+            INFO("output " << o);
+            REQUIRE(a[o].shape() == p[o].shape());
+            CHECK(std::memcmp(a[o].raw(), p[o].raw(), a[o].bytes()) == 0);
+          }
+        }
+    }
 }
