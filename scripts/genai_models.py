@@ -75,6 +75,7 @@ def checkpoint(out: Path, overrides: dict | None = None, sources: tuple[Path, ..
     fields = json.loads(CONFIG.read_text())
     overrides = dict(overrides or {})
     norm_base = overrides.pop("_norm_base", 1.0)
+    overrides.pop("_genai", None)
     fields.update(overrides)
     config = AutoConfig.for_model(**{k: v for k, v in fields.items() if k not in ("torch_dtype",)})
     torch.manual_seed(SEED)
@@ -145,8 +146,9 @@ def main():
         if arch.startswith("_"):
             continue
         ckpt = checkpoint(out / arch, overrides, (ARCHS,))
-        for p in args.precision:
-            build(ckpt, out / arch, p)
+        if overrides.get("_genai", True):  # false: the checkpoint alone
+            for p in args.precision:
+                build(ckpt, out / arch, p)
 
 
 if __name__ == "__main__":

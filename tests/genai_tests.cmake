@@ -81,10 +81,10 @@ set_tests_properties(optimum_archs_parity PROPERTIES FIXTURES_REQUIRED "genai_ar
 
 # The same with the last Optimum 1.x (optimum 1.27.0 + transformers 4.53.3,
 # requirements-optimum-1.27.txt, export_optimum.py --stack 1.27): its
-# transformers 4.53 mask and Phi-3 rotary, and Qwen3 and Granite, which 1.23
-# does not export (onnx-community's Qwen3 folders were made with it).
+# transformers 4.53 mask and Phi-3 rotary, and Qwen3, Granite and SmolLM3,
+# which 1.23 does not export (onnx-community's Qwen3 folders were made with it).
 set(ONEBIT_OPTIMUM127_ARCHS ${PROJECT_BINARY_DIR}/models/optimum-archs-1.27)
-foreach(arch qwen2 qwen3 mistral phi3 phi3-longrope gemma granite phi)
+foreach(arch qwen2 qwen3 mistral phi3 phi3-longrope gemma granite phi smollm3)
   add_test(NAME optimum127_build_${arch}
     COMMAND ${ONEBIT_RUN_PY} ${PROJECT_SOURCE_DIR}/scripts/export_optimum.py ${ONEBIT_GENAI_ARCHS}/${arch}/checkpoint
             -o ${ONEBIT_OPTIMUM127_ARCHS}/${arch} --stack 1.27 --site ${PROJECT_BINARY_DIR}/optimum-site-1.27)

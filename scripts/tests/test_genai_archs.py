@@ -25,7 +25,8 @@ import parity
 from onebit_tools import SCRIPTS
 from test_genai import PROMPTS, STEPS, TIE, genai_generate
 
-ARCHS = [a for a in json.loads((SCRIPTS / "configs" / "genai-archs.json").read_text()) if not a.startswith("_")]
+ARCHS = [a for a, o in json.loads((SCRIPTS / "configs" / "genai-archs.json").read_text()).items()
+         if not a.startswith("_") and o.get("_genai", True)]
 
 
 def folder(config, arch: str, build: str) -> Path:

@@ -5,8 +5,9 @@ pinned stack (--optimum-stack):
   1.23  optimum 1.23.3, transformers 4.46.3: Qwen2, Mistral, Phi-3 (and
         with LongRoPE), Gemma and Phi-2 (Qwen3, Granite, Gemma 2 and Nemotron
         it refuses as unsupported architectures);
-  1.27  optimum 1.27.0, transformers 4.53.3: those and Qwen3 and Granite
-        (Gemma 2 and Nemotron it refuses).
+  1.27  optimum 1.27.0, transformers 4.53.3: those and Qwen3, Granite and
+        SmolLM3 (NoPE layers; a checkpoint genai's builder is not asked
+        for) (Gemma 2 and Nemotron it refuses).
 
 On each, 1bit's cached greedy run chooses onnxruntime's tokens on the same
 file and transformers' on the same checkpoint (mean KL <= 1e-6, top-1 on
@@ -31,7 +32,7 @@ import parity
 from onebit_tools import cli
 
 ARCHS = {"1.23": ["qwen2", "mistral", "phi3", "phi3-longrope", "gemma", "phi"],
-         "1.27": ["qwen2", "qwen3", "mistral", "phi3", "phi3-longrope", "gemma", "granite", "phi"]}
+         "1.27": ["qwen2", "qwen3", "mistral", "phi3", "phi3-longrope", "gemma", "granite", "phi", "smollm3"]}
 PROMPT = [9707, 11, 1879, 374, 264, 1, 2, 3, 4, 5, 6, 7]  # past Phi-3 LongRoPE's 16 original positions by the end
 STEPS = 24
 MAX_KL = 1e-6
@@ -52,6 +53,8 @@ def expected_fusions(arch: str, n: int) -> dict[str, int]:
     want = {"rms_norm": 2 * n + 1, "rotary": 2 * n, "gqa": 2 * n, "scores_softmax": n, "swiglu": n}
     if arch == "qwen3":
         want["rms_norm"] = 4 * n + 1  # and the q and k norms of each layer
+    if arch == "smollm3":
+        want["rotary"] = 2 * (n - n // 2)  # every second layer without rotary (NoPE)
     # Phi-3: gate and up are the halves of one projection, its Slices proven equal
     if arch == "gemma":
         want["swiglu"] = 0  # GELU
