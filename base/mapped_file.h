@@ -43,4 +43,10 @@ void prefault_read(const void* p, size_t bytes);
 // nobody asked for.
 void advise_random_reads(const void* p, size_t bytes);
 
+// Gives the pages wholly inside [p, p + bytes) of a private read-only file
+// mapping back to the page cache (MADV_DONTNEED; a no-op where it fails):
+// bytes a copy or a packed form now stands for. A later read of them faults
+// the file's pages in again, so it is never wrong, only slower.
+void release_pages(const void* p, size_t bytes);
+
 }  // namespace onebit

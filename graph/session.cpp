@@ -1,13 +1,12 @@
 #include "graph/session.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "base/memory_budget.h"
 #include "base/thread_pool.h"
 #include "graph/evaluate.h"
@@ -123,15 +122,10 @@ void Session::reset_profile() { profiler_.reset(); }
 void Session::release_constant(Value& val) {
   const Tensor& t = *val.constant;
   const uint8_t* p = static_cast<const uint8_t*>(t.raw());
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   // Pages wholly inside the tensor, in a file mapping, go back to the page
   // cache; elsewhere the storage is freed when its last view goes.
-  for (const Graph::Region& r : graph_.mapped) {
-    if (!p || p < r.data || p + t.bytes() > r.data + r.size) continue;
-    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + t.bytes()) / page * page;
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-  }
+  for (const Graph::Region& r : graph_.mapped)
+    if (p && p >= r.data && p + t.bytes() <= r.data + r.size) release_pages(p, t.bytes());
   stats_.released_bytes += t.bytes();
   val.constant = Tensor(t.dtype(), t.shape(), nullptr);
 }

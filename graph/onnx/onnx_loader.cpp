@@ -98,7 +98,22 @@ Tensor read_tensor(LoadState& st, const onnx::TensorProto& tp, const std::string
   const size_t align = bits >= 16 ? static_cast<size_t>(bits / 8) : 1;
   if (!t.raw() || reinterpret_cast<uintptr_t>(t.raw()) % align == 0) return t;
   Tensor copy = with_context(what, [&] { return Tensor::allocate_uninit(t.dtype(), t.shape()); });
-  std::memcpy(copy.raw(), t.raw(), t.bytes());
+  // The copy stands for mapped bytes from then on: their pages go back to
+  // the page cache as each 16 MiB is copied, so a 622 MB embedding at an
+  // odd offset counts once in the process's memory, not twice (copied and
+  // mapped), at the end of the load or in its middle.
+  const auto* p = static_cast<const uint8_t*>(t.raw());
+  const auto inside = [&](const MappedFile* f) {
+    return f && p >= f->data() && p + t.bytes() <= f->data() + f->size();
+  };
+  bool mapped = inside(st.source.get());
+  for (const auto& [location, f] : st.external) mapped = mapped || inside(f.get());
+  constexpr size_t kChunk = size_t{16} << 20;
+  for (size_t at = 0; at < t.bytes(); at += kChunk) {
+    const size_t n = std::min(kChunk, t.bytes() - at);
+    std::memcpy(static_cast<uint8_t*>(copy.raw()) + at, p + at, n);
+    if (mapped) release_pages(p, at + n);
+  }
   return copy;
 }
 
