@@ -60,9 +60,11 @@ void add_bench_command(CLI::App& app, Action& action) {
       const std::string cache = binding.cache == CausalLmBinding::Cache::None ? "none"
                                 : session.keeps_kv_state() ? fmt::format("KV {}", dtype_name(opts.kernel.kv_dtype))
                                                            : "KV";
-      fmt::print("model {}\n  threads {} | cache {} | load {:.2f} s (RSS {:.0f} MiB, peak {:.0f}) | weights read per "
+      const ModelLocation& loc = model->location();
+      fmt::print("model {}{}\n  threads {} | cache {} | load {:.2f} s (RSS {:.0f} MiB, peak {:.0f}) | weights read per "
                  "pass {:.1f} MB\n",
-                 a->model, session.pool().size(), cache, load_s, rss_mib(), peak_rss_mib(), weights / 1e6);
+                 a->model, loc.layout == "file" ? "" : fmt::format(" ({} layout: {})", loc.layout, loc.model),
+                 session.pool().size(), cache, load_s, rss_mib(), peak_rss_mib(), weights / 1e6);
       fmt::print("  cpu {}\n", cpu_summary());
       if (bandwidth > 0)
         fmt::print("  read limit {:.1f} GB/s: probe {:.1f} ({} streams per thread, {} loads, best of {}), STREAM-like "
@@ -71,7 +73,7 @@ void add_bench_command(CLI::App& app, Action& action) {
       fmt::print("  {:>6} {:>5} {:>12} {:>12} {:>10} {:>10} {:>8} {:>9}\n", "prompt", "gen", "prefill t/s",
                  "decode ms/t", "decode t/s", "weight GB/s", "KV GB/s", "of limit");
       Generator& gen = model->generator();
-      Json json = {{"model", a->model},           {"threads", session.pool().size()}, {"load_s", load_s},
+      Json json = {{"model", a->model},           {"model_file", loc.model},           {"threads", session.pool().size()}, {"load_s", load_s},
                    {"cpu", cpu_summary()},
                    {"kv_dtype", dtype_name(opts.kernel.kv_dtype)},
                    {"weight_bytes", weights},     {"bandwidth_gbs", bandwidth},       {"probe_gbs", limit.probe_gbs},

@@ -233,13 +233,15 @@ ModelLocation locate_model(const std::string& path, const std::string& variant) 
     if (pick.empty())
       fail("{}: no variant '{}'; {} has {} (variants: {})", path, variant, where.string(), joined(files),
            joined(loc.variants));
+  } else if (std::find(files.begin(), files.end(), "model-cached.onnx") != files.end()) {
+    pick = "model-cached.onnx";  // scripts/export_onnx.py's pair: the one with a KV cache
   } else if (std::find(files.begin(), files.end(), "model.onnx") != files.end()) {
     pick = "model.onnx";
   } else if (files.size() == 1) {
     pick = files[0];
   } else {
     fail("{}: holds several models ({}); pick one with --variant {}", path, joined(files),
-         joined(loc.variants).replace(0, 0, ""));
+         joined(loc.variants));
   }
   loc.model = (where / pick).string();
   return loc;

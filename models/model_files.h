@@ -65,8 +65,9 @@ ModelFiles read_model_files(const std::string& model_path, const std::string& si
 //               tokenizer and configs in DIR.
 // `variant` picks among several models (fp32 is model.onnx; otherwise the
 // VARIANT of model_VARIANT.onnx); without one a folder with several takes
-// model.onnx, and is an error listing the variants when it has none. A
-// folder that fits no layout is an error listing what it holds.
+// model-cached.onnx (the KV-cache graph of scripts/export_onnx.py's pair),
+// else model.onnx, and is an error listing the variants when it has
+// neither. A folder that fits no layout is an error listing what it holds.
 struct ModelLocation {
   std::string model;     // the .onnx file
   std::string side_dir;  // tokenizer.json, the configs

@@ -97,8 +97,8 @@ set_tests_properties(optimum127_archs_parity PROPERTIES FIXTURES_REQUIRED "genai
 
 # Model folders: genai and transformers.js onnx/ layouts, --variant, the
 # errors for a folder of no known layout (test_model_folders.py).
-onebit_add_pytest(model_folders TESTS test_model_folders.py ARGS --genai ${ONEBIT_GENAI_TINY})
-set_tests_properties(model_folders PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEOUT 600)
+onebit_add_pytest(model_folders TESTS test_model_folders.py ARGS --genai ${ONEBIT_GENAI_TINY} --tiny ${ONEBIT_TINY})
+set_tests_properties(model_folders PROPERTIES FIXTURES_REQUIRED "genai_tiny;tiny_qwen3" TIMEOUT 600)
 
 # The tiny Qwen3 exported at opset 23 (RMSNormalization, RotaryEmbedding;
 # with sdpa the Attention op): parity with onnxruntime and transformers (test_opset23.py).

@@ -2,11 +2,14 @@
 find the model, the tokenizer and the configs. Layouts: an onnxruntime-genai
 folder (genai_config.json names the decoder), and the transformers.js /
 Optimum layout (DIR/onnx/model.onnx, model_q4.onnx, ...; tokenizer and
-configs in DIR), where --variant picks; a folder that fits none is an error
-listing what it holds. The models are the tiny genai builds (--genai),
-re-saved with their weights inside for the onnx/ layout.
+configs in DIR), where --variant picks; and a folder of our exporter's
+model.onnx + model-cached.onnx, which defaults to the graph with the KV
+cache. A folder that fits none is an error listing what it holds. The models
+are the tiny genai builds (--genai), re-saved with their weights inside for
+the onnx/ layout, and the tiny Qwen3 export (--tiny).
 
-  pytest scripts/tests/test_model_folders.py --onebit build/1bit --genai build/models/genai-tiny
+  pytest scripts/tests/test_model_folders.py --onebit build/1bit --genai build/models/genai-tiny \
+      --tiny build/models/qwen3-tiny
 """
 from __future__ import annotations
 
@@ -93,3 +96,18 @@ def test_inspect_and_bench_take_folders(onebit, tjs):
     assert "MatMulNBits" in p.stdout, p.stdout
     p = run(onebit, "bench", tjs, "--prompt-lengths", "4", "--gen", "2", "--no-bandwidth", "--threads", "1")
     assert "decode" in p.stdout, p.stdout
+
+
+def test_exporter_pair_defaults_to_the_cached_graph(onebit, pytestconfig):
+    """scripts/export_onnx.py writes model.onnx (no cache) and
+    model-cached.onnx side by side: the folder runs the one with the KV
+    cache, says which, and --variant fp32 still picks the other."""
+    tiny = Path(pytestconfig.getoption("tiny"))
+    p = run(onebit, "ort-run", tiny, "--cached", "--prompt", PROMPT, "-n", 4)
+    assert f"(folder layout): {tiny / 'model-cached.onnx'}" in p.stderr, p.stderr
+    assert "| KV cache |" in p.stderr, p.stderr
+    assert ids(onebit, tiny) == ids(onebit, tiny / "model-cached.onnx")
+    p = run(onebit, "ort-run", tiny, "--variant", "fp32", "--prompt", PROMPT, "-n", 4)
+    assert f"(folder layout): {tiny / 'model.onnx'}" in p.stderr and "| no cache |" in p.stderr, p.stderr
+    p = run(onebit, "bench", tiny, "--prompt-lengths", "4", "--gen", "2", "--no-bandwidth", "--threads", "1")
+    assert f"(folder layout: {tiny / 'model-cached.onnx'})" in p.stdout, p.stdout
