@@ -31,6 +31,12 @@
 // scores is not an error: the node then computes the scores whole and the
 // chain as its nodes would, broadcasting the mask (ops/broadcast.h) and
 // taking the Softmax over the last axis of the sum.
+// With mask_to_keys = 1 as well (graph/passes/masked_scores.cpp, the
+// third fusion there) input 5 is the mask M before the Slice that cut its
+// axis mask_keys_axis to the keys' count T (transformers'
+// causal_mask[:, :, :, :T]): the node uses M with that axis cut to
+// min(its dim, T), as that Slice gives it. Cut along the last axis (or not
+// cut at all) its rows are read in place; else the cut is copied.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -81,19 +87,21 @@ struct MaskRows {
   // broadcasts into them without widening them, keys not broadcast. A mask
   // of rank 5 or more, even of leading 1s, would widen the sum's rank (and
   // move the axis a Softmax of axis 3 normalises): not rows.
-  static bool fits(const Shape& ms, const int64_t* scores) {
+  // `keys`: the mask's keys the node uses (its last dim, or fewer with
+  // mask_to_keys); a row's elements still lie ms.back() apart.
+  static bool fits(const Shape& ms, int64_t keys, const int64_t* scores) {
     const size_t rank = ms.size();
     if (rank == 0 || rank > 4) return false;
     for (size_t i = 0; i < rank; ++i) {
-      const int64_t m = ms[rank - 1 - i], y = scores[4 - 1 - i];
+      const int64_t m = i == 0 ? keys : ms[rank - 1 - i], y = scores[4 - 1 - i];
       if (m != y && (i == 0 || m != 1)) return false;
     }
     return true;
   }
-  static MaskRows of(const Tensor& mask, const Shape& scores) {
+  static MaskRows of(const Tensor& mask, int64_t keys, const Shape& scores) {
     MaskRows r;
     const Shape& ms = mask.shape();
-    if ((mask.dtype() != DType::F32 && mask.dtype() != DType::F16) || !fits(ms, scores.data())) return r;
+    if ((mask.dtype() != DType::F32 && mask.dtype() != DType::F16) || !fits(ms, keys, scores.data())) return r;
     const size_t rank = ms.size();
     int64_t dims[4] = {1, 1, 1, 1};
     for (size_t i = 0; i < rank; ++i) dims[4 - 1 - i] = ms[rank - 1 - i];
@@ -162,9 +170,13 @@ class GqaMatMulKernel : public Kernel {
         nan_to_zero_(softmax_ && info.attrs().get_int("nan_to_zero", 0) != 0),
         kv_repeat_(info.attrs().get_int("kv_repeat", 0)),
         any_mask_(softmax_ && info.attrs().get_int("mask_any_shape", 0) != 0),
+        mask_to_keys_(info.attrs().get_int("mask_to_keys", 0) != 0),
+        mask_axis_(info.attrs().get_int("mask_keys_axis", -1)),
         score_scale_(info.attrs().get_float("score_scale", 0.0f)), config_(&sgemm_config()),
         kv_config_(kv_gemm_config()) {
     if (kv_repeat_ < 0) fail("attribute kv_repeat is {}, expected 1 or more (0: none)", kv_repeat_);
+    if (mask_to_keys_ && !softmax_)
+      fail("has attribute mask_to_keys = 1 without softmax = 1 and a mask (input 5): it cuts the fused chain's mask");
     if (kv_repeat_ > 0 && (info.has_input(2) || info.has_input(3)))
       fail("has attribute kv_repeat = {} and the repeat's shapes as inputs 2 and 3, expected one or the other",
            kv_repeat_);
@@ -177,7 +189,7 @@ class GqaMatMulKernel : public Kernel {
     const Checked c = check(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), ctx.shape(1), expand, target,
                             softmax_ ? ctx.dtype(5) : DType::Undefined, softmax_ ? &ctx.shape(5) : nullptr);
     const Shape scores(c.y, c.y + 4);
-    ctx.set_output(0, ctx.dtype(0), c.rows ? scores : broadcast_shapes({scores, ctx.shape(5)}));
+    ctx.set_output(0, ctx.dtype(0), c.rows ? scores : broadcast_shapes({scores, mask_shape(ctx.shape(5), c)}));
     ctx.set_workspace(workspace(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), c));
   }
 
@@ -198,7 +210,7 @@ class GqaMatMulKernel : public Kernel {
                             softmax_ ? ctx.input(5).dtype() : DType::Undefined,
                             softmax_ ? &ctx.input(5).shape() : nullptr);
     if (!c.rows) {
-      const Shape want = broadcast_shapes({Shape(c.y, c.y + 4), ctx.input(5).shape()});
+      const Shape want = broadcast_shapes({Shape(c.y, c.y + 4), mask_shape(ctx.input(5).shape(), c)});
       if (Y.dtype() != A.dtype() || Y.shape() != want)
         fail("bound to an output of {} {}, expected {} {}", dtype_name(Y.dtype()), shape_str(Y.shape()),
              dtype_name(A.dtype()), shape_str(want));
@@ -236,7 +248,9 @@ class GqaMatMulKernel : public Kernel {
     // only): the scores whole after the slots, then the chain over them.
     float* whole = c.rows ? nullptr : reinterpret_cast<float*>(ws + slots);
     float* y = half ? y_wide : whole ? whole : Y.data<float>();
-    const MaskRows mask = masked_ && c.rows ? MaskRows::of(ctx.input(5), Y.shape()) : MaskRows{};
+    const MaskRows mask = masked_ && c.rows && cut_keys(ctx.input(5).shape(), c.t) >= 0
+                              ? MaskRows::of(ctx.input(5), cut_keys(ctx.input(5).shape(), c.t), Y.shape())
+                              : MaskRows{};
     // Keys each row keeps, found once for every task: per head only when
     // the mask has heads of its own.
     const int64_t mask_heads = mask.sh ? h : 1;
@@ -306,7 +320,7 @@ class GqaMatMulKernel : public Kernel {
       one(task, ws && slot ? ws + static_cast<size_t>(r) * slot : nullptr, inner);
     });
     if (half) vec_math_config().narrow(static_cast<size_t>(Y.size()), y_wide, Y.data<uint16_t>());
-    if (whole) whole_chain(whole, Shape(c.y, c.y + 4), ctx.input(5), Y, pool);
+    if (whole) whole_chain(whole, Shape(c.y, c.y + 4), cut_mask(ctx.input(5), c), Y, pool);
   }
 
   // Y = Softmax over the last axis of scores · score_scale + mask, the mask
@@ -417,7 +431,10 @@ class GqaMatMulKernel : public Kernel {
   std::string describe() const override {
     // Q·Kᵀ on the KV qk kernel at every row count; P·V on the pv kernel for
     // a few rows (decode), the float GEMM for a prompt's (ops/kv_gemm.h).
-    return fmt::format("GQA {}{} {}", trans_b_ ? (softmax_ ? "softmax(s.Q.K^T + mask)" : "Q.K^T") : "P.V",
+    return fmt::format("GQA {}{} {}", trans_b_ ? (softmax_ ? (mask_to_keys_ ? "softmax(s.Q.K^T + mask[..., :T])"
+                                                                             : "softmax(s.Q.K^T + mask)")
+                                                          : "Q.K^T")
+                                               : "P.V",
                        state_ ? " on the KV state" : "",
                        trans_b_ ? kv_config_.kv->qk_name
                                 : fmt::format("{} / {}", kv_config_.kv->pv_name, config_->gemm_name));
@@ -481,12 +498,59 @@ class GqaMatMulKernel : public Kernel {
       if ((t != DType::F32 && t != DType::F16) || mask_dtype != t)
         fail("scores and mask are {} and {}: the fused ·scale + mask -> Softmax takes both float32 or both float16",
              dtype_name(t), dtype_name(mask_dtype));
-      if (!MaskRows::fits(*mask, c.y) && (!any_mask_ || t != DType::F32))
-        fail("mask {} does not broadcast into the scores {} along their rows, as the graph declared", shape_str(*mask),
+      const int64_t rank = static_cast<int64_t>(mask->size());
+      if (mask_to_keys_ && (mask_axis_ < -rank || mask_axis_ >= rank))
+        fail("mask {} has no axis {} to cut to the {} keys (attribute mask_keys_axis, the Slice's)",
+             shape_str(*mask), mask_axis_, c.t);
+      const int64_t keys = cut_keys(*mask, c.t);
+      const bool rows = keys >= 0 && MaskRows::fits(*mask, keys, c.y);
+      if (!rows && (!any_mask_ || t != DType::F32))
+        fail("mask {}{} does not broadcast into the scores {} along their rows, as the graph declared",
+             shape_str(*mask), mask_to_keys_ ? fmt::format(" (its axis {} cut to {})", mask_axis_, c.t) : "",
              shape_str(Shape(c.y, c.y + 4)));
-      c.rows = MaskRows::fits(*mask, c.y);
+      c.rows = rows;
     }
     return c;
+  }
+
+  // The axis mask_to_keys cuts, counted from the front (check() has
+  // checked it is one of the mask's).
+  size_t cut_axis(const Shape& mask) const {
+    return static_cast<size_t>(mask_axis_ < 0 ? mask_axis_ + static_cast<int64_t>(mask.size()) : mask_axis_);
+  }
+  // The keys a row of the mask gives the scores, its rows still lying
+  // mask.back() apart (MaskRows): its last dim, or that cut to t. -1 when
+  // the cut leaves rows that cannot be read in place (another axis cut:
+  // cut_mask copies), 0 for a rank-0 mask (never rows).
+  int64_t cut_keys(const Shape& mask, int64_t t) const {
+    if (mask.empty()) return 0;
+    if (!mask_to_keys_) return mask.back();
+    const size_t a = cut_axis(mask);
+    if (a + 1 == mask.size()) return std::min(mask.back(), t);
+    return mask[a] <= t ? mask.back() : -1;
+  }
+  // The mask's shape as the Slice leaves it (what Add would have broadcast).
+  Shape mask_shape(const Shape& mask, const Checked& c) const {
+    Shape cut = mask;
+    if (mask_to_keys_ && !cut.empty()) cut[cut_axis(mask)] = std::min(mask[cut_axis(mask)], c.t);
+    return cut;
+  }
+  // The mask as the Slice leaves it, contiguous (the chain after whole
+  // scores broadcasts it as Add would): the tensor itself when the cut
+  // drops nothing, else the kept part of each block along the cut axis
+  // copied into cut_ (float32: the whole chain's only dtype).
+  Tensor cut_mask(const Tensor& mask, const Checked& c) {
+    const Shape shape = mask_shape(mask.shape(), c);
+    if (shape == mask.shape()) return Tensor(mask.dtype(), shape, const_cast<void*>(mask.raw()));
+    const size_t a = cut_axis(mask.shape());
+    int64_t inner = 1, outer = 1;
+    for (size_t i = a + 1; i < shape.size(); ++i) inner *= shape[i];
+    for (size_t i = 0; i < a; ++i) outer *= shape[i];
+    const int64_t from = mask.shape()[a] * inner, keep = shape[a] * inner;
+    cut_.resize(static_cast<size_t>(outer * keep));
+    const float* m = mask.data<float>();
+    for (int64_t o = 0; o < outer; ++o) std::copy(m + o * from, m + o * from + keep, cut_.data() + o * keep);
+    return Tensor(DType::F32, shape, cut_.data());
   }
 
   // rep when Expand of KV [b,kvh,T,d] (as [b,kvh,1,T,d]) to `expand`, then
@@ -558,9 +622,11 @@ class GqaMatMulKernel : public Kernel {
 
   bool trans_b_, allowzero_, state_, masked_, softmax_, nan_to_zero_;
   int64_t kv_repeat_;  // 0: the repeat's shapes are inputs 2 and 3 (or there is none)
-  bool any_mask_;
+  bool any_mask_, mask_to_keys_;
+  int64_t mask_axis_;  // the axis mask_to_keys cuts (negative from the back)
   float score_scale_;
   std::vector<int64_t> keeps_;  // run's keys kept per row, reused
+  std::vector<float> cut_;      // a cut mask made contiguous (cut_mask), reused
   const SgemmConfig* config_;
   KvGemmConfig kv_config_;
 };

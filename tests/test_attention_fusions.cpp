@@ -1255,15 +1255,25 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
                               int nan_where = 0) {
   const int64_t h = kvh * rep;
   ModelBuilder b;
-  b.input("q", dtype, {1, h, s, d}).input("k", dtype, {1, kvh, t, d}).input("v", dtype, {1, kvh, t, d});
+  if (mask_late < 4)
+    b.input("q", dtype, {1, h, s, d}).input("k", dtype, {1, kvh, t, d}).input("v", dtype, {1, kvh, t, d});
   // mask_late: the mask computed after the scores product, as torch.onnx's
   // TorchScript exporter places each layer's mask (1: Max(mask_in,
   // mask_in)), or a re-sorted file the chain computing it (2: Min(Max(...),
   // Max(...))); 3: that chain reading the scores (+ 0·scores), which cannot
-  // move before them.
+  // move before them. 4 to 7: the mask a Slice of mask_in along axis 3
+  // from 0 to a bound read off a shape, as transformers 4.x cuts its
+  // causal mask to the keys (4: the keys' dim -2; forms the cut fusion
+  // must not take: 5 the bound q's dim 2, 6 the cut mask also a graph
+  // output, 7 step 2). The lengths are then symbolic: q's S, the keys' T.
   b.input(mask_late ? "mask_in" : "mask", mask_dtype ? mask_dtype : dtype,
           mask_dims.empty() ? std::vector<int64_t>{1, 1, s, t} : mask_dims);
   b.output("y", dtype, {1, h, s, d});
+  if (mask_late >= 4) {
+    b.input("q", dtype, {1, h, -1, d}).input("k", dtype, {1, kvh, -1, d}).input("v", dtype, {1, kvh, -1, d});
+    b.dim_param("q", 2, "S").dim_param("k", 2, "T").dim_param("v", 2, "T").dim_param("y", 2, "S");
+  }
+  if (mask_late == 6) b.output("mask", dtype, {1, 1, -1, -1});
   if (!scores_dims.empty()) b.declare("scores", dtype, scores_dims);
   if (scores_out) b.output("scores", dtype, {1, h, s, t});
   b.initializer<int64_t>("ax", kInt64, {1}, {2});
@@ -1278,9 +1288,20 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
     b.node("Reshape", {"ex_" + n, "r"}, {"rep_" + n});
   }
   ModelBuilder::attr_ints(b.node("Transpose", {"rep_k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  if (mask_late >= 4) {
+    b.initializer<int64_t>("cut_at", kInt64, {}, {mask_late == 5 ? 2 : -2});  // q's rank is not known: from the front
+    b.initializer<int64_t>("cut_from", kInt64, {1}, {0});
+    b.initializer<int64_t>("cut_axis", kInt64, {1}, {3});
+    b.initializer<int64_t>("cut_step", kInt64, {1}, {mask_late == 7 ? 2 : 1});
+    b.initializer<int64_t>("front", kInt64, {1}, {0});
+    b.node("Shape", {mask_late == 5 ? "q" : "k"}, {"kv_shape"});
+    b.node("Gather", {"kv_shape", "cut_at"}, {"keys"});
+    b.node("Unsqueeze", {"keys", "front"}, {"cut_to"});
+    b.node("Slice", {"mask_in", "cut_from", "cut_to", "cut_axis", "cut_step"}, {"mask"});
+  }
   b.node("MatMul", {"q", "kt"}, {"scores"});
   if (mask_late == 1) b.node("Max", {"mask_in", "mask_in"}, {"mask"});
-  if (mask_late >= 2) {
+  if (mask_late >= 2 && mask_late <= 3) {
     b.node("Max", {"mask_in", "mask_in"}, {"m1"});
     if (mask_late == 3) {
       b.initializer<float>("nought", kFloat, {}, {0.0f});
@@ -1663,6 +1684,105 @@ TEST_CASE("scores softmax: a mask that widens the scores computed as the nodes w
       for (int64_t i = 0; i < y.size(); ++i) nan += std::isnan(y.data<float>()[i]);
       CHECK((nan > 0) == !nan_to_zero);
     }
+}
+
+// transformers 4.x cuts its one causal mask to each layer's keys,
+// causal_mask[:, :, :, :key_states.shape[-2]]: the fused GqaMatMul takes
+// the mask before the cut and the bound's proof in place of the Slice and
+// the chain computing it, bit-identical. The mask as long as the keys (a
+// step of our generator) or longer (its rows then read in place a
+// stride apart), declared or not.
+TEST_CASE("cut mask to keys: the Slice of the mask to the keys' count taken into the scores, bit-identical",
+          "[fusion][mask_cut]") {
+  const int64_t kvh = 2, rep = 2, h = kvh * rep, d = 8;
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Lengths {
+    int64_t s, past, longer;
+  } lengths[] = {{6, 0, 0}, {1, 9, 0}, {1, 9, 5}, {6, 3, 2}};
+  for (const auto& [s, past, longer] : lengths)
+    for (const std::vector<int64_t>& dims : {std::vector<int64_t>{1, 1, -1, -1}, {-1, -1, -1, -1}}) {
+      const int64_t t = past + s;
+      INFO("s " << s << " past " << past << " mask longer by " << longer << " dims " << shape_str(dims));
+      Tensor mask = causal_mask(s, t + longer, -inf, true);
+      const std::vector<NamedTensor> in = {{"q", tensor({1, h, s, d}, 1)},
+                                           {"k", tensor({1, kvh, t, d}, 2)},
+                                           {"v", tensor({1, kvh, t, d}, 3)},
+                                           {"mask_in", std::move(mask)}};
+      const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, dims, {}, kFloat, 0, 4),
+                              "mask_cut", "cut-mask-to-keys", "mask_cut_fused", in);
+      CHECK(p.count == 1);
+      CHECK(p.fused_nodes == 2);  // the scores (with the cut) and P·V: the Slice and its bound's chain gone
+      CHECK(p.plain_nodes > p.fused_nodes);
+      bit_identical(p.fused, p.plain);
+    }
+}
+
+TEST_CASE("cut mask to keys must not fire on a bound not the keys', a cut mask read elsewhere or a step not 1",
+          "[fusion][mask_cut][must-not-fire]") {
+  const int64_t kvh = 1, rep = 2, h = 2, s = 4, t = 4, d = 8;
+  struct Form {
+    int form;
+    const char* why;
+  } forms[] = {{5, "mask_cut_refused:cut_not_to_the_keys"},
+               {6, "mask_cut_refused:cut_mask_read_elsewhere"},
+               {7, "mask_cut_refused:cut_step_not_1"}};
+  for (const Form& f : forms) {
+    INFO(f.why);
+    const std::vector<NamedTensor> in = {{"q", tensor({1, h, s, d}, 1)},
+                                         {"k", tensor({1, kvh, t, d}, 2)},
+                                         {"v", tensor({1, kvh, t, d}, 3)},
+                                         // step 2 keeps a keys dim of 1 valid (it broadcasts)
+                                         {"mask_in", f.form == 7 ? tensor({1, 1, s, 1}, 4) : causal_mask(s, t + 4, -1e30f)}};
+    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {1, 1, -1, -1}, {}, kFloat, 0,
+                                             f.form),
+                            "mask_cut_not", "cut-mask-to-keys", f.why, in);
+    CHECK(p.count == 1);
+    bit_identical(p.fused, p.plain);
+  }
+}
+
+// The kernel alone: mask_to_keys on each axis, against a Slice of the mask
+// and the uncut fused node (itself tested against the nodes above). Cut on
+// the last axis the rows are read in place, on another the cut is copied;
+// a cut that keeps the whole axis, a keys dim of 1 that broadcasts, and an
+// axis the mask does not have.
+TEST_CASE("GqaMatMul: mask_to_keys is the Slice of the mask to the keys' count", "[mask_cut]") {
+  using test::OpTest;
+  const int64_t h = 2, s = 5, t = 5, d = 8;  // s = t: a cut of the rows' axis broadcasts too
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor q = tensor({1, h, s, d}, 1), k = tensor({1, h, t, d}, 2);
+  auto gqa = [&](const Tensor& mask, int64_t axis, bool cut) {
+    OpTest op("GqaMatMul", 1, "com.onebit");
+    op.attr("transB", 1).attr("score_scale", 0.5f).attr("softmax", int64_t{1}).attr("mask_any_shape", int64_t{1});
+    if (cut) op.attr("mask_to_keys", int64_t{1}).attr("mask_keys_axis", axis);
+    op.input(q).input(k).omit().omit().omit().input(mask);
+    return op.run1();
+  };
+  struct Case {
+    const char* name;
+    Shape mask;
+    int64_t axis;
+  } cases[] = {{"last axis, longer than the keys", {1, 1, s, t + 3}, 3},
+               {"last axis counted from the back", {1, 1, s, t + 3}, -1},
+               {"last axis, as long as the keys", {1, 1, s, t}, 3},
+               {"a keys dim of 1 (broadcast)", {1, 1, s, 1}, -1},
+               {"axis 2 longer than the keys (copied)", {1, h, t + 2, t}, 2},
+               {"axis 1, shorter than the keys (kept whole)", {1, h, s, t}, 1}};
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Tensor mask = tensor(c.mask, 7);
+    for (int64_t i = 0; i < mask.size(); i += 3) mask.data<float>()[i] = -inf;
+    OpTest slice("Slice");
+    Tensor from = Tensor::allocate(DType::I64, {1}), to = Tensor::allocate(DType::I64, {1}),
+           axes = Tensor::allocate(DType::I64, {1});
+    *from.data<int64_t>() = 0, *to.data<int64_t>() = t, *axes.data<int64_t>() = c.axis;
+    const Tensor sliced = slice.input(mask).input(from).input(to).input(axes).run1();
+    if (std::string(c.name).find("axis 2") != std::string::npos) CHECK(sliced.shape() != mask.shape());
+    bit_identical(gqa(mask, c.axis, true), gqa(sliced, c.axis, false));
+  }
+  Tensor mask = tensor({1, 1, s, t}, 7);
+  CHECK_THROWS_WITH(gqa(mask, 4, true), Catch::Contains("mask [1,1,5,5] has no axis 4 to cut to the 5 keys"));
+  CHECK_THROWS_WITH(gqa(mask, -5, true), Catch::Contains("has no axis -5"));
 }
 
 TEST_CASE("scores softmax must not fire on a mask not known to fit unless float32 over the last axis",

@@ -27,10 +27,26 @@
 // The Where(IsNaN(P), 0, P) that exporter writes after the Softmax (a row
 // masked whole gives NaNs) is taken too (nan_to_zero = 1), P read by those
 // two nodes alone and the 0 a +0 scalar of P's type.
+//
+// A third, `cut-mask-to-keys`, takes the Slice transformers 4.x writes in
+// every layer, causal_mask[:, :, :, :key_states.shape[-2]], into such a
+// GqaMatMul (mask_to_keys = 1, mask_keys_axis = its axis): the one mask
+// of the whole graph becomes every layer's input 5, and the Slice and the
+// Shape -> Gather -> Unsqueeze that computed its bound each decode step
+// go. It needs the bound proven the keys' count (dim 2 of the GqaMatMul's
+// KV input, graph/passes/shape_expr.h) for every size, the start 0, one
+// constant axis and step 1; and, with a declared mask (no
+// mask_any_shape), the cut on its last axis, so rows stay rows.
+// transformers 4.53 cuts a boolean mask and turns it into the float one in
+// each layer, Where(cut, 0, -inf): the Where then reads the mask before the
+// cut (a Where of scalar branches is elementwise, so it commutes with the
+// Slice), and the layers' Wheres, now alike, are merged into one by
+// merge-duplicate-nodes.
 #include <algorithm>
 
 #include "graph/passes/fusion.h"
 #include "graph/passes/match.h"
+#include "graph/passes/shape_expr.h"
 
 namespace onebit {
 
@@ -280,6 +296,99 @@ void fuse_scores_softmax(Graph& g, PassContext& ctx) {
     if (c.where >= 0) set_int_attr(n, "nan_to_zero", 1);
     for (int d : {c.mul, c.add, c.softmax, c.isnan, c.where})
       if (d >= 0) drop[static_cast<size_t>(d)] = true;
+  };
+  run_fusion(g, ctx, f);
+}
+
+}  // namespace onebit
+
+namespace onebit {
+
+namespace {
+
+// A fused chain's mask that is a Slice of another along one axis from 0 to
+// the keys' count.
+struct MaskCut {
+  int node = -1;   // the GqaMatMul
+  int slice = -1;  // the Slice
+  int64_t axis = -1;
+  int where = -1;  // Where(the cut, x, y) between them, or -1
+};
+
+// Where(c, x, y) of scalar constants x and y (one element, rank <= 1): of
+// c's shape, each element from c's alone.
+bool scalar_where(const Graph& g, const Node& w) {
+  if (w.op_type != "Where" || !w.domain.empty() || w.inputs.size() != 3 || w.outputs.size() != 1 || w.inputs[0] < 0)
+    return false;
+  for (size_t i : {1, 2}) {
+    const Tensor* c = input_constant(g, w, i);
+    if (!c || c->size() != 1 || c->rank() > 1) return false;
+  }
+  return true;
+}
+
+Match<MaskCut> match_mask_cut(const FusionScan& scan, int node) {
+  const Graph& g = scan.g;
+  const Node& n = g.node(node);
+  if (!is_scores(n) || n.attrs.get_int("softmax", 0) != 1 || n.inputs.size() < 6 || n.inputs[5] < 0 ||
+      n.attrs.get_int("mask_to_keys", 0) != 0)
+    return {};
+  int cut = n.inputs[5];
+  int where = -1;
+  if (const int w = producer_index(g, cut); w >= 0 && scalar_where(g, g.node(w))) {
+    if (!only_reader(scan, cut, node)) return Refusal{"cut_mask_read_elsewhere"};
+    where = w;
+    cut = g.node(w).inputs[0];
+  }
+  const int s = producer_index(g, cut);
+  if (s < 0) return {};
+  const Node& slice = g.node(s);
+  // Opset 10 on: starts, ends, axes and steps are inputs.
+  if (slice.op_type != "Slice" || !slice.domain.empty() || slice.opset < 10 || slice.inputs.size() < 4 ||
+      slice.outputs.size() != 1 || slice.inputs[0] < 0)
+    return {};
+  if (!only_reader(scan, cut, where >= 0 ? where : node)) return Refusal{"cut_mask_read_elsewhere"};
+  if (!constant_ints_equal(g, slice.inputs[1], {0})) return Refusal{"cut_not_from_0"};
+  const Tensor* axes = input_constant(g, slice, 3);
+  if (!axes || !axes->raw() || !dtype_is_integer(axes->dtype()) || axes->size() != 1)
+    return Refusal{"cut_axes_not_one_constant"};
+  if (slice.inputs.size() > 4 && slice.inputs[4] >= 0 && !constant_ints_equal(g, slice.inputs[4], {1}))
+    return Refusal{"cut_step_not_1"};
+  const int kv = n.inputs[1];
+  const auto ends = shape_expr(g, slice.inputs[2], [kv](int v) -> int64_t { return v == kv ? 4 : -1; });
+  if (!ends || ends->boolean || ends->scalar || ends->terms.size() != 1 || !(ends->terms[0] == dim_term(kv, 2)))
+    return Refusal{"cut_not_to_the_keys"};
+  MaskCut c{node, s, tensor_int_at(*axes, 0), where};
+  if (n.attrs.get_int("mask_any_shape", 0) == 0) {
+    const Value& out = g.value(n.inputs[5]);
+    const int64_t rank = out.has_shape ? static_cast<int64_t>(out.dims.size()) : -1;
+    if (c.axis != -1 && (rank < 1 || c.axis != rank - 1)) return Refusal{"declared_mask_cut_elsewhere"};
+  }
+  return c;
+}
+
+}  // namespace
+
+void cut_mask_to_keys(Graph& g, PassContext& ctx) {
+  Fusion<MaskCut> f;
+  f.name = "mask_cut";
+  f.match = match_mask_cut;
+  f.apply = [](Graph& g, const MaskCut& c, std::vector<bool>& drop, std::map<std::string, int64_t>&) {
+    Node& n = g.node(c.node);
+    const int uncut = g.node(c.slice).inputs[0];
+    if (c.where >= 0) {
+      // The Where now makes the mask before the cut: its declared shape, if
+      // any, was the cut's.
+      Node& where = g.node(c.where);
+      where.inputs[0] = uncut;
+      g.value(where.outputs[0]).has_shape = false;
+      g.value(where.outputs[0]).dims.clear();
+    } else {
+      n.inputs[5] = uncut;
+    }
+    set_int_attr(n, "mask_to_keys", 1);
+    set_int_attr(n, "mask_keys_axis", c.axis);
+    drop[static_cast<size_t>(c.slice)] = true;
   };
   run_fusion(g, ctx, f);
 }
