@@ -62,12 +62,14 @@ void advise_random_reads(const void* p, size_t bytes) {
   (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_RANDOM);
 }
 
-void release_pages(const void* p, size_t bytes) {
-  if (!p || bytes == 0) return;
+const void* release_pages(const void* p, size_t bytes) {
+  if (!p || bytes == 0) return p;
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  if (end <= begin) return p;
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  return reinterpret_cast<const void*>(end);
 }
 
 MappedFile::~MappedFile() {

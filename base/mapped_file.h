@@ -46,7 +46,10 @@ void advise_random_reads(const void* p, size_t bytes);
 // Gives the pages wholly inside [p, p + bytes) of a private read-only file
 // mapping back to the page cache (MADV_DONTNEED; a no-op where it fails):
 // bytes a copy or a packed form now stands for. A later read of them faults
-// the file's pages in again, so it is never wrong, only slower.
-void release_pages(const void* p, size_t bytes);
+// the file's pages in again, so it is never wrong, only slower. Returns
+// where the released pages end (a page boundary), or p when none was
+// whole: a copy in chunks calls it again from there, so each page is
+// released once and the page straddling two chunks with the second.
+const void* release_pages(const void* p, size_t bytes);
 
 }  // namespace onebit

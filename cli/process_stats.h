@@ -3,8 +3,7 @@
 
 #include <sys/resource.h>
 
-#include <fstream>
-#include <string>
+#include "base/proc_status.h"
 
 namespace onebit::cli {
 
@@ -16,12 +15,6 @@ inline double peak_rss_mib() {
 }
 
 // Resident set now (VmRSS), MiB.
-inline double rss_mib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
-}
+inline double rss_mib() { return static_cast<double>(proc_status_kib("VmRSS").value_or(0)) / 1024.0; }
 
 }  // namespace onebit::cli

@@ -11,7 +11,6 @@
 
 namespace onebit::cli {
 
-
 void add_tokenize_command(CLI::App& app, Action& action) {
   auto* cmd =
       app.add_subcommand("tokenize",

@@ -1,6 +1,5 @@
 #include "graph/session.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>

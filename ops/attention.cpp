@@ -360,7 +360,6 @@ class AttentionKernel : public Kernel {
   float softcap_ = 0, scale_ = 0;
 };
 
-
 // MultiHeadAttention's attributes (GroupedAttention keeps them).
 struct MhaAttributes {
   int64_t heads = 0;
@@ -491,7 +490,6 @@ class MultiHeadAttentionKernel : public Kernel {
   MhaAttributes a_;
   int64_t heads_;
 };
-
 
 // com.onebit::GroupedAttention, written by graph/passes/mha_repeat_kv.cpp
 // for onnxruntime-genai's float16 CPU attention,

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "base/proc_status.h"
 #include "graph/onnx/onnx_loader.h"
 #include "graph/session.h"
 #include "model_builder.h"
@@ -311,14 +312,9 @@ namespace {
 
 // This process's resident pages of file mappings, in bytes (/proc/self/status RssFile).
 size_t rss_file_bytes() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  REQUIRE(f);
-  char line[256];
-  size_t kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "RssFile: %zu kB", &kb) == 1) break;
-  std::fclose(f);
-  return kb << 10;
+  const std::optional<int64_t> kib = proc_status_kib("RssFile");
+  REQUIRE(kib);
+  return static_cast<size_t>(*kib) << 10;
 }
 
 }  // namespace

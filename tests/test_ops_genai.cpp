@@ -21,7 +21,6 @@ using onebit::test::randn;
 
 namespace {
 
-
 struct GqaCase {
   int64_t b = 1, s = 3, past = 2, heads = 4, kv_heads = 2, d = 8, half = 4;  // half: rotary_dim / 2
   bool packed = true, rotary = true, interleaved = false;

@@ -109,10 +109,11 @@ Tensor read_tensor(LoadState& st, const onnx::TensorProto& tp, const std::string
   bool mapped = inside(st.source.get());
   for (const auto& [location, f] : st.external) mapped = mapped || inside(f.get());
   constexpr size_t kChunk = size_t{16} << 20;
+  const uint8_t* released = p;  // the pages before it are back (from its page on when aligned)
   for (size_t at = 0; at < t.bytes(); at += kChunk) {
     const size_t n = std::min(kChunk, t.bytes() - at);
     std::memcpy(static_cast<uint8_t*>(copy.raw()) + at, p + at, n);
-    if (mapped) release_pages(p, at + n);
+    if (mapped) released = static_cast<const uint8_t*>(release_pages(released, static_cast<size_t>(p + at + n - released)));
   }
   return copy;
 }

@@ -62,6 +62,19 @@ inline std::optional<double> constant_scalar(const Graph& g, int value) {
   return tensor_double_at(*v.constant, 0);
 }
 
+// The integers of a constant of rank 0 or 1 with at most `max` elements
+// (indices, axes, bounds); `scalar` (when given) says whether it is rank 0.
+inline std::optional<std::vector<int64_t>> constant_int_list(const Graph& g, int value, size_t max,
+                                                             bool* scalar = nullptr) {
+  if (value < 0) return std::nullopt;
+  const Value& v = g.value(value);
+  if (!v.constant || !v.constant->raw() || !dtype_is_integer(v.constant->dtype()) || v.constant->rank() > 1 ||
+      static_cast<size_t>(v.constant->size()) > max)
+    return std::nullopt;
+  if (scalar) *scalar = v.constant->rank() == 0;
+  return tensor_to_ints(*v.constant);
+}
+
 inline bool constant_ints_equal(const Graph& g, int value, const std::vector<int64_t>& want) {
   if (value < 0) return false;
   const Value& v = g.value(value);

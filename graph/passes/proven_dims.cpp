@@ -62,12 +62,13 @@ bool same_axis(int64_t a, int64_t b, int64_t rank) {
 // a constant, or computed from constants only (graph/passes/shape_expr.h:
 // Unsqueeze(d) of a dim this pass has just read, before folding).
 std::optional<std::vector<int64_t>> constant_ints(const Graph& g, const Node& n, size_t i) {
-  if (const Tensor* t = input_constant(g, n, i)) {
-    if (t->rank() != 1 || !dtype_is_integer(t->dtype()) || !t->raw() || t->size() > 64) return std::nullopt;
-    return tensor_to_ints(*t);
-  }
   const int v = input_at(n, i);
   if (v < 0) return std::nullopt;
+  if (g.value(v).constant) {
+    bool scalar = false;
+    auto ints = constant_int_list(g, v, 64, &scalar);
+    return scalar ? std::nullopt : ints;
+  }
   const auto e = shape_expr(g, v, [](int) -> int64_t { return -1; });
   if (!e || e->boolean || e->scalar) return std::nullopt;
   std::vector<int64_t> ints;

@@ -47,10 +47,11 @@ bool one_dim_of_shape(const Graph& g, const Node& reader, int& x, int64_t& index
     return true;
   }
   if (reader.op_type != "Slice" || reader.inputs.size() < 3 || reader.inputs.size() > 5) return false;
-  const auto one_int = [&](size_t i) -> std::optional<int64_t> {
-    const Tensor* t = input_constant(g, reader, i);
-    if (!t || t->rank() != 1 || t->size() != 1 || !dtype_is_integer(t->dtype()) || !t->raw()) return std::nullopt;
-    return tensor_to_ints(*t)[0];
+  const auto one_int = [&](size_t i) -> std::optional<int64_t> {  // a rank-1 constant of one element
+    bool scalar = true;
+    const auto ints = constant_int_list(g, input_at(reader, i), 1, &scalar);
+    if (!ints || scalar || ints->size() != 1) return std::nullopt;
+    return (*ints)[0];
   };
   const auto start = one_int(1), end = one_int(2);
   if (!start || !end) return false;

@@ -50,13 +50,7 @@ int decide_equal(const ShapeTerm& a, const ShapeTerm& b) {
 
 // Constant integer indices or axes of at most kMaxTerms elements.
 std::optional<std::vector<int64_t>> constant_ints(const Graph& g, int value, bool& scalar) {
-  if (value < 0) return std::nullopt;
-  const Value& v = g.value(value);
-  if (!v.constant || !v.constant->raw() || !dtype_is_integer(v.constant->dtype()) || v.constant->rank() > 1 ||
-      static_cast<size_t>(v.constant->size()) > kMaxTerms)
-    return std::nullopt;
-  scalar = v.constant->rank() == 0;
-  return tensor_to_ints(*v.constant);
+  return constant_int_list(g, value, kMaxTerms, &scalar);
 }
 
 class Evaluator {

@@ -112,19 +112,17 @@ void group_sibling_matmuls(Graph& g, PassContext& ctx) {
     // Q4MatMul: each weight's inputs in four slots; MatMulNBits: in five.
     const size_t slots = m.kind == Kind::kQ4 ? kQ4Slots : m.kind == Kind::kNBits ? kNBitsSlots : 1;
     anchor.inputs.resize(1 + slots, -1);
-    std::vector<int64_t> widths{anchor.attrs.get_int("N", 0)};
     for (size_t i = 1; i < m.nodes.size(); ++i) {
       const Node& sib = g.node(m.nodes[i]);
       for (size_t s = 1; s <= slots; ++s) anchor.inputs.push_back(s < sib.inputs.size() ? sib.inputs[s] : -1);
-      widths.push_back(sib.attrs.get_int("N", 0));
       anchor.outputs.push_back(sib.outputs[0]);
       drop[static_cast<size_t>(m.nodes[i])] = true;
     }
-    if (m.kind == Kind::kNBits) {
-      make_onebit_node(anchor, "MatMulNBitsGroup", anchor.inputs);
+    if (m.kind == Kind::kNBits) {  // the members' N, in order, as one ints attribute
       Attribute n;
       n.kind = Attribute::Kind::Ints;
-      n.ints = std::move(widths);
+      for (int member : m.nodes) n.ints.push_back(g.node(member).attrs.get_int("N", 0));
+      make_onebit_node(anchor, "MatMulNBitsGroup", anchor.inputs);
       anchor.attrs.set("N", std::move(n));
     }
     counts[m.kind == Kind::kQ4 ? "q4_gemms" : m.kind == Kind::kNBits ? "nbits_gemms" : "f16w_gemms"] +=

@@ -25,7 +25,6 @@ using F32GemvUkernel = void (*)(size_t nc, size_t k, const float* a, const float
 using F32DotUkernel = void (*)(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b, size_t ldb,
                                float* c, size_t ldc, const float* bias);
 
-
 // y[0:n] = Σ over rows r < `rows` (1 to kF32AxpyRows) of a[r]·B[r][0:n], added
 // to y row by row: each element is fma(a[rows−1], ·, … fma(a[0], ·, y)).
 // B rows are ldb floats apart, read in place. Decode over a weight kept in
