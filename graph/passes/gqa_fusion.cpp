@@ -60,7 +60,7 @@ bool match_repeat(const Graph& g, int value, Repeat& out) {
   if (!unsqueeze || unsqueeze->inputs.size() < 2) return false;
   if (!constant_ints_equal(g, input_at(*unsqueeze, 1), {2}) && !constant_ints_equal(g, input_at(*unsqueeze, 1), {-3})) return false;
   out = {input_at(*unsqueeze, 0), input_at(*expand, 1), input_at(*reshape, 1),
-         reshape->attrs.get_int("allowzero", 0), 0};
+         reshape->attrs.get_int("allowzero", 0), 0, {}};
   out.proven = proven_repeat(g, out.kv, out.expand_shape, out.reshape_shape);
   return true;
 }
@@ -162,7 +162,7 @@ bool rank4(const Graph& g, int v) { return v >= 0 && g.value(v).has_shape && g.v
 
 bool cache_of(const Graph& g, int value, Repeat& out) {
   if (match_repeat(g, value, out)) return true;
-  out = {value, -1, -1, 0, 0};
+  out = {value, -1, -1, 0, 0, {}};
   return value >= 0;
 }
 
