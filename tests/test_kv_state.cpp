@@ -42,7 +42,10 @@ enum class Cache { Stacked, PerLayer };
 // Extra::Mask instead scales and masks the scores (a graph input mask [1, 1,
 // S, T]) before the Softmax, as transformers' eager attention does; the
 // masked-scores fusions then make the Q·Kᵀ node that whole chain.
-enum class Extra { None, Cache, Present, Mask };
+// Extra::HeadSize reads the head size off the new cache, the concat along
+// axis -2, as torch.onnx's TorchScript exporter writes it: Gather(Shape(K),
+// 3), Cast and Mul into y (y · d / d).
+enum class Extra { None, Cache, Present, Mask, HeadSize };
 
 // rep = 1 is multi-head attention: transformers exports no repeat_kv then,
 // and attention reads the cache through a Transpose and plain MatMuls.
@@ -91,7 +94,7 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
   for (const std::string kv : {"k", "v"}) {
     const std::string past = cache == Cache::Stacked ? kv + "_past" : "past_" + kv;
     const std::string cat = cache == Cache::Stacked ? kv + "_cat" : "present_" + kv;
-    ModelBuilder::attr_int(b.node("Concat", {past, kv + "_new"}, {cat}), "axis", 2);
+    ModelBuilder::attr_int(b.node("Concat", {past, kv + "_new"}, {cat}), "axis", extra == Extra::HeadSize ? -2 : 2);
     if (rep == 1) {
       (kv == "k" ? k_heads : v_heads) = cat;
       continue;
@@ -125,7 +128,16 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
   } else {
     ModelBuilder::attr_int(b.node("Softmax", {"scores"}, {"p"}), "axis", -1);
   }
-  b.node("MatMul", {"p", v_heads}, {"y"});
+  b.node("MatMul", {"p", v_heads}, {extra == Extra::HeadSize ? "y0" : "y"});
+  if (extra == Extra::HeadSize) {
+    b.initializer<int64_t>("i3s", kInt64, {}, {3});
+    b.initializer<float>("inv_d", kFloat, {}, {1.0f / kHeadDim});
+    b.node("Shape", {cache == Cache::Stacked ? "k_cat" : "present_k"}, {"k_shape"}, "head_size_shape");
+    b.node("Gather", {"k_shape", "i3s"}, {"head_size"});
+    ModelBuilder::attr_int(b.node("Cast", {"head_size"}, {"head_size_f"}), "to", kFloat);
+    b.node("Mul", {"y0", "head_size_f"}, {"y1"});
+    b.node("Mul", {"y1", "inv_d"}, {"y"});
+  }
   if (cache == Cache::Stacked) {
     b.node("Unsqueeze", {"k_cat", "i0"}, {"k_stack"});
     b.node("Unsqueeze", {"v_cat", "i0"}, {"v_stack"});
@@ -225,6 +237,28 @@ TEST_CASE("kv state: attention is bit-identical to the exported cache, step by s
     decode_both(plain, state, cache, {5, 1, 1, 2, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1});
     // A new sequence starts again from an empty past.
     decode_both(plain, state, cache, {3, 1, 1});
+  }
+}
+
+// A Shape read of the cache's head size (TorchScript exports read it each
+// layer, each step): once the KV state stands it is read as the number the
+// new positions' Reshape fixes (graph/passes/proven_dims.h, KvAppend), so
+// no step evaluates it again. Bit-identical to the exported cache.
+TEST_CASE("kv state: the cache's head size read off its Shape is a constant, not a step's fold", "[kv_state]") {
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer}) {
+    INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache");
+    Session plain = open(cache, Extra::HeadSize, false, "kv_head_plain");
+    Session state = open(cache, Extra::HeadSize, true, "kv_head_state");
+    REQUIRE(state.pass_report().get("kv_state") == 2);
+    CHECK(state.pass_report().get("reshaped_dims_read") == 1);
+    auto reads_shape = [](const Session& s) {
+      bool found = false;
+      for (const Node& n : s.graph().nodes) found |= n.name == "head_size_shape";
+      return found;
+    };
+    CHECK_FALSE(reads_shape(state));
+    CHECK(reads_shape(plain));  // the Concat along -2 of a cache of unknown rank: not read before the state
+    decode_both(plain, state, cache, {5, 1, 1, 2, 1, 1});
   }
 }
 

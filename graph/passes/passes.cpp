@@ -19,7 +19,10 @@ namespace onebit {
 // re-points, and after those dims (the last live reader of a repeated
 // cache); the mask handed to the scores after both (its GqaMatMul's inputs
 // are final then), and the scores' scale, mask and Softmax taken into them
-// after that, then the Slice that cut that mask to the keys. Duplicate nodes are merged after the
+// after that, then the Slice that cut that mask to the keys; the dims read
+// off shapes again once the KV state stands (a cache's heads and head size,
+// which the repeat proofs of the GQA fusion needed to see as dims of the
+// cache, not as numbers). Duplicate nodes are merged after the
 // fusions, which take only values with one reader, as exported.
 const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
@@ -46,6 +49,7 @@ const std::vector<Pass>& pass_list() {
       {"masked-scores", false, give_scores_their_mask},
       {"fuse-scores-softmax", false, fuse_scores_softmax},
       {"cut-mask-to-keys", false, cut_mask_to_keys},
+      {"reshaped-dims", false, read_reshaped_dims},
       {"group-sibling-matmuls", false, group_sibling_matmuls},
       {"merge-duplicate-nodes", false, merge_duplicate_nodes},
       {"remove-dead-nodes", true, remove_dead_nodes},

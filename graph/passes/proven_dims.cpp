@@ -161,6 +161,15 @@ std::optional<int64_t> dim_within(const Graph& g, int v, int64_t axis, int64_t r
   if (!p) return std::nullopt;
   if (p->domain == kOneBitDomain && p->op_type == "RmsNorm" && !p->inputs.empty())
     return dim_within(g, p->inputs[0], axis, rank, depth + 1, budget);
+  // A KV state (KvAppend's cache [1, kvh, P+S, d], ops/kv_append.cpp): its
+  // batch is 1, its heads and head size the new positions' (rank 4, checked).
+  if (p->domain == kOneBitDomain && p->op_type == "KvAppend" && !p->inputs.empty() && !p->outputs.empty() &&
+      p->outputs[0] == v) {
+    const int64_t a = axis < 0 ? axis + 4 : axis;
+    if ((rank >= 0 && rank != 4) || a < 0 || a > 3 || a == 2) return std::nullopt;
+    if (a == 0) return 1;
+    return dim_within(g, p->inputs[0], a, 4, depth + 1, budget);
+  }
   // The last dim of a weight-only product: MatMulNBits' N, a float16
   // weight's [K, N] (or [N, K] with transB) as F16wMatMul keeps it.
   const bool last = axis == -1 || (rank >= 0 && axis == rank - 1);

@@ -23,6 +23,8 @@ namespace onebit {
 //   - MatMul: its last dim is B's and, A of rank >= 2 too, the one before
 //     it A's, when B's rank is proven >= 2 (cos's width in transformers:
 //     inv_freq expanded times the positions);
+//   - a KV state (KvAppend): batch 1, its heads and head size the new
+//     positions' (a cache's Shape read each step, TorchScript exports);
 //   - fused RMS norms (x's shape: the q and k norms of Qwen3) and one-input
 //     elementwise ops (Cast, Cos, Sin, Neg, ...);
 //   - Transposes that state a valid perm (the default reversal needs a rank
