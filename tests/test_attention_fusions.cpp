@@ -1265,7 +1265,8 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
   // from 0 to a bound read off a shape, as transformers 4.x cuts its
   // causal mask to the keys (4: the keys' dim -2; forms the cut fusion
   // must not take: 5 the bound q's dim 2, 6 the cut mask also a graph
-  // output, 7 step 2). The lengths are then symbolic: q's S, the keys' T.
+  // output, 7 step 2; 8 a boolean mask_in cut, then Where(cut, 0, -inf)).
+  // The lengths are then symbolic: q's S, the keys' T.
   b.input(mask_late ? "mask_in" : "mask", mask_dtype ? mask_dtype : dtype,
           mask_dims.empty() ? std::vector<int64_t>{1, 1, s, t} : mask_dims);
   b.output("y", dtype, {1, h, s, d});
@@ -1297,7 +1298,12 @@ ModelBuilder masked_attention(int64_t kvh, int64_t rep, int64_t s, int64_t t, in
     b.node("Shape", {mask_late == 5 ? "q" : "k"}, {"kv_shape"});
     b.node("Gather", {"kv_shape", "cut_at"}, {"keys"});
     b.node("Unsqueeze", {"keys", "front"}, {"cut_to"});
-    b.node("Slice", {"mask_in", "cut_from", "cut_to", "cut_axis", "cut_step"}, {"mask"});
+    b.node("Slice", {"mask_in", "cut_from", "cut_to", "cut_axis", "cut_step"}, {mask_late == 8 ? "kept" : "mask"});
+    if (mask_late == 8) {  // transformers 4.53: a boolean mask cut, then made float, Where(kept, 0, -inf)
+      b.initializer<float>("attend", kFloat, {}, {0.0f});
+      b.initializer<float>("ignore", kFloat, {}, {-std::numeric_limits<float>::infinity()});
+      b.node("Where", {"kept", "attend", "ignore"}, {"mask"});
+    }
   }
   b.node("MatMul", {"q", "kt"}, {"scores"});
   if (mask_late == 1) b.node("Max", {"mask_in", "mask_in"}, {"mask"});
@@ -1715,6 +1721,34 @@ TEST_CASE("cut mask to keys: the Slice of the mask to the keys' count taken into
       CHECK(p.plain_nodes > p.fused_nodes);
       bit_identical(p.fused, p.plain);
     }
+}
+
+// transformers 4.53 cuts a boolean mask and makes it float in each layer:
+// the Where then reads the uncut mask (it commutes with the cut), the
+// scores take the cut, bit-identical.
+TEST_CASE("cut mask to keys: a boolean mask cut, then made float by a Where, bit-identical", "[fusion][mask_cut]") {
+  const int64_t kvh = 2, rep = 2, h = kvh * rep, d = 8;
+  constexpr int32_t kBool = 9;
+  struct Lengths {
+    int64_t s, past, longer;
+  } lengths[] = {{6, 0, 0}, {1, 9, 0}, {1, 9, 5}, {6, 3, 2}};
+  for (const auto& [s, past, longer] : lengths) {
+    const int64_t t = past + s, keys = t + longer;
+    INFO("s " << s << " past " << past << " mask longer by " << longer);
+    Tensor kept = Tensor::allocate(DType::Bool, {1, 1, s, keys});
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < keys; ++j) kept.data<uint8_t>()[i * keys + j] = j <= past + i ? 1 : 0;
+    const std::vector<NamedTensor> in = {{"q", tensor({1, h, s, d}, 1)},
+                                         {"k", tensor({1, kvh, t, d}, 2)},
+                                         {"v", tensor({1, kvh, t, d}, 3)},
+                                         {"mask_in", std::move(kept)}};
+    const Pair p = run_both(masked_attention(kvh, rep, s, t, d, "Softmax", -1, false, {1, 1, -1, -1}, {}, kFloat,
+                                             kBool, 8),
+                            "mask_cut_where", "cut-mask-to-keys", "mask_cut_fused", in);
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 3);  // the Where (now of the uncut mask), the scores with the cut, P·V
+    bit_identical(p.fused, p.plain);
+  }
 }
 
 TEST_CASE("cut mask to keys must not fire on a bound not the keys', a cut mask read elsewhere or a step not 1",
