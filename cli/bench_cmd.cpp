@@ -73,7 +73,8 @@ void add_bench_command(CLI::App& app, Action& action) {
       fmt::print("  {:>6} {:>5} {:>12} {:>12} {:>10} {:>10} {:>8} {:>9}\n", "prompt", "gen", "prefill t/s",
                  "decode ms/t", "decode t/s", "weight GB/s", "KV GB/s", "of limit");
       Generator& gen = model->generator();
-      Json json = {{"model", a->model},           {"model_file", loc.model},           {"threads", session.pool().size()}, {"load_s", load_s},
+      Json json = {{"model", a->model},           {"model_file", loc.model},
+                   {"threads", session.pool().size()}, {"load_s", load_s},
                    {"cpu", cpu_summary()},
                    {"kv_dtype", dtype_name(opts.kernel.kv_dtype)},
                    {"weight_bytes", weights},     {"bandwidth_gbs", bandwidth},       {"probe_gbs", limit.probe_gbs},

@@ -248,9 +248,8 @@ class GqaMatMulKernel : public Kernel {
     // only): the scores whole after the slots, then the chain over them.
     float* whole = c.rows ? nullptr : reinterpret_cast<float*>(ws + slots);
     float* y = half ? y_wide : whole ? whole : Y.data<float>();
-    const MaskRows mask = masked_ && c.rows && cut_keys(ctx.input(5).shape(), c.t) >= 0
-                              ? MaskRows::of(ctx.input(5), cut_keys(ctx.input(5).shape(), c.t), Y.shape())
-                              : MaskRows{};
+    const MaskRows mask =
+        masked_ && c.rows ? MaskRows::of(ctx.input(5), cut_keys(ctx.input(5).shape(), c.t), Y.shape()) : MaskRows{};
     // Keys each row keeps, found once for every task: per head only when
     // the mask has heads of its own.
     const int64_t mask_heads = mask.sh ? h : 1;
@@ -532,7 +531,9 @@ class GqaMatMulKernel : public Kernel {
   // The mask's shape as the Slice leaves it (what Add would have broadcast).
   Shape mask_shape(const Shape& mask, const Checked& c) const {
     Shape cut = mask;
-    if (mask_to_keys_ && !cut.empty()) cut[cut_axis(mask)] = std::min(mask[cut_axis(mask)], c.t);
+    if (!mask_to_keys_ || cut.empty()) return cut;
+    const size_t a = cut_axis(mask);
+    cut[a] = std::min(mask[a], c.t);
     return cut;
   }
   // The mask as the Slice leaves it, contiguous (the chain after whole
@@ -542,11 +543,9 @@ class GqaMatMulKernel : public Kernel {
   Tensor cut_mask(const Tensor& mask, const Checked& c) {
     const Shape shape = mask_shape(mask.shape(), c);
     if (shape == mask.shape()) return Tensor(mask.dtype(), shape, const_cast<void*>(mask.raw()));
-    const size_t a = cut_axis(mask.shape());
-    int64_t inner = 1, outer = 1;
-    for (size_t i = a + 1; i < shape.size(); ++i) inner *= shape[i];
-    for (size_t i = 0; i < a; ++i) outer *= shape[i];
-    const int64_t from = mask.shape()[a] * inner, keep = shape[a] * inner;
+    const int a = static_cast<int>(cut_axis(mask.shape())), rank = static_cast<int>(shape.size());
+    const int64_t inner = dims_product(shape, a + 1, rank), outer = dims_product(shape, 0, a);
+    const int64_t from = mask.dim(a) * inner, keep = shape[static_cast<size_t>(a)] * inner;
     cut_.resize(static_cast<size_t>(outer * keep));
     const float* m = mask.data<float>();
     for (int64_t o = 0; o < outer; ++o) std::copy(m + o * from, m + o * from + keep, cut_.data() + o * keep);

@@ -113,7 +113,8 @@ Tensor read_tensor(LoadState& st, const onnx::TensorProto& tp, const std::string
   for (size_t at = 0; at < t.bytes(); at += kChunk) {
     const size_t n = std::min(kChunk, t.bytes() - at);
     std::memcpy(static_cast<uint8_t*>(copy.raw()) + at, p + at, n);
-    if (mapped) released = static_cast<const uint8_t*>(release_pages(released, static_cast<size_t>(p + at + n - released)));
+    if (mapped)
+      released = static_cast<const uint8_t*>(release_pages(released, static_cast<size_t>(p + at + n - released)));
   }
   return copy;
 }

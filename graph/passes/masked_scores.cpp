@@ -349,16 +349,15 @@ Match<MaskCut> match_mask_cut(const FusionScan& scan, int node) {
     return {};
   if (!only_reader(scan, cut, where >= 0 ? where : node)) return Refusal{"cut_mask_read_elsewhere"};
   if (!constant_ints_equal(g, slice.inputs[1], {0})) return Refusal{"cut_not_from_0"};
-  const Tensor* axes = input_constant(g, slice, 3);
-  if (!axes || !axes->raw() || !dtype_is_integer(axes->dtype()) || axes->size() != 1)
-    return Refusal{"cut_axes_not_one_constant"};
+  const auto axes = constant_int_list(g, slice.inputs[3], 1);
+  if (!axes || axes->size() != 1) return Refusal{"cut_axes_not_one_constant"};
   if (slice.inputs.size() > 4 && slice.inputs[4] >= 0 && !constant_ints_equal(g, slice.inputs[4], {1}))
     return Refusal{"cut_step_not_1"};
   const int kv = n.inputs[1];
   const auto ends = shape_expr(g, slice.inputs[2], [kv](int v) -> int64_t { return v == kv ? 4 : -1; });
   if (!ends || ends->boolean || ends->scalar || ends->terms.size() != 1 || !(ends->terms[0] == dim_term(kv, 2)))
     return Refusal{"cut_not_to_the_keys"};
-  MaskCut c{node, s, tensor_int_at(*axes, 0), where};
+  MaskCut c{node, s, (*axes)[0], where};
   if (n.attrs.get_int("mask_any_shape", 0) == 0) {
     const Value& out = g.value(n.inputs[5]);
     const int64_t rank = out.has_shape ? static_cast<int64_t>(out.dims.size()) : -1;
