@@ -8,6 +8,7 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/text_file.h"
 #include "base/thread_pool.h"
 #include "cli/chat_cmd.h"
 #include "cli/commands.h"
@@ -36,6 +37,24 @@ Tensor ids_tensor(const std::vector<int32_t>& v) {
   return t;
 }
 
+// The most a prompt file may hold: far past any context (a 128k-token
+// context is ~0.5 MB of text), and a bound on what a wrong path (a device,
+// an endless pipe) can take.
+constexpr size_t kMaxPromptFileBytes = size_t{64} << 20;
+
+// --prompt-file: the file's text less one trailing newline ("\n" or
+// "\r\n", which an editor adds and `echo` writes; llama.cpp's -f drops a
+// trailing "\n" too).
+std::string read_prompt_file(const std::string& path) {
+  std::string text = read_text_file(path, kMaxPromptFileBytes, "--prompt-file");
+  if (!text.empty() && text.back() == '\n') {
+    text.pop_back();
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+  }
+  if (text.empty()) fail("--prompt-file {}: no prompt in it (empty, or one newline)", text_file_name(path));
+  return text;
+}
+
 }  // namespace
 
 void add_ort_run_command(CLI::App& app, Action& action) {
@@ -50,7 +69,7 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       "  1bit ort-run model-cached.onnx --interactive                     # the same as 1bit chat\n"
       "  1bit ort-run model.onnx --prompt \"Hi\" --dump-logits logits.npy   # + logits.ids.npy, logits.prompt.npy\n");
   struct Args {
-    std::string model, prompt, prompt_ids, tokenizer, dump_logits, system;
+    std::string model, prompt, prompt_file, prompt_ids, tokenizer, dump_logits, system;
     bool cached = false, chat = false, interactive = false, quiet = false, verbose = false;
     GenerationFlags gen;
     SessionFlags session;
@@ -58,6 +77,9 @@ void add_ort_run_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<Args>();
   cmd->add_option("model", a->model, "ONNX causal LM: a .onnx file, or a model folder (onnxruntime-genai, transformers.js onnx/, our exports)")->required();
   cmd->add_option("--prompt,-p", a->prompt, "Prompt text");
+  cmd->add_option("--prompt-file,-f", a->prompt_file,
+                  "Prompt text read from a file ('-': standard input), its bytes as they are but for one trailing "
+                  "newline, which is dropped");
   cmd->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids (comma or space separated), bypassing the tokenizer");
   a->gen.add_to(cmd);
   cmd->add_flag("--cached", a->cached, "Use the graph's KV cache (the graph must have one; one with a cache uses it anyway)");
@@ -76,13 +98,16 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       if (a->gen.max_new < 1) fail("-n/--max-new-tokens must be at least 1, got {}", a->gen.max_new);
       a->gen.sampling.validate();  // before the (slow) load
       if (a->interactive) {
-        if (!a->prompt.empty() || !a->prompt_ids.empty() || !a->dump_logits.empty())
-          fail("--interactive reads the conversation from stdin: drop --prompt, --prompt-ids and --dump-logits");
+        if (!a->prompt.empty() || !a->prompt_file.empty() || !a->prompt_ids.empty() || !a->dump_logits.empty())
+          fail("--interactive reads the conversation from stdin: drop --prompt, --prompt-file, --prompt-ids and "
+               "--dump-logits");
         ChatCommand c{a->model, a->tokenizer, a->system, a->cached, a->quiet, a->verbose, a->gen, a->session};
         return run_chat(c);
       }
-      if (a->prompt.empty() == a->prompt_ids.empty()) fail("give exactly one of --prompt and --prompt-ids");
-      // Parse the ids before the (slow) load so a typo fails at once.
+      if (!a->prompt.empty() + !a->prompt_file.empty() + !a->prompt_ids.empty() != 1)
+        fail("give exactly one of --prompt, --prompt-file and --prompt-ids");
+      // Read the file and parse the ids before the (slow) load so a typo fails at once.
+      if (!a->prompt_file.empty()) a->prompt = read_prompt_file(a->prompt_file);
       std::vector<int32_t> prompt;
       if (!a->prompt_ids.empty()) prompt = parse_token_ids(a->prompt_ids, "--prompt-ids");
 

@@ -9,6 +9,9 @@
   test_stop_string             --stop over two tokens: stops there, not printed
   test_greedy_is_default       no sampling flag and --top-k 1 choose the same ids
   test_seed                    the same --seed twice: the same ids; --json fields
+  test_prompt_file             --prompt-file FILE and -f - (stdin): the prompt of
+                               --prompt with the same text, one trailing newline
+                               dropped, inner ones kept
 
   pytest scripts/tests/test_chat_cli.py --onebit build/1bit --tiny DIR
 """
@@ -106,3 +109,22 @@ def test_seed(onebit, model):
         assert key in a
     for key in ("load_s", "prefill_ms", "decode_ms_per_token", "choose_ms_per_token"):
         assert key in a["timings"]
+
+
+def test_prompt_file(onebit, model, tmp_path):
+    text = "Hello, who are you?\nWhat is two plus two?"
+    want = ort_run_json(onebit, model, ["--prompt", text, "-n", "4"])
+    for name, body in [("lf", text + "\n"), ("crlf", text + "\r\n"), ("none", text)]:
+        f = tmp_path / f"{name}.txt"
+        f.write_bytes(body.encode())
+        got = ort_run_json(onebit, model, ["--prompt-file", str(f), "-n", "4"])
+        assert got["prompt_ids"] == want["prompt_ids"], name
+        assert got["generated_ids"] == want["generated_ids"], name
+    piped = json.loads(run(onebit, ["ort-run", model, "--json", "-f", "-", "-n", "4"], stdin=text + "\n").stdout)
+    assert piped["prompt_ids"] == want["prompt_ids"]
+    # Only one newline goes: a second is the prompt's own.
+    f = tmp_path / "two.txt"
+    f.write_bytes((text + "\n\n").encode())
+    two = ort_run_json(onebit, model, ["--prompt-file", str(f), "-n", "4"])
+    assert two["prompt_ids"] == ort_run_json(onebit, model, ["--prompt", text + "\n", "-n", "4"])["prompt_ids"]
+    assert two["prompt_ids"] != want["prompt_ids"]

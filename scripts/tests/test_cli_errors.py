@@ -62,6 +62,8 @@ def files(pytestconfig, tmp_path_factory) -> dict[str, Path]:
     f["big_tokenizer"] = tmp / "big_tokenizer.json"
     f["big_tokenizer"].write_text(json.dumps(tok))
     f["tiny_dir"] = model.parent
+    f["blank_prompt"] = tmp / "blank.txt"
+    f["blank_prompt"].write_text("\n")
     f["junk"] = tmp / "junk.npy"
     f["junk"].write_bytes(b"not numpy")
     f["ids"] = tmp / "ids.npy"
@@ -79,6 +81,13 @@ CASES = {
                             ["bad_tokenizer.json"]),
     "prompt longer than the context": (["ort-run", "{short}", "--prompt-ids", "1,2,3,4,5,6,7,8,9,10"],
                                        ["prompt is 10 tokens", "context is 8"]),
+    "missing prompt file": (["ort-run", "{tiny}", "--prompt-file", "{tmp}/nope.txt"],
+                            ["--prompt-file", "nope.txt", "cannot open"]),
+    "prompt file that is a directory": (["ort-run", "{tiny}", "-f", "{tmp}"], ["--prompt-file", "cannot read"]),
+    "prompt file with only a newline": (["ort-run", "{tiny}", "-f", "{blank_prompt}"], ["blank.txt", "no prompt"]),
+    "two prompts": (["ort-run", "{tiny}", "--prompt", "hi", "-f", "{blank_prompt}"],
+                    ["exactly one of --prompt, --prompt-file and --prompt-ids"]),
+    "no prompt": (["ort-run", "{tiny}"], ["exactly one of"]),
     "-n 0": (["ort-run", "{tiny}", "--prompt", "hi", "-n", "0"], ["at least 1"]),
     "--cached on a graph without a cache": (["ort-run", "{tiny}", "--cached", "--prompt", "hi"], ["no KV cache input"]),
     "--kv-dtype f16 on a graph without a cache": (["ort-run", "{tiny}", "--kv-dtype", "f16", "--prompt", "hi"],
