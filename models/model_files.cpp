@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/error.h"
 #include "base/json.h"
 #include "base/paths.h"
+#include "base/text_file.h"
 
 namespace onebit {
 
@@ -18,14 +17,18 @@ namespace {
 namespace fs = std::filesystem;
 namespace od = simdjson::ondemand;
 
+// The most a side file (config.json, genai_config.json, a chat template)
+// may hold: real ones are kilobytes, tokenizer_config.json with its added
+// tokens a few megabytes. A file past it is an error, not an allocation.
+constexpr size_t kMaxSideFileBytes = size_t{64} << 20;
+
 // On-demand parsing reads only the fields asked for, so a value these files
 // may carry that the DOM parser rejects (tokenizer_config's model_max_length
 // of 1e30 written as a 31-digit integer) does not stop us.
 class JsonFile {
  public:
-  explicit JsonFile(const fs::path& path) : path_(path.string()) {
-    if (simdjson::padded_string::load(path_).get(text_)) fail("{}: cannot read", path_);
-  }
+  explicit JsonFile(const fs::path& path)
+      : path_(path.string()), text_(read_text_file(path_, kMaxSideFileBytes, "model side file")) {}
   // Calls f(value) for each top-level field named `key` found.
   template <class F>
   void field(std::string_view key, F&& f) {
@@ -98,12 +101,7 @@ bool read_sampling(Fields&& fields, SamplingDefaults& d) {
   return any;
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_text(const fs::path& p) { return read_text_file(p.string(), kMaxSideFileBytes, "model side file"); }
 
 }  // namespace
 

@@ -507,6 +507,18 @@ TEST_CASE("hostile: a genai_config.json cannot name a decoder outside its folder
   CHECK(locate_model(dir, "").model == dir + "/inside.onnx");
 }
 
+TEST_CASE("hostile: a side file past its bound is an error naming it, not an allocation", "[hostile][files]") {
+  const std::string dir = scratch_dir("hostile_side_files");
+  ModelBuilder::write_file(dir + "/model.onnx", "not read");
+  // 64 MiB of spaces and then an object: valid JSON, one byte per space.
+  const std::string big = std::string(size_t{64} << 20, ' ') + "{}";
+  ModelBuilder::write_file(dir + "/config.json", big);
+  CHECK_THROWS_WITH(read_model_files(dir + "/model.onnx"),
+                    Catch::Contains(dir + "/config.json") && Catch::Contains("more than 67108864 bytes"));
+  ModelBuilder::write_file(dir + "/config.json", big.substr(big.size() - 1000));
+  CHECK(read_model_files(dir + "/model.onnx").max_positions == 0);
+}
+
 TEST_CASE("hostile: an empty broadcast output runs no loop (was 3.6e8 empty runs: minutes)", "[hostile][regression]") {
   // Found by fuzz_onnx: Equal of [1] and [1, 3, 14719, 8191, 0] looped once
   // per index of the non-empty dims.

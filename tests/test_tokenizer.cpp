@@ -479,7 +479,7 @@ TEST_CASE("tokenizer.json errors name the file and what is wrong", "[tokenizer][
 
 TEST_CASE("Tokenizer::load names a missing file", "[tokenizer][errors]") {
   CHECK_THROWS_WITH(Tokenizer::load("/nonexistent/tokenizer.json"),
-                    Catch::Contains("/nonexistent/tokenizer.json") && Catch::Contains("cannot read"));
+                    Catch::Contains("/nonexistent/tokenizer.json") && Catch::Contains("cannot open"));
 }
 
 TEST_CASE("a tiny tokenizer.json with \"a b\" merges, a template and no decoder", "[tokenizer]") {

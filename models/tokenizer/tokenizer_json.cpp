@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "base/text_file.h"
 #include "models/tokenizer/tokenizer_impl.h"
 
 namespace onebit {
@@ -366,9 +367,11 @@ Tokenizer Tokenizer::parse(std::string_view json, const std::string& name) {
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  simdjson::padded_string text;
-  if (simdjson::padded_string::load(path).get(text)) fail("{}: cannot read the file", path);
-  return parse(text, path);
+  // The largest real tokenizer.json files are tens of megabytes (Gemma's
+  // 256k-token vocabulary: ~33 MB); past this bound a file is refused, not
+  // read into memory.
+  constexpr size_t kMaxTokenizerBytes = size_t{512} << 20;
+  return parse(read_text_file(path, kMaxTokenizerBytes, "tokenizer"), path);
 }
 
 }  // namespace onebit
