@@ -29,6 +29,14 @@ class MappedFile {
   uint64_t size_ = 0;
 };
 
+// Whether [p, p + bytes) lies wholly inside [base, base + size): a tensor
+// that views a mapping rather than owning a copy (integer compares, so no
+// pointer is formed past either end).
+inline bool range_inside(const void* p, size_t bytes, const void* base, size_t size) {
+  const auto at = reinterpret_cast<uintptr_t>(p), from = reinterpret_cast<uintptr_t>(base);
+  return p && base && at >= from && at - from <= size && bytes <= size - (at - from);
+}
+
 // Maps the pages of [p, p + bytes) into this process now (MADV_POPULATE_READ,
 // Linux 5.14 and later; a no-op where it is missing or fails): a weight the
 // kernels read in place takes its page faults at load, not in the first

@@ -124,7 +124,7 @@ void Session::release_constant(Value& val) {
   // Pages wholly inside the tensor, in a file mapping, go back to the page
   // cache; elsewhere the storage is freed when its last view goes.
   for (const Graph::Region& r : graph_.mapped)
-    if (p && p >= r.data && p + t.bytes() <= r.data + r.size) release_pages(p, t.bytes());
+    if (range_inside(p, t.bytes(), r.data, r.size)) release_pages(p, t.bytes());
   stats_.released_bytes += t.bytes();
   val.constant = Tensor(t.dtype(), t.shape(), nullptr);
 }

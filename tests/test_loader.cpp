@@ -303,8 +303,7 @@ TEST_CASE("loader: initializers are views, not copies", "[loader]") {
   // freed); the typed field is viewed in the parsed model. No per-tensor copy.
   REQUIRE(g.mapped.size() == 1);
   const auto* p = static_cast<const uint8_t*>(tw.raw());
-  CHECK(p >= g.mapped[0].data);
-  CHECK(p + tw.bytes() <= g.mapped[0].data + g.mapped[0].size);
+  CHECK(range_inside(p, tw.bytes(), g.mapped[0].data, g.mapped[0].size));
   CHECK(tv.owner() == g.keep_alive.front());
 }
 
@@ -341,7 +340,7 @@ TEST_CASE("loader: a weight at an odd offset is copied once, its mapped pages gi
     const Tensor& t = *g.value(g.find_value(name)).constant;
     REQUIRE(g.mapped.size() == 1);
     const auto* p = static_cast<const uint8_t*>(t.raw());
-    if (p >= g.mapped[0].data && p + t.bytes() <= g.mapped[0].data + g.mapped[0].size) continue;  // aligned: a view
+    if (range_inside(p, t.bytes(), g.mapped[0].data, g.mapped[0].size)) continue;  // aligned: a view
     copied = true;
     INFO("name " << name << ": resident file pages " << before << " -> " << after << " bytes");
     CHECK(reinterpret_cast<uintptr_t>(p) % alignof(float) == 0);
@@ -495,4 +494,18 @@ TEST_CASE("loader: an If whose branch computes is refused, naming what the branc
     CHECK(what.find("'outer_add' is Add") != std::string::npos);
     CHECK(what.find("'if'") != std::string::npos);
   }
+}
+
+TEST_CASE("range_inside: a view of a mapping, at its edges and past them", "[loader]") {
+  alignas(64) static uint8_t region[256];
+  CHECK(range_inside(region, 256, region, 256));
+  CHECK(range_inside(region + 255, 1, region, 256));
+  CHECK(range_inside(region + 256, 0, region, 256));
+  CHECK(range_inside(region + 100, 0, region, 256));
+  CHECK_FALSE(range_inside(region + 255, 2, region, 256));
+  CHECK_FALSE(range_inside(region + 1, 256, region, 256));
+  CHECK_FALSE(range_inside(region + 10, SIZE_MAX, region, 256));  // no wrap-around
+  CHECK_FALSE(range_inside(region, 16, region + 1, 255));         // starts before
+  CHECK_FALSE(range_inside(nullptr, 0, region, 256));
+  CHECK_FALSE(range_inside(region, 0, nullptr, 256));
 }

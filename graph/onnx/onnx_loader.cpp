@@ -103,9 +103,7 @@ Tensor read_tensor(LoadState& st, const onnx::TensorProto& tp, const std::string
   // odd offset counts once in the process's memory, not twice (copied and
   // mapped), at the end of the load or in its middle.
   const auto* p = static_cast<const uint8_t*>(t.raw());
-  const auto inside = [&](const MappedFile* f) {
-    return f && p >= f->data() && p + t.bytes() <= f->data() + f->size();
-  };
+  const auto inside = [&](const MappedFile* f) { return f && range_inside(p, t.bytes(), f->data(), f->size()); };
   bool mapped = inside(st.source.get());
   for (const auto& [location, f] : st.external) mapped = mapped || inside(f.get());
   constexpr size_t kChunk = size_t{16} << 20;
