@@ -37,6 +37,8 @@
 // causal_mask[:, :, :, :T]): the node uses M with that axis cut to
 // min(its dim, T), as that Slice gives it. Cut along the last axis (or not
 // cut at all) its rows are read in place; else the cut is copied.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -120,6 +122,10 @@ struct MaskRows {
   int64_t keep(int64_t bi, int64_t hi, int64_t i, int64_t t) const {
     const float* m = row(bi, hi, i);
     int64_t e = t;
+    // Eight at a time from the end first (a prompt's causal rows end in
+    // long masked runs; the ordered compare keeps a NaN), then one by one.
+    const __m256 masked = _mm256_set1_ps(kMaskedAt);
+    while (e >= 8 && _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(m + e - 8), masked, _CMP_LE_OQ)) == 0xff) e -= 8;
     while (e > 0 && m[e - 1] <= kMaskedAt) --e;
     return e == 0 || m[e - 1] < kKeptFloor ? t : e;
   }
@@ -162,6 +168,8 @@ double max_norm(KvRows r, int64_t t, int64_t d, const KvConfig& kv) {
 }
 
 class GqaMatMulKernel : public Kernel {
+  struct Checked;  // what check() found (below)
+
  public:
   explicit GqaMatMulKernel(const KernelInfo& info)
       : trans_b_(info.attrs().get_int("transB", 0) != 0), allowzero_(info.attrs().get_int("allowzero", 0) != 0),
@@ -171,9 +179,12 @@ class GqaMatMulKernel : public Kernel {
         kv_repeat_(info.attrs().get_int("kv_repeat", 0)),
         any_mask_(softmax_ && info.attrs().get_int("mask_any_shape", 0) != 0),
         mask_to_keys_(info.attrs().get_int("mask_to_keys", 0) != 0),
-        mask_axis_(info.attrs().get_int("mask_keys_axis", -1)),
+        mask_axis_(info.attrs().get_int("mask_keys_axis", -1)), mix_(info.has_input(6)),
         score_scale_(info.attrs().get_float("score_scale", 0.0f)), config_(&sgemm_config()),
         kv_config_(kv_gemm_config()) {
+    if (mix_ && (!softmax_ || !state_ || !info.has_input(7)))
+      fail("has values (input 6), expected them only on the fused chain over the KV state (softmax = 1, inputs 4, 5 "
+           "and 7)");
     if (kv_repeat_ < 0) fail("attribute kv_repeat is {}, expected 1 or more (0: none)", kv_repeat_);
     if (mask_to_keys_ && !softmax_)
       fail("has attribute mask_to_keys = 1 without softmax = 1 and a mask (input 5): it cuts the fused chain's mask");
@@ -189,6 +200,15 @@ class GqaMatMulKernel : public Kernel {
     const Checked c = check(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), ctx.shape(1), expand, target,
                             softmax_ ? ctx.dtype(5) : DType::Undefined, softmax_ ? &ctx.shape(5) : nullptr);
     const Shape scores(c.y, c.y + 4);
+    if (mix_) {
+      check_head_stride(ctx, 7);
+      const int64_t dv = check_values(ctx.dtype(0), ctx.dtype(1), ctx.shape(1), ctx.dtype(6), ctx.shape(6));
+      if (expand) check_values_repeat(ctx.shape(6), *expand, *target, c.rep);
+      if (!c.rows) check_whole_p(scores, ctx.shape(5), c);
+      ctx.set_output(0, DType::F32, {c.y[0], c.y[1], c.y[2], dv});
+      ctx.set_workspace(mix_workspace(c, dv, ctx.dtype(6)));
+      return;
+    }
     ctx.set_output(0, ctx.dtype(0), c.rows ? scores : broadcast_shapes({scores, mask_shape(ctx.shape(5), c)}));
     ctx.set_workspace(workspace(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), c));
   }
@@ -209,6 +229,7 @@ class GqaMatMulKernel : public Kernel {
                             ctx.has_input(3) ? &ctx.input(3) : nullptr,
                             softmax_ ? ctx.input(5).dtype() : DType::Undefined,
                             softmax_ ? &ctx.input(5).shape() : nullptr);
+    if (mix_) return run_mix(ctx, c);
     if (!c.rows) {
       const Shape want = broadcast_shapes({Shape(c.y, c.y + 4), mask_shape(ctx.input(5).shape(), c)});
       if (Y.dtype() != A.dtype() || Y.shape() != want)
@@ -250,15 +271,8 @@ class GqaMatMulKernel : public Kernel {
     float* y = half ? y_wide : whole ? whole : Y.data<float>();
     const MaskRows mask =
         masked_ && c.rows ? MaskRows::of(ctx.input(5), cut_keys(ctx.input(5).shape(), c.t), Y.shape()) : MaskRows{};
-    // Keys each row keeps, found once for every task: per head only when
-    // the mask has heads of its own.
-    const int64_t mask_heads = mask.sh ? h : 1;
-    std::vector<int64_t>& keeps = keeps_;  // kept across runs: a decode step allocates nothing here
-    keeps.resize(mask.data ? static_cast<size_t>(b * mask_heads * s) : 0);
-    for (size_t i = 0; i < keeps.size(); ++i) {
-      const int64_t row = static_cast<int64_t>(i);
-      keeps[i] = mask.keep(row / (mask_heads * s), row / s % mask_heads, row % s, t);
-    }
+    const int64_t mask_heads = find_keeps(mask, b, h, s, t);
+    const std::vector<int64_t>& keeps = keeps_;
     auto one = [&](int64_t task, void* work, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;
       const float* ab = a + (bi * h + g * rep) * s * static_cast<int64_t>(x);
@@ -291,22 +305,7 @@ class GqaMatMulKernel : public Kernel {
         auto mask_row = [&](int64_t r) { return mask.row(bi, g * rep + r / s, r % s); };
         const bool skip = may_skip(kept, rep, s, t, d, ab, rows);
         return scores_in_blocks(kept, skip, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1, int64_t e) {
-          for (int64_t r = r0; r < r1; ++r) {
-            // Mul, then Add, each rounded (no contraction: -ffp-contract=off).
-            // With skip, the keys from kept(r) on end more than 104 below
-            // the row's maximum (kMaskedAt above): the chain runs on the
-            // prefix Softmax needs and the rest is 0, as the whole row's
-            // Softmax writes it ([e, t) is 0 already).
-            float* yr = yb + r * t;
-            const float* mr = mask_row(r);
-            const float sc = score_scale_;
-            const int64_t n = skip ? softmax_prefix(kept(r), t) : t;
-            for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * sc;
-            for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] + mr[j];
-            softmax_row(yr, yr, n);
-            if (nan_to_zero_) zero_nans(yr, n);
-            if (n < e) std::fill(yr + n, yr + e, 0.0f);
-          }
+          chain(yb + r0 * t, r0, r1, e, t, skip, kept, mask_row);
         });
       }
       if (keeps.empty() || !may_skip(kept, rep, s, t, d, ab, rows))
@@ -388,19 +387,193 @@ class GqaMatMulKernel : public Kernel {
   template <class Kept, class Then>
   void scores_in_blocks(const Kept& kept, bool skip, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q,
                         KvRows keys, float* y, ThreadPool* inner, const Then& then) const {
+    scores_in_blocks(
+        kept, skip, rep, s, t, d, q, keys, inner, [&](int64_t r0) { return y + r0 * t; }, true,
+        [&](float*, int64_t r0, int64_t r1, int64_t e) { then(r0, r1, e); }, [](float*, int64_t, int64_t, int64_t) {});
+  }
+
+  // The same with each block's scores written where out(r0) says (rows t
+  // apart; the fused P·V's slot), its scores from key e on written 0 only
+  // with `fill`; then(at, r0, r1, e) gets rows [r0, r1) at `at`, and
+  // done(block, r0, r1, e) the whole block after them.
+  template <class Kept, class Out, class Then, class Done>
+  void scores_in_blocks(const Kept& kept, bool skip, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q,
+                        KvRows keys, ThreadPool* inner, const Out& out, bool fill, const Then& then,
+                        const Done& done) const {
     const int64_t span = skip ? s : rep * s;  // blocks that skip stay within a head (its staircase)
     for (int64_t h0 = 0; h0 < rep * s; h0 += span)
       for (int64_t i0 = 0; i0 < span; i0 += kSkipRows) {
         const int64_t r0 = h0 + i0, rows = std::min(kSkipRows, span - i0);
         int64_t e = skip ? 0 : t;
         for (int64_t r = r0; skip && r < r0 + rows; ++r) e = std::max(e, kept(r));
+        float* block = out(r0);
         if (e > 0)
           kv_scores(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(e), static_cast<size_t>(d), q + r0 * d,
-                    static_cast<size_t>(d), keys, y + r0 * t, static_cast<size_t>(t), inner);
-        for (int64_t r = r0; r < r0 + rows; ++r) std::fill(y + r * t + e, y + (r + 1) * t, 0.0f);
-        if (inner) inner->parallel_for(rows, 1, [&](int64_t b0, int64_t b1) { then(r0 + b0, r0 + b1, e); });
-        else then(r0, r0 + rows, e);
+                    static_cast<size_t>(d), keys, block, static_cast<size_t>(t), inner);
+        for (int64_t r = 0; fill && r < rows; ++r) std::fill(block + r * t + e, block + (r + 1) * t, 0.0f);
+        if (inner) inner->parallel_for(rows, 1, [&](int64_t b0, int64_t b1) { then(block + b0 * t, r0 + b0, r0 + b1, e); });
+        else then(block, r0, r0 + rows, e);
+        done(block, r0, r0 + rows, e);
       }
+  }
+
+  // The fused chain on rows [r0, r1) of a task, row r0's scores at y and
+  // the rest t apart; their scores from key e on are 0.
+  template <class Kept, class MaskRow>
+  void chain(float* y, int64_t r0, int64_t r1, int64_t e, int64_t t, bool skip, const Kept& kept,
+             const MaskRow& mask_row) const {
+    for (int64_t r = r0; r < r1; ++r) {
+      // Mul, then Add, each rounded (no contraction: -ffp-contract=off).
+      // With skip, the keys from kept(r) on end more than 104 below
+      // the row's maximum (kMaskedAt above): the chain runs on the
+      // prefix Softmax needs and the rest is 0, as the whole row's
+      // Softmax writes it ([e, t) is 0 already).
+      float* yr = y + (r - r0) * t;
+      const float* mr = mask_row(r);
+      const float sc = score_scale_;
+      const int64_t n = skip ? softmax_prefix(kept(r), t) : t;
+      for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * sc + mr[j];  // two roundings: no FMA (-ffp-contract=off)
+      softmax_row(yr, yr, n);
+      if (nan_to_zero_) zero_nans(yr, n);
+      if (n < e) std::fill(yr + n, yr + e, 0.0f);
+    }
+  }
+
+  // Keys each row keeps (keeps_), found once for every task: per head only
+  // when the mask has heads of its own. Returns those heads (1 or h).
+  int64_t find_keeps(const MaskRows& mask, int64_t b, int64_t h, int64_t s, int64_t t) {
+    const int64_t mask_heads = mask.sh ? h : 1;
+    keeps_.resize(mask.data ? static_cast<size_t>(b * mask_heads * s) : 0);  // kept across runs: no allocation a step
+    for (size_t i = 0; i < keeps_.size(); ++i) {
+      const int64_t row = static_cast<int64_t>(i);
+      keeps_[i] = mask.keep(row / (mask_heads * s), row / s % mask_heads, row % s, t);
+    }
+    return mask_heads;
+  }
+
+  // The fused attention (inputs 6 and 7): per task (a batch's KV head) each
+  // block of rows gets its scores and chain in the thread's slot, then its
+  // P·V into Y. P·V runs kv_mix on the block's rows, each up to k keys: the
+  // block's most kept e, or past the last value row holding a non-finite
+  // value (0·inf is NaN) — the keys kv_mix would multiply the row by in the
+  // P·V node (ops/kv_gemm.cpp), the same FMA chain for any row count.
+  void run_mix(RunContext& ctx, const Checked& c) {
+    const Tensor& A = ctx.input(0);
+    const Tensor& K = ctx.input(1);
+    const Tensor& V = ctx.input(6);
+    Tensor& Y = ctx.output(0);
+    check_head_stride(7, ctx.input(7).dtype(), ctx.input(7).shape());
+    const int64_t dv = check_values(A.dtype(), K.dtype(), K.shape(), V.dtype(), V.shape());
+    if (ctx.has_input(2)) check_values_repeat(V.shape(), ctx.input(2), ctx.input(3), c.rep);
+    if (!c.rows) check_whole_p(Shape(c.y, c.y + 4), ctx.input(5).shape(), c);
+    const int64_t want[4] = {c.y[0], c.y[1], c.y[2], dv};
+    if (Y.dtype() != DType::F32 || Y.rank() != 4 || !std::equal(want, want + 4, Y.shape().begin()))
+      fail("bound to an output of {} {}, expected float32 [{},{},{},{}]", dtype_name(Y.dtype()), shape_str(Y.shape()),
+           want[0], want[1], want[2], want[3]);
+    const size_t need = mix_workspace(c, dv, V.dtype());
+    if (need > ctx.workspace_bytes())
+      fail("needs a {}-byte workspace for A {}, K {} and V {}, the plan has {}", need, shape_str(A.shape()),
+           shape_str(K.shape()), shape_str(V.shape()), ctx.workspace_bytes());
+    const int64_t b = K.dim(0), kvh = K.dim(1), t = c.t, d = c.d, h = A.dim(1), s = A.dim(2), rep = c.rep;
+    const int64_t k_stride = *ctx.input(4).data<int64_t>(), v_stride = *ctx.input(7).data<int64_t>();
+    kv_state_head(K.raw(), K.dtype(), k_stride, 0, t, d);  // the strides checked before any task runs
+    kv_state_head(V.raw(), V.dtype(), v_stride, 0, t, dv);
+    if (Y.size() == 0) return;
+    if (!c.rows) return run_mix_whole(ctx, c, dv, k_stride, v_stride);
+    const MaskRows mask = MaskRows::of(ctx.input(5), cut_keys(ctx.input(5).shape(), t), Shape(c.y, c.y + 4));
+    const int64_t mask_heads = find_keeps(mask, b, h, s, t);
+    const size_t slot = mix_slot(static_cast<size_t>(t), static_cast<size_t>(dv), V.dtype());
+    auto* ws = static_cast<unsigned char*>(ctx.workspace());
+    auto one = [&](int64_t task, unsigned char* work, ThreadPool* inner) {
+      const int64_t bi = task / kvh, g = task % kvh;
+      const float* ab = A.data<float>() + (bi * h + g * rep) * s * d;
+      const KvRows keys = kv_state_head(K.raw(), K.dtype(), k_stride, bi * kvh + g, t, d);
+      const KvRows values = kv_state_head(V.raw(), V.dtype(), v_stride, bi * kvh + g, t, dv);
+      float* yb = Y.data<float>() + (bi * h + g * rep) * s * dv;
+      auto kept = [&](int64_t r) {
+        return keeps_[static_cast<size_t>((bi * mask_heads + (mask_heads > 1 ? g * rep + r / s : 0)) * s + r % s)];
+      };
+      auto mask_row = [&](int64_t r) { return mask.row(bi, g * rep + r / s, r % s); };
+      const bool skip = may_skip(kept, rep, s, t, d, ab, keys);
+      auto* p = reinterpret_cast<float*>(work);
+      void* mix_ws = work + align64(static_cast<size_t>(kSkipRows * t) * sizeof(float));
+      int64_t finite_from = -1;  // found when a block first leaves keys out
+      scores_in_blocks(
+          kept, skip, rep, s, t, d, ab, keys, inner, [&](int64_t) { return p; }, false,
+          [&](float* at, int64_t r0, int64_t r1, int64_t e) { chain(at, r0, r1, e, t, skip, kept, mask_row); },
+          [&](float* block, int64_t r0, int64_t r1, int64_t e) {
+            int64_t k = t;
+            if (e < t) {
+              if (finite_from < 0) finite_from = values_finite_from(values, t, dv);
+              k = std::max(e, finite_from);
+            }
+            for (int64_t r = 0; r < r1 - r0; ++r) std::fill(block + r * t + e, block + r * t + k, 0.0f);
+            kv_mix(kv_config_, static_cast<size_t>(r1 - r0), static_cast<size_t>(k), static_cast<size_t>(dv), block,
+                   static_cast<size_t>(t), values, yb + r0 * dv, static_cast<size_t>(dv), mix_ws, inner);
+          });
+    };
+    run_task_ranges(ctx.pool(), b * kvh, [&](int64_t task, int64_t r, ThreadPool* inner) {
+      one(task, ws + static_cast<size_t>(r) * slot, inner);
+    });
+  }
+
+  // A mask of undeclared shape (mask_any_shape) that turns out not to be
+  // rows over the scores: the scores whole, the chain as its nodes compute
+  // it (whole_chain) in place over them, then each task's P·V over all its
+  // rows, as the two nodes run it. check_whole_p has checked that P keeps
+  // the scores' shape (the P·V node would refuse another).
+  void run_mix_whole(RunContext& ctx, const Checked& c, int64_t dv, int64_t k_stride, int64_t v_stride) {
+    const Tensor& A = ctx.input(0);
+    const Tensor& K = ctx.input(1);
+    const Tensor& V = ctx.input(6);
+    const int64_t b = K.dim(0), kvh = K.dim(1), t = c.t, d = c.d, h = A.dim(1), s = A.dim(2), rep = c.rep;
+    const size_t m = static_cast<size_t>(rep * s);
+    const size_t slot = kv_mix_workspace(kv_config_, m, static_cast<size_t>(t), static_cast<size_t>(dv), V.dtype());
+    auto* ws = static_cast<unsigned char*>(ctx.workspace());
+    auto* p = reinterpret_cast<float*>(ws + slot * static_cast<size_t>(ThreadPool::default_threads()));
+    const Shape scores(c.y, c.y + 4);
+    ThreadPool& pool = ctx.pool();
+    run_task_ranges(pool, b * kvh, [&](int64_t task, int64_t, ThreadPool* inner) {
+      const int64_t bi = task / kvh, g = task % kvh;
+      kv_scores(kv_config_, m, static_cast<size_t>(t), static_cast<size_t>(d),
+                A.data<float>() + (bi * h + g * rep) * s * d, static_cast<size_t>(d),
+                kv_state_head(K.raw(), K.dtype(), k_stride, bi * kvh + g, t, d), p + (bi * h + g * rep) * s * t,
+                static_cast<size_t>(t), inner);
+    });
+    Tensor pt(DType::F32, scores, p);
+    whole_chain(p, scores, cut_mask(ctx.input(5), c), pt, pool);
+    run_task_ranges(pool, b * kvh, [&](int64_t task, int64_t r, ThreadPool* inner) {
+      const int64_t bi = task / kvh, g = task % kvh;
+      kv_mix(kv_config_, m, static_cast<size_t>(t), static_cast<size_t>(dv), p + (bi * h + g * rep) * s * t,
+             static_cast<size_t>(t), kv_state_head(V.raw(), V.dtype(), v_stride, bi * kvh + g, t, dv),
+             ctx.output(0).data<float>() + (bi * h + g * rep) * s * dv, static_cast<size_t>(dv),
+             ws + static_cast<size_t>(r) * slot, inner);
+    });
+  }
+
+  // The P of a mask that is not rows over the scores keeps their shape, or
+  // no P·V of it exists (the P·V node refuses it as well).
+  void check_whole_p(const Shape& scores, const Shape& mask, const Checked& c) const {
+    const Shape p = broadcast_shapes({scores, mask_shape(mask, c)});
+    if (p != scores)
+      fail("mask {} widens the scores {} to {}: P·V needs P of the scores' shape", shape_str(mask), shape_str(scores),
+           shape_str(p));
+  }
+
+  // One past the last of t value rows (of d) holding a value that is not
+  // finite as the kernels read it (float16 and int8 widened), 0 when none.
+  int64_t values_finite_from(KvRows v, int64_t t, int64_t d) const {
+    for (int64_t j = t; j > 0; --j) {
+      const int64_t at = (j - 1) * d;
+      bool finite = true;
+      for (int64_t i = 0; i < d && finite; ++i) {
+        if (v.dtype == DType::F32) finite = std::isfinite(static_cast<const float*>(v.data)[at + i]);
+        else if (v.dtype == DType::F16) finite = (static_cast<const uint16_t*>(v.data)[at + i] & 0x7c00) != 0x7c00;
+        else finite = std::isfinite(q8_value(v.scales[j - 1], static_cast<const int8_t*>(v.data)[at + i]));
+      }
+      if (!finite) return j;
+    }
+    return 0;
   }
 
   // Y[b, n, i, j] = Σx A[b, n, i, x] · KV[b, n / rep, ·], in float (the non-float32 path).
@@ -430,6 +603,9 @@ class GqaMatMulKernel : public Kernel {
   std::string describe() const override {
     // Q·Kᵀ on the KV qk kernel at every row count; P·V on the pv kernel for
     // a few rows (decode), the float GEMM for a prompt's (ops/kv_gemm.h).
+    if (mix_)
+      return fmt::format("GQA softmax(s.Q.K^T + mask{}).V on the KV state, a block of rows at a time {} / {}",
+                         mask_to_keys_ ? "[..., :T]" : "", kv_config_.kv->qk_name, kv_config_.kv->pv_name);
     return fmt::format("GQA {}{} {}", trans_b_ ? (softmax_ ? (mask_to_keys_ ? "softmax(s.Q.K^T + mask[..., :T])"
                                                                              : "softmax(s.Q.K^T + mask)")
                                                           : "Q.K^T")
@@ -446,6 +622,39 @@ class GqaMatMulKernel : public Kernel {
   // One task's workspace: A [m×k] against t rows of d (the scores need none).
   size_t slot_bytes(size_t m, size_t t, size_t d, DType kv) const {
     return trans_b_ ? 0 : kv_mix_workspace(kv_config_, m, t, d, kv);
+  }
+
+  // The fused attention's slot a thread: a block's P (kSkipRows rows of t)
+  // and kv_mix's workspace for the block (none where it reads V in place).
+  size_t mix_slot(size_t t, size_t dv, DType v) const {
+    return align64(static_cast<size_t>(kSkipRows) * t * sizeof(float)) +
+           kv_mix_workspace(kv_config_, static_cast<size_t>(kSkipRows), t, dv, v);
+  }
+  // With a mask that is not rows (run_mix_whole): kv_mix's workspace for a
+  // task's rows a thread, and the scores whole.
+  size_t mix_workspace(const Checked& c, int64_t dv, DType v) const {
+    const size_t threads = static_cast<size_t>(ThreadPool::default_threads());
+    if (c.rows) return mix_slot(static_cast<size_t>(c.t), static_cast<size_t>(dv), v) * threads;
+    int64_t y = 4;
+    for (int64_t dim : c.y) y = checked_mul(y, dim, "the scores' bytes");
+    return kv_mix_workspace(kv_config_, static_cast<size_t>(c.rep * c.y[2]), static_cast<size_t>(c.t),
+                            static_cast<size_t>(dv), v) * threads + align64(static_cast<size_t>(y));
+  }
+
+  // The fused attention's values against its keys: the same state dtype,
+  // [b, kvh, T] as the keys', float32 A. Returns their head size dv.
+  static int64_t check_values(DType a, DType k, const Shape& ks, DType v, const Shape& vs) {
+    if (a != DType::F32) fail("A is {}: the fused attention (values as input 6) takes float32", dtype_name(a));
+    if (v != k) fail("keys and values are {} and {}, expected one KV state dtype", dtype_name(k), dtype_name(v));
+    if (vs.size() != 4 || vs[0] != ks[0] || vs[1] != ks[1] || vs[2] != ks[2])
+      fail("values {} do not match keys {}: expected [{},{},{},dv]", shape_str(vs), shape_str(ks), ks[0], ks[1], ks[2]);
+    return vs[3];
+  }
+  // The repeat's shapes (inputs 2 and 3, the keys' own) repeat the values
+  // as many times.
+  void check_values_repeat(const Shape& v, const Tensor& expand, const Tensor& target, int64_t rep) const {
+    if (spelled_repeat(v, expand, target) != rep)
+      fail("the repeat's shapes repeat the values {} other than the keys ({} times)", shape_str(v), rep);
   }
 
   struct Checked {
@@ -623,6 +832,7 @@ class GqaMatMulKernel : public Kernel {
   int64_t kv_repeat_;  // 0: the repeat's shapes are inputs 2 and 3 (or there is none)
   bool any_mask_, mask_to_keys_;
   int64_t mask_axis_;  // the axis mask_to_keys cuts (negative from the back)
+  bool mix_;           // values as inputs 6 and 7: the output is P·V (run_mix)
   float score_scale_;
   std::vector<int64_t> keeps_;  // run's keys kept per row, reused
   std::vector<float> cut_;      // a cut mask made contiguous (cut_mask), reused

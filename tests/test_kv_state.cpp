@@ -19,6 +19,7 @@
 #include "model_builder.h"
 #include "op_test_util.h"
 #include "ops/register_ops.h"
+#include "pass_test_util.h"
 
 using namespace onebit;
 using onebit::test::ModelBuilder;
@@ -820,4 +821,187 @@ TEST_CASE("kv state: a head-stride input that is not one int64 is refused", "[kv
                     Catch::Contains("input 10 (the KV heads' stride) is int32 [1]"));
   CHECK_THROWS_WITH(grouped(make_tensor<int64_t>({1}, {4}), make_tensor<int64_t>({1, 0}, {})),
                     Catch::Contains("input 11 (the KV heads' stride) is int64 [1,0]"));
+}
+
+namespace {
+
+// The causal mask over p past and n new positions (transformers' float
+// form: 0 kept, the float minimum hidden).
+Tensor causal(int64_t p, int64_t n) {
+  Tensor mask = Tensor::allocate(DType::F32, {1, 1, n, p + n});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < p + n; ++j) mask.data<float>()[i * (p + n) + j] = j <= p + i ? 0.f : -3.4e38f;
+  return mask;
+}
+
+// any_mask: the mask input's shape undeclared (as torch.onnx's TorchScript
+// exporter leaves it): the scores' chain is fused with mask_any_shape.
+Session open_mix(Cache cache, const std::string& name, bool fuse, DType kv_dtype, int threads, bool p_out = false,
+                 bool any_mask = false) {
+  const std::string path = scratch_dir(name) + "/model.onnx";
+  ModelBuilder b = attention(cache, Extra::Mask);
+  if (p_out) b.output("p", kFloat, {1, kKvHeads * kRep, -1, -1});
+  for (auto& in : *b.graph().mutable_input())
+    if (any_mask && in.name() == "mask") in.mutable_type()->mutable_tensor_type()->clear_shape();
+  b.save(path);
+  SessionOptions o;
+  o.kv_state_inputs = past_names(cache);
+  o.kernel.kv_dtype = kv_dtype;
+  o.threads = threads;
+  if (!fuse) o.stop_after_pass = test::pass_index("fuse-scores-mix");
+  return Session(load_onnx(path), default_op_registry(), o);
+}
+
+}  // namespace
+
+TEST_CASE("scores mix: the scores' chain and their P.V in one node, bit-identical with and without the pass",
+          "[kv_state][scores_mix]") {
+  // Prompts of several blocks of 32 rows (the causal half left out block by
+  // block), single steps and a chunk on a past: every output bit the same
+  // as the two nodes', for each cache dtype and one or two threads.
+  for (Cache cache : {Cache::Stacked, Cache::PerLayer})
+    for (DType kv : {DType::Undefined, DType::F16, DType::I8})
+      for (int threads : {1, 2}) {
+        INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache, kv " << dtype_name(kv) << ", threads "
+                                                                 << threads);
+        Session fused = open_mix(cache, "scores_mix_fused", true, kv, threads);
+        Session pair = open_mix(cache, "scores_mix_pair", false, kv, threads);
+        REQUIRE(fused.pass_report().get("scores_mix_fused") == 1);
+        REQUIRE(pair.pass_report().get("scores_mix_fused") == 0);
+        REQUIRE(pair.pass_report().get("scores_softmax_fused") == 1);
+        int64_t p = 0;
+        int seed = 0;
+        for (const int64_t n : {70, 1, 1, 37, 1, 33}) {
+          INFO("past " << p << ", " << n << " new");
+          std::vector<NamedTensor> in{{"x", input_x(n, seed++)}};
+          for (const std::string& name : past_names(cache))
+            in.push_back({name, Tensor(DType::F32, past_shape(cache, p), nullptr)});
+          in.push_back({"mask", causal(p, n)});
+          require_same(fused.run(in)[0], pair.run(in)[0], true);
+          p += n;
+        }
+      }
+}
+
+TEST_CASE("scores mix on a mask of undeclared shape: rows or not, bit-identical with and without the pass",
+          "[kv_state][scores_mix]") {
+  // The mask as rows over the scores (the causal one) takes the blocks; one
+  // broadcast along the keys ([1, 1, S, 1]) is not rows: P whole, then P.V.
+  for (int threads : {1, 2}) {
+    INFO("threads " << threads);
+    Session fused = open_mix(Cache::PerLayer, "scores_mix_any", true, DType::Undefined, threads, false, true);
+    Session pair = open_mix(Cache::PerLayer, "scores_mix_any_pair", false, DType::Undefined, threads, false, true);
+    REQUIRE(fused.pass_report().get("scores_mix_fused") == 1);
+    REQUIRE(pair.pass_report().get("scores_softmax_fused") == 1);
+    int64_t p = 0;
+    int seed = 0;
+    for (const int64_t n : {40, 1, 9, 1}) {
+      for (bool rows : {true, false}) {
+        INFO("past " << p << ", " << n << " new, mask " << (rows ? "causal" : "[1,1,S,1]"));
+        Tensor mask = rows ? causal(p, n) : Tensor::allocate(DType::F32, {1, 1, n, 1});
+        if (!rows)
+          for (int64_t i = 0; i < n; ++i) mask.data<float>()[i] = static_cast<float>(i % 3) - 1.f;
+        auto in = [&](int64_t past) {
+          std::vector<NamedTensor> v{{"x", input_x(n, seed)},
+                                     {"past_k", Tensor(DType::F32, past_shape(Cache::PerLayer, past), nullptr)},
+                                     {"past_v", Tensor(DType::F32, past_shape(Cache::PerLayer, past), nullptr)},
+                                     {"mask", mask}};
+          return v;
+        };
+        // The causal run appends; the other reads the same past again
+        // (a shorter past takes the later positions back).
+        require_same(fused.run(in(p))[0], pair.run(in(p))[0], true);
+      }
+      p += n;
+      ++seed;
+    }
+  }
+}
+
+TEST_CASE("scores mix must not fire when P is read elsewhere", "[kv_state][scores_mix][must-not-fire]") {
+  Session s = open_mix(Cache::PerLayer, "scores_mix_p_out", true, DType::Undefined, 1, true);
+  CHECK(s.pass_report().get("scores_mix_fused") == 0);
+  CHECK(s.pass_report().get("scores_mix_refused:p_read_elsewhere") == 1);
+}
+
+TEST_CASE("GqaMatMul with values: P.V of a block past a value that is not finite, as the two nodes give it",
+          "[kv_state][scores_mix]") {
+  // The fused node (inputs 6 and 7) against the scores node then the P.V
+  // node on the same tensors: keys and values laid out as a state of 40
+  // positions holding 37, a value row past the causal half holding inf (0·inf
+  // is NaN, so rows that left it out must still meet it) and one holding
+  // NaN in another case; float32 and float16 states.
+  constexpr int64_t kvh = 2, rep = 3, d = 8, t = 37, cap = 40, s = 37;
+  for (DType kv : {DType::F32, DType::F16})
+    for (int bad : {-1, 30, 36}) {
+      INFO("kv " << dtype_name(kv) << ", non-finite value row " << bad);
+      Graph g;
+      for (const char* name : {"q", "k", "ks", "mask", "p", "v", "vs", "y"}) g.add_value(Value{name});
+      auto attr = [](Node& n, const char* name, int64_t i) {
+        Attribute a;
+        a.kind = Attribute::Kind::Int;
+        a.i = i;
+        n.attrs.set(name, a);
+      };
+      Node scores{"scores", "GqaMatMul", kOneBitDomain, 1, {0, 1, -1, -1, 2, 3}, {4}, {}};
+      attr(scores, "transB", 1);
+      attr(scores, "softmax", 1);
+      attr(scores, "kv_repeat", rep);
+      Attribute scale;
+      scale.kind = Attribute::Kind::Float;
+      scale.f = 0.35f;
+      scores.attrs.set("score_scale", scale);
+      Node mix{"mix", "GqaMatMul", kOneBitDomain, 1, {4, 5, -1, -1, 6}, {7}, {}};
+      attr(mix, "kv_repeat", rep);
+      Node fused = scores;
+      fused.inputs = {0, 1, -1, -1, 2, 3, 5, 6};
+      fused.outputs = {7};
+      g.nodes = {scores, mix, fused};
+      ThreadPool pool(1);
+      const KernelOptions options;
+      auto run = [&](int n, std::vector<const Tensor*> in, Tensor& out, size_t ws_bytes) {
+        const Node& node = g.nodes[static_cast<size_t>(n)];
+        auto k = default_op_registry().find(kOneBitDomain, "GqaMatMul", 1)->create(KernelInfo(g, node, &pool, options));
+        std::vector<unsigned char> ws(ws_bytes + 64);
+        void* aligned = ws.data() + (64 - reinterpret_cast<uintptr_t>(ws.data()) % 64) % 64;
+        std::vector<Tensor> outs{out};
+        RunContext ctx(in.data(), static_cast<int>(in.size()), outs.data(), 1, aligned, ws_bytes, pool);
+        k->run(ctx);
+      };
+      Tensor q = Tensor::allocate(DType::F32, {1, kvh * rep, s, d});
+      for (int64_t i = 0; i < q.size(); ++i) q.data<float>()[i] = static_cast<float>((i * 7) % 13) / 6.f - 1.f;
+      const size_t elem = kv == DType::F16 ? 2 : 4;
+      Tensor k = Tensor::allocate(kv, {1, kvh, t, d}), v = Tensor::allocate(kv, {1, kvh, t, d});
+      std::vector<unsigned char> kbuf(kvh * cap * d * elem), vbuf(kvh * cap * d * elem);
+      for (int64_t h = 0; h < kvh; ++h)
+        for (int64_t j = 0; j < t; ++j)
+          for (int64_t i = 0; i < d; ++i) {
+            const float kf = static_cast<float>((h * 5 + j * 3 + i) % 11) / 8.f - 0.5f;
+            float vf = static_cast<float>((h * 3 + j * 5 + i * 7) % 17) / 8.f - 1.f;
+            if (j == bad && i == 2) vf = h == 0 ? INFINITY : NAN;
+            const size_t at = static_cast<size_t>((h * cap + j) * d + i);
+            if (kv == DType::F16) {
+              const uint16_t kh = float_to_half(kf), vh = float_to_half(vf);
+              std::memcpy(&kbuf[at * 2], &kh, 2);
+              std::memcpy(&vbuf[at * 2], &vh, 2);
+            } else {
+              std::memcpy(&kbuf[at * 4], &kf, 4);
+              std::memcpy(&vbuf[at * 4], &vf, 4);
+            }
+          }
+      const Tensor kt(kv, {1, kvh, t, d}, kbuf.data()), vt(kv, {1, kvh, t, d}, vbuf.data());
+      const Tensor stride = test::make_tensor<int64_t>({}, {cap * d});
+      const Tensor mask = causal(0, s);
+      Tensor pm = Tensor::allocate(DType::F32, {1, kvh * rep, s, t});
+      Tensor y_pair = Tensor::allocate(DType::F32, {1, kvh * rep, s, d});
+      Tensor y_fused = Tensor::allocate(DType::F32, {1, kvh * rep, s, d});
+      const size_t ws = size_t{1} << 20;
+      run(0, {&q, &kt, nullptr, nullptr, &stride, &mask}, pm, ws);
+      run(1, {&pm, &vt, nullptr, nullptr, &stride}, y_pair, ws);
+      run(2, {&q, &kt, nullptr, nullptr, &stride, &mask, &vt, &stride}, y_fused, ws);
+      REQUIRE(std::memcmp(y_pair.raw(), y_fused.raw(), y_pair.bytes()) == 0);
+      int64_t nans = 0;
+      for (int64_t i = 0; i < y_pair.size(); ++i) nans += std::isnan(y_pair.data<float>()[i]);
+      CHECK((bad < 0 ? nans == 0 : nans > 0));
+    }
 }

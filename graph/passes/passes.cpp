@@ -22,7 +22,8 @@ namespace onebit {
 // after that, then the Slice that cut that mask to the keys; the dims read
 // off shapes again once the KV state stands (a cache's heads and head size,
 // which the repeat proofs of the GQA fusion needed to see as dims of the
-// cache, not as numbers). Duplicate nodes are merged after the
+// cache, not as numbers); the scores and their P·V in one node last, when
+// the scores' chain and mask are final. Duplicate nodes are merged after the
 // fusions, which take only values with one reader, as exported.
 const std::vector<Pass>& pass_list() {
   static const std::vector<Pass> passes = {
@@ -50,6 +51,7 @@ const std::vector<Pass>& pass_list() {
       {"fuse-scores-softmax", false, fuse_scores_softmax},
       {"cut-mask-to-keys", false, cut_mask_to_keys},
       {"reshaped-dims", false, read_reshaped_dims},
+      {"fuse-scores-mix", false, fuse_scores_mix},
       {"group-sibling-matmuls", false, group_sibling_matmuls},
       {"merge-duplicate-nodes", false, merge_duplicate_nodes},
       {"remove-dead-nodes", true, remove_dead_nodes},
