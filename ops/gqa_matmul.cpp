@@ -40,6 +40,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -387,34 +388,27 @@ class GqaMatMulKernel : public Kernel {
   template <class Kept, class Then>
   void scores_in_blocks(const Kept& kept, bool skip, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q,
                         KvRows keys, float* y, ThreadPool* inner, const Then& then) const {
-    scores_in_blocks(
-        kept, skip, rep, s, t, d, q, keys, inner, [&](int64_t r0) { return y + r0 * t; }, true,
-        [&](float*, int64_t r0, int64_t r1, int64_t e) { then(r0, r1, e); }, [](float*, int64_t, int64_t, int64_t) {});
-  }
-
-  // The same with each block's scores written where out(r0) says (rows t
-  // apart; the fused P·V's slot), its scores from key e on written 0 only
-  // with `fill`; then(at, r0, r1, e) gets rows [r0, r1) at `at`, and
-  // done(block, r0, r1, e) the whole block after them.
-  template <class Kept, class Out, class Then, class Done>
-  void scores_in_blocks(const Kept& kept, bool skip, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q,
-                        KvRows keys, ThreadPool* inner, const Out& out, bool fill, const Then& then,
-                        const Done& done) const {
     const int64_t span = skip ? s : rep * s;  // blocks that skip stay within a head (its staircase)
     for (int64_t h0 = 0; h0 < rep * s; h0 += span)
       for (int64_t i0 = 0; i0 < span; i0 += kSkipRows) {
         const int64_t r0 = h0 + i0, rows = std::min(kSkipRows, span - i0);
-        int64_t e = skip ? 0 : t;
-        for (int64_t r = r0; skip && r < r0 + rows; ++r) e = std::max(e, kept(r));
-        float* block = out(r0);
+        const int64_t e = block_keys(kept, skip, r0, rows, t);
         if (e > 0)
           kv_scores(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(e), static_cast<size_t>(d), q + r0 * d,
-                    static_cast<size_t>(d), keys, block, static_cast<size_t>(t), inner);
-        for (int64_t r = 0; fill && r < rows; ++r) std::fill(block + r * t + e, block + (r + 1) * t, 0.0f);
-        if (inner) inner->parallel_for(rows, 1, [&](int64_t b0, int64_t b1) { then(block + b0 * t, r0 + b0, r0 + b1, e); });
-        else then(block, r0, r0 + rows, e);
-        done(block, r0, r0 + rows, e);
+                    static_cast<size_t>(d), keys, y + r0 * t, static_cast<size_t>(t), inner);
+        for (int64_t r = r0; r < r0 + rows; ++r) std::fill(y + r * t + e, y + (r + 1) * t, 0.0f);
+        if (inner) inner->parallel_for(rows, 1, [&](int64_t b0, int64_t b1) { then(r0 + b0, r0 + b1, e); });
+        else then(r0, r0 + rows, e);
       }
+  }
+
+  // The keys a block of rows [r0, r0 + rows) computes: the most one of its
+  // rows keeps, or all t without skip.
+  template <class Kept>
+  static int64_t block_keys(const Kept& kept, bool skip, int64_t r0, int64_t rows, int64_t t) {
+    int64_t e = skip ? 0 : t;
+    for (int64_t r = r0; skip && r < r0 + rows; ++r) e = std::max(e, kept(r));
+    return e;
   }
 
   // The fused chain on rows [r0, r1) of a task, row r0's scores at y and
@@ -482,38 +476,84 @@ class GqaMatMulKernel : public Kernel {
     if (!c.rows) return run_mix_whole(ctx, c, dv, k_stride, v_stride);
     const MaskRows mask = MaskRows::of(ctx.input(5), cut_keys(ctx.input(5).shape(), t), Shape(c.y, c.y + 4));
     const int64_t mask_heads = find_keeps(mask, b, h, s, t);
+    const int64_t tasks = b * kvh;
+    ThreadPool& pool = ctx.pool();
+    // One KV head of one batch: its rows of q and of the output, its keys
+    // and values, and which keys row r keeps and its mask row.
+    struct Head {
+      int64_t bi, g;
+      const float* q;
+      KvRows keys, values;
+      float* y;
+    };
+    auto head = [&](int64_t task) {
+      const int64_t bi = task / kvh, g = task % kvh;
+      return Head{bi, g, A.data<float>() + (bi * h + g * rep) * s * d,
+                  kv_state_head(K.raw(), K.dtype(), k_stride, bi * kvh + g, t, d),
+                  kv_state_head(V.raw(), V.dtype(), v_stride, bi * kvh + g, t, dv),
+                  Y.data<float>() + (bi * h + g * rep) * s * dv};
+    };
+    auto kept = [&](const Head& hd, int64_t r) {
+      return keeps_[static_cast<size_t>((hd.bi * mask_heads + (mask_heads > 1 ? hd.g * rep + r / s : 0)) * s + r % s)];
+    };
+    // Per head: may its rows leave keys out (may_skip), past which value
+    // row they are multiplied even so (0·inf is NaN), and its blocks of
+    // rows, as scores_in_blocks cuts them (within a head when skipping).
+    mix_heads_.resize(static_cast<size_t>(tasks) + 1);
+    auto plan_head = [&](int64_t task) {
+      const Head hd = head(task);
+      MixHead& mh = mix_heads_[static_cast<size_t>(task)];
+      mh.skip = may_skip([&](int64_t r) { return kept(hd, r); }, rep, s, t, d, hd.q, hd.keys);
+      mh.finite_from = mh.skip ? values_finite_from(hd.values, t, dv) : t;
+      mh.span = mh.skip ? s : rep * s;
+      mh.per_span = (mh.span + kSkipRows - 1) / kSkipRows;
+    };
+    // A prompt's heads over the pool (their norms and scans read every row);
+    // a decode step's on this thread (nothing to leave out: no wake-up).
+    if (rep * s > kSkipRows) pool.run(tasks, plan_head);
+    else for (int64_t task = 0; task < tasks; ++task) plan_head(task);
+    int64_t units = 0;
+    for (MixHead& mh : mix_heads_) {
+      mh.first = units;
+      if (&mh != &mix_heads_.back()) units += (rep * s / mh.span) * mh.per_span;
+    }
     const size_t slot = mix_slot(static_cast<size_t>(t), static_cast<size_t>(dv), V.dtype());
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
-    auto one = [&](int64_t task, unsigned char* work, ThreadPool* inner) {
-      const int64_t bi = task / kvh, g = task % kvh;
-      const float* ab = A.data<float>() + (bi * h + g * rep) * s * d;
-      const KvRows keys = kv_state_head(K.raw(), K.dtype(), k_stride, bi * kvh + g, t, d);
-      const KvRows values = kv_state_head(V.raw(), V.dtype(), v_stride, bi * kvh + g, t, dv);
-      float* yb = Y.data<float>() + (bi * h + g * rep) * s * dv;
-      auto kept = [&](int64_t r) {
-        return keeps_[static_cast<size_t>((bi * mask_heads + (mask_heads > 1 ? g * rep + r / s : 0)) * s + r % s)];
-      };
-      auto mask_row = [&](int64_t r) { return mask.row(bi, g * rep + r / s, r % s); };
-      const bool skip = may_skip(kept, rep, s, t, d, ab, keys);
+    // Block u (of every head's blocks in order): its scores, chain and P·V
+    // in the slot at `work`.
+    auto block = [&](int64_t u, unsigned char* work, ThreadPool* inner) {
+      int64_t task = 0;
+      while (mix_heads_[static_cast<size_t>(task) + 1].first <= u) ++task;
+      const MixHead& mh = mix_heads_[static_cast<size_t>(task)];
+      const Head hd = head(task);
+      const int64_t j = u - mh.first, i0 = j % mh.per_span * kSkipRows;
+      const int64_t r0 = j / mh.per_span * mh.span + i0, rows = std::min(kSkipRows, mh.span - i0);
+      auto kept_r = [&](int64_t r) { return kept(hd, r); };
+      const int64_t e = block_keys(kept_r, mh.skip, r0, rows, t);
       auto* p = reinterpret_cast<float*>(work);
-      void* mix_ws = work + align64(static_cast<size_t>(kSkipRows * t) * sizeof(float));
-      int64_t finite_from = -1;  // found when a block first leaves keys out
-      scores_in_blocks(
-          kept, skip, rep, s, t, d, ab, keys, inner, [&](int64_t) { return p; }, false,
-          [&](float* at, int64_t r0, int64_t r1, int64_t e) { chain(at, r0, r1, e, t, skip, kept, mask_row); },
-          [&](float* block, int64_t r0, int64_t r1, int64_t e) {
-            int64_t k = t;
-            if (e < t) {
-              if (finite_from < 0) finite_from = values_finite_from(values, t, dv);
-              k = std::max(e, finite_from);
-            }
-            for (int64_t r = 0; r < r1 - r0; ++r) std::fill(block + r * t + e, block + r * t + k, 0.0f);
-            kv_mix(kv_config_, static_cast<size_t>(r1 - r0), static_cast<size_t>(k), static_cast<size_t>(dv), block,
-                   static_cast<size_t>(t), values, yb + r0 * dv, static_cast<size_t>(dv), mix_ws, inner);
-          });
+      if (e > 0)
+        kv_scores(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(e), static_cast<size_t>(d),
+                  hd.q + r0 * d, static_cast<size_t>(d), hd.keys, p, static_cast<size_t>(t), inner);
+      chain(p, r0, r0 + rows, e, t, mh.skip, kept_r,
+            [&](int64_t r) { return mask.row(hd.bi, hd.g * rep + r / s, r % s); });
+      const int64_t k = e < t ? std::max(e, mh.finite_from) : t;
+      for (int64_t r = 0; r < rows; ++r) std::fill(p + r * t + e, p + r * t + k, 0.0f);
+      kv_mix(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(k), static_cast<size_t>(dv), p,
+             static_cast<size_t>(t), hd.values, hd.y + r0 * dv, static_cast<size_t>(dv),
+             work + align64(static_cast<size_t>(kSkipRows * t) * sizeof(float)), inner);
     };
-    run_task_ranges(ctx.pool(), b * kvh, [&](int64_t task, int64_t r, ThreadPool* inner) {
-      one(task, ws + static_cast<size_t>(r) * slot, inner);
+    // Blocks taken dynamically by one lane (a slot) per thread, so heads
+    // fewer than or not a multiple of the threads keep them all busy; one
+    // block alone (a decode step's one head) splits its work over the pool.
+    const int64_t lanes = std::min<int64_t>({pool.size(), ThreadPool::default_threads(), units});
+    if (lanes < 2) {
+      for (int64_t u = 0; u < units; ++u) block(u, ws, &pool);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    pool.run(lanes, [&](int64_t lane) {
+      for (int64_t u = next.fetch_add(1); u < units; u = next.fetch_add(1))
+        block(u, ws + static_cast<size_t>(lane) * slot, nullptr);
     });
   }
 
@@ -833,6 +873,14 @@ class GqaMatMulKernel : public Kernel {
   bool any_mask_, mask_to_keys_;
   int64_t mask_axis_;  // the axis mask_to_keys cuts (negative from the back)
   bool mix_;           // values as inputs 6 and 7: the output is P·V (run_mix)
+  // run_mix's heads, reused: skip, the value row it multiplies up to at
+  // least, its blocks' cut, and its first block's index (the last entry:
+  // one past every block).
+  struct MixHead {
+    bool skip = false;
+    int64_t finite_from = 0, span = 1, per_span = 1, first = 0;
+  };
+  std::vector<MixHead> mix_heads_;
   float score_scale_;
   std::vector<int64_t> keeps_;  // run's keys kept per row, reused
   std::vector<float> cut_;      // a cut mask made contiguous (cut_mask), reused
