@@ -311,9 +311,11 @@ void Session::bind_outputs(const Plan& p, const int* out_ids, const std::vector<
     if (vp.held) {
       outs[o].rebind(vp.dtype, vp.dims(), vp.rank(), vp.count(), nullptr);
     } else if (vp.alias_of >= 0) {
+      // A view of a shape-only tensor (the past a KV state stands for) is
+      // shape-only too: no offset from null.
       const Tensor& src = *at[static_cast<size_t>(vp.alias_of)];
-      outs[o].rebind(vp.dtype, vp.dims(), vp.rank(), vp.count(), static_cast<uint8_t*>(src.raw()) + vp.alias_offset,
-                     src.owner());
+      auto* base = static_cast<uint8_t*>(src.raw());
+      outs[o].rebind(vp.dtype, vp.dims(), vp.rank(), vp.count(), base ? base + vp.alias_offset : nullptr, src.owner());
     } else if (vp.placed_in >= 0) {
       const Tensor& dst = *at[static_cast<size_t>(vp.placed_in)];
       outs[o].rebind(vp.dtype, vp.dims(), vp.rank(), vp.count(), static_cast<uint8_t*>(dst.raw()) + vp.placed_offset,

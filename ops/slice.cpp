@@ -97,6 +97,12 @@ class SliceKernel : public Kernel {
                                    ctx.has_input(4) ? &ctx.input(4) : nullptr);
     if (numel(s.out) == 0) return;
     const int64_t eb = dtype_bits(x.dtype()) / 8;
+    if (!x.raw()) {
+      // A shape-only input (the past a KV state stands for, read by a node
+      // the passes left): its view is shape-only too, and nothing is copied.
+      if (!ctx.output(0).raw()) return;
+      fail("input 0 {} holds no data (a shape-only past) to copy", shape_str(x.shape()));
+    }
     const uint8_t* first = static_cast<const uint8_t*>(x.raw()) + start_offset(x.shape(), s) * eb;
     if (ctx.output(0).raw() == first) return;  // planned as a view of the input
     const std::vector<int64_t> strides = contiguous_strides(x.shape());
