@@ -37,6 +37,18 @@
 // causal_mask[:, :, :, :T]): the node uses M with that axis cut to
 // min(its dim, T), as that Slice gives it. Cut along the last axis (or not
 // cut at all) its rows are read in place; else the cut is copied.
+// With inputs 6 and 7 (graph/passes/scores_mix.cpp: a float32 fused chain
+// over the KV state whose P only the P·V GqaMatMul read), the node is the
+// attention whole: input 6 the values' KV state V [b,kvh,T,dv], input 7 its
+// heads' stride, the output P·V [b,h,S,dv] (run_mix). Each block of
+// kSkipRows rows gets its scores, its chain and its P·V while the block's P
+// is in a thread's slot, where the two nodes wrote the whole P [b,h,S,T] to
+// memory and read it back; every KV head's blocks are one list the threads
+// take from. The same kernels on the same rows: bit for bit the two nodes'
+// output (P·V multiplies a row up to its block's kept keys, or past the
+// last value row holding a value that is not finite, as kv_mix does in the
+// P·V node; ops/kv_gemm.h). A mask of undeclared shape that turns out not
+// to be rows runs P whole, then P·V (run_mix_whole).
 #include <immintrin.h>
 
 #include <algorithm>
