@@ -13,8 +13,9 @@
 //   GqaMatMul(Q, K, e, r, k_stride, mask, V, v_stride) softmax = 1 -> Y
 //
 // It needs both over the KV state (inputs 4), float32 Q and P (a float16
-// export's chain rounds P to float16 between the nodes), one repeat for both (the same kv_repeat, or the
-// same values as the repeat's shapes, inputs 2 and 3: the kernel checks them
+// export's chain rounds P to float16 between the nodes), one repeat for
+// both (the same kv_repeat, or the same values as the repeat's shapes,
+// inputs 2 and 3, read with the same allowzero: the kernel checks them
 // against the values too), and P read by the P·V node alone. A mask of
 // undeclared shape (mask_any_shape) is fused too: the kernel takes the
 // blocks when it is rows over the scores, and else computes P whole and
@@ -38,7 +39,9 @@ bool over_state(const Node& n) { return input_at(n, 4) >= 0 && n.outputs.size() 
 Match<ScoresMix> match_scores_mix(const FusionScan& scan, int node) {
   const Graph& g = scan.g;
   const Node& mix = g.node(node);
-  if (!is_gqa(mix) || mix.attrs.get_int("transB", 0) != 0 || !over_state(mix) || input_at(mix, 0) < 0) return {};
+  if (!is_gqa(mix) || mix.attrs.get_int("transB", 0) != 0 || !over_state(mix) || input_at(mix, 0) < 0 ||
+      input_at(mix, 1) < 0)
+    return {};
   const int p = mix.inputs[0];
   const int s = producer_index(g, p);
   if (s < 0) return {};
@@ -48,6 +51,7 @@ Match<ScoresMix> match_scores_mix(const FusionScan& scan, int node) {
     return {};
   if (!over_state(scores)) return Refusal{"scores_not_over_the_kv_state"};
   if (scores.attrs.get_int("kv_repeat", 0) != mix.attrs.get_int("kv_repeat", 0) ||
+      scores.attrs.get_int("allowzero", 0) != mix.attrs.get_int("allowzero", 0) ||
       input_at(scores, 2) != input_at(mix, 2) || input_at(scores, 3) != input_at(mix, 3))
     return Refusal{"keys_and_values_repeated_differently"};
   if (value_dtype(g, scores.inputs[0]) != DType::F32 || value_dtype(g, p) != DType::F32)
