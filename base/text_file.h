@@ -1,7 +1,8 @@
-// A whole text file read into memory, bounded: for inputs a user names on
-// the command line (a prompt file), where a wrong path must fail with its
-// name and a huge or endless input (a device, a pipe that never ends) must
-// not take the machine's memory.
+// A whole text file read into memory, bounded: a prompt file a user names
+// on the command line, and a model's side files and tokenizer.json, where a
+// wrong path must fail with its name and a huge or endless input (a device,
+// a pipe that never ends, a hostile folder) must not take the machine's
+// memory.
 #pragma once
 
 #include <cstddef>
