@@ -4,9 +4,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstddef>
 #include <functional>
 
 namespace onebit::cli {
+
+// The most text a command reads as one input (ort-run's --prompt-file,
+// tokenize's standard input): far past any context (a 128k-token context
+// is ~0.5 MB of text), and a bound on what a wrong path (a device, an
+// endless pipe) can take.
+constexpr size_t kMaxTextInputBytes = size_t{64} << 20;
 
 // A subcommand's action; returns the process exit code.
 using Action = std::function<int()>;

@@ -37,16 +37,11 @@ Tensor ids_tensor(const std::vector<int32_t>& v) {
   return t;
 }
 
-// The most a prompt file may hold: far past any context (a 128k-token
-// context is ~0.5 MB of text), and a bound on what a wrong path (a device,
-// an endless pipe) can take.
-constexpr size_t kMaxPromptFileBytes = size_t{64} << 20;
-
 // --prompt-file: the file's text less one trailing newline ("\n" or
 // "\r\n", which an editor adds and `echo` writes; llama.cpp's -f drops a
 // trailing "\n" too).
 std::string read_prompt_file(const std::string& path) {
-  std::string text = read_text_file(path, kMaxPromptFileBytes, "--prompt-file");
+  std::string text = read_text_file(path, kMaxTextInputBytes, "--prompt-file");
   if (!text.empty() && text.back() == '\n') {
     text.pop_back();
     if (!text.empty() && text.back() == '\r') text.pop_back();

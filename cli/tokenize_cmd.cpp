@@ -1,11 +1,9 @@
 // `1bit tokenize --tokenizer tokenizer.json`: text -> ids, or ids -> text.
 #include <fmt/format.h>
 
-#include <iostream>
-#include <iterator>
-
 #include "cli/commands.h"
 #include "base/error.h"
+#include "base/text_file.h"
 #include "models/tokenizer/token_ids.h"
 #include "models/tokenizer/tokenizer.h"
 
@@ -35,7 +33,7 @@ void add_tokenize_command(CLI::App& app, Action& action) {
     action = [args, from_stdin] {
       std::string input = args->text;
       // Bytes go through untouched: the tokenizer itself repairs invalid UTF-8.
-      if (from_stdin) input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      if (from_stdin) input = read_text_file("-", kMaxTextInputBytes, "tokenize");
       const Tokenizer tokenizer = Tokenizer::load(args->tokenizer);
       if (args->decode) {
         fmt::print("{}", tokenizer.decode(parse_token_ids(input, "--decode"), args->skip_special));

@@ -1,8 +1,9 @@
-"""Bad input to `1bit ort-run`, `1bit run` and `1bit inspect`: each case must
-exit 1 (not a crash, not "internal error") with one clear message naming what
-is wrong. One test per case:
+"""Bad input to `1bit ort-run`, `1bit run`, `1bit inspect` and `1bit
+tokenize`: each case must exit 1 (not a crash, not "internal error") with one
+clear message naming what is wrong. One test per case:
 
   test_bad_input[missing tokenizer]
+  test_tokenize_stdin_bound    more than 64 MiB on tokenize's standard input
 
   pytest scripts/tests/test_cli_errors.py --onebit build/1bit --tiny DIR   # DIR: model.onnx, tokenizer.json
 """
@@ -133,3 +134,20 @@ def test_bad_input(name, onebit, files):
     missing = [e for e in expect if e not in msg]
     assert not missing, f"{missing} not in the message:\n{msg}"
     assert "internal error" not in msg, msg
+
+
+def test_tokenize_stdin_bound(onebit, files):
+    """tokenize reads standard input as --prompt-file reads a file: up to 64
+    MiB (cli/commands.h kMaxTextInputBytes); one byte more is refused, naming
+    standard input and the bound, before the tokenizer loads."""
+    tokenizer = str(files["tiny"].parent / "tokenizer.json")
+    bound = 64 << 20
+    ok = subprocess.run([onebit, "tokenize", "--tokenizer", tokenizer], input=b"Hello world",
+                        capture_output=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert json.loads(ok.stdout) and all(isinstance(i, int) for i in json.loads(ok.stdout))
+    over = subprocess.run([onebit, "tokenize", "--tokenizer", tokenizer], input=b"a" * (bound + 1),
+                          capture_output=True, timeout=300)
+    msg = over.stderr.decode().strip()
+    assert over.returncode == 1, f"exit {over.returncode}, want 1:\n{msg}"
+    assert "standard input" in msg and f"more than {bound} bytes" in msg, msg
