@@ -511,12 +511,14 @@ class GqaMatMulKernel : public Kernel {
     // Per head: may its rows leave keys out (may_skip), past which value
     // row they are multiplied even so (0·inf is NaN), and its blocks of
     // rows, as scores_in_blocks cuts them (within a head when skipping).
-    mix_heads_.resize(static_cast<size_t>(tasks) + 1);
+    mix_heads_.resize(static_cast<size_t>(tasks));
     auto plan_head = [&](int64_t task) {
       const Head hd = head(task);
       MixHead& mh = mix_heads_[static_cast<size_t>(task)];
       mh.skip = may_skip([&](int64_t r) { return kept(hd, r); }, rep, s, t, d, hd.q, hd.keys);
-      mh.finite_from = mh.skip ? values_finite_from(hd.values, t, dv) : t;
+      mh.finite_from = mh.skip ? static_cast<int64_t>(kv_finite_end(hd.values, static_cast<size_t>(t),
+                                                                        static_cast<size_t>(dv), 0))
+                                : t;
       mh.span = mh.skip ? s : rep * s;
       mh.per_span = (mh.span + kSkipRows - 1) / kSkipRows;
     };
@@ -524,21 +526,18 @@ class GqaMatMulKernel : public Kernel {
     // a decode step's on this thread (nothing to leave out: no wake-up).
     if (rep * s > kSkipRows) pool.run(tasks, plan_head);
     else for (int64_t task = 0; task < tasks; ++task) plan_head(task);
-    int64_t units = 0;
-    for (MixHead& mh : mix_heads_) {
-      mh.first = units;
-      if (&mh != &mix_heads_.back()) units += (rep * s / mh.span) * mh.per_span;
-    }
+    mix_first_.assign(1, 0);
+    for (const MixHead& mh : mix_heads_) mix_first_.push_back(mix_first_.back() + rep * s / mh.span * mh.per_span);
+    const int64_t units = mix_first_.back();
     const size_t slot = mix_slot(static_cast<size_t>(t), static_cast<size_t>(dv), V.dtype());
     auto* ws = static_cast<unsigned char*>(ctx.workspace());
     // Block u (of every head's blocks in order): its scores, chain and P·V
     // in the slot at `work`.
     auto block = [&](int64_t u, unsigned char* work, ThreadPool* inner) {
-      int64_t task = 0;
-      while (mix_heads_[static_cast<size_t>(task) + 1].first <= u) ++task;
+      const int64_t task = std::upper_bound(mix_first_.begin(), mix_first_.end(), u) - mix_first_.begin() - 1;
       const MixHead& mh = mix_heads_[static_cast<size_t>(task)];
       const Head hd = head(task);
-      const int64_t j = u - mh.first, i0 = j % mh.per_span * kSkipRows;
+      const int64_t j = u - mix_first_[static_cast<size_t>(task)], i0 = j % mh.per_span * kSkipRows;
       const int64_t r0 = j / mh.per_span * mh.span + i0, rows = std::min(kSkipRows, mh.span - i0);
       auto kept_r = [&](int64_t r) { return kept(hd, r); };
       const int64_t e = block_keys(kept_r, mh.skip, r0, rows, t);
@@ -610,22 +609,6 @@ class GqaMatMulKernel : public Kernel {
     if (p != scores)
       fail("mask {} widens the scores {} to {}: P·V needs P of the scores' shape", shape_str(mask), shape_str(scores),
            shape_str(p));
-  }
-
-  // One past the last of t value rows (of d) holding a value that is not
-  // finite as the kernels read it (float16 and int8 widened), 0 when none.
-  int64_t values_finite_from(KvRows v, int64_t t, int64_t d) const {
-    for (int64_t j = t; j > 0; --j) {
-      const int64_t at = (j - 1) * d;
-      bool finite = true;
-      for (int64_t i = 0; i < d && finite; ++i) {
-        if (v.dtype == DType::F32) finite = std::isfinite(static_cast<const float*>(v.data)[at + i]);
-        else if (v.dtype == DType::F16) finite = (static_cast<const uint16_t*>(v.data)[at + i] & 0x7c00) != 0x7c00;
-        else finite = std::isfinite(q8_value(v.scales[j - 1], static_cast<const int8_t*>(v.data)[at + i]));
-      }
-      if (!finite) return j;
-    }
-    return 0;
   }
 
   // Y[b, n, i, j] = Σx A[b, n, i, x] · KV[b, n / rep, ·], in float (the non-float32 path).
@@ -886,13 +869,14 @@ class GqaMatMulKernel : public Kernel {
   int64_t mask_axis_;  // the axis mask_to_keys cuts (negative from the back)
   bool mix_;           // values as inputs 6 and 7: the output is P·V (run_mix)
   // run_mix's heads, reused: skip, the value row it multiplies up to at
-  // least, its blocks' cut, and its first block's index (the last entry:
-  // one past every block).
+  // least, and its blocks' cut; mix_first_[task] is the index of the head's
+  // first block among every head's, mix_first_[tasks] the block count.
   struct MixHead {
     bool skip = false;
-    int64_t finite_from = 0, span = 1, per_span = 1, first = 0;
+    int64_t finite_from = 0, span = 1, per_span = 1;
   };
   std::vector<MixHead> mix_heads_;
+  std::vector<int64_t> mix_first_;
   float score_scale_;
   std::vector<int64_t> keeps_;  // run's keys kept per row, reused
   std::vector<float> cut_;      // a cut mask made contiguous (cut_mask), reused

@@ -81,6 +81,16 @@ size_t nonzero_end(const float* p, size_t n, size_t floor) {
 
 // Whether all n elements are finite: no exponent field is all ones.
 bool all_finite(const float* p, size_t n) { return max_bits(p, n, 0x7f800000u) != 0x7f800000u; }
+bool all_finite(const uint16_t* p, size_t n) {
+  uint16_t top = 0;
+  for (size_t i = 0; i < n; ++i) top = std::max<uint16_t>(top, p[i] & 0x7c00u);
+  return top != 0x7c00u;
+}
+bool all_finite(const int8_t* codes, float scale, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(q8_value(scale, codes[i]))) return false;
+  return true;
+}
 
 void mix_blocks(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* p, size_t ldp, const float* v,
                 float* y, size_t ldy, void* workspace, ThreadPool* pool) {
@@ -100,12 +110,7 @@ void mix_blocks(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const flo
     lowest = std::min(lowest, e);
   }
   if (lowest == t) return sgemm(*cfg.f32, m, d, t, p, ldp, false, v, d, false, nullptr, y, ldy, workspace, pool);
-  size_t finite_from = lowest;  // past the last value row that is not all finite
-  for (size_t j = t; j > lowest; --j)
-    if (!all_finite(v + (j - 1) * d, d)) {
-      finite_from = j;
-      break;
-    }
+  const size_t finite_from = kv_finite_end({v, DType::F32}, t, d, lowest);
   for (size_t& e : ends) e = std::max(e, finite_from);
   sgemm_row_blocks(*cfg.f32, m, d, t, p, ldp, v, d, starts.data(), ends.data(), starts.size(), y, ldy, workspace, pool);
 }
@@ -126,6 +131,19 @@ KvRows kv_state_head(const void* base, DType dtype, int64_t head_stride, int64_t
   }
   if (head_stride < t * d) fail("KV heads are {} elements apart, less than {} positions of {}", head_stride, t, d);
   return {b + static_cast<size_t>(index * head_stride) * dtype_bytes(dtype, 1), dtype};
+}
+
+size_t kv_finite_end(KvRows rows, size_t t, size_t d, size_t floor) {
+  check_dtype(rows);
+  for (size_t j = t; j > floor; --j) {
+    const size_t at = (j - 1) * d;
+    const bool finite = rows.dtype == DType::F32   ? all_finite(static_cast<const float*>(rows.data) + at, d)
+                        : rows.dtype == DType::F16 ? all_finite(static_cast<const uint16_t*>(rows.data) + at, d)
+                                                   : all_finite(static_cast<const int8_t*>(rows.data) + at,
+                                                                rows.scales[j - 1], d);
+    if (!finite) return j;
+  }
+  return floor;
 }
 
 size_t kv_mix_workspace(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, DType kv) {

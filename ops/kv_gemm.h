@@ -49,6 +49,12 @@ void kv_scores(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const floa
 void kv_mix(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, const float* p, size_t ldp, KvRows v, float* y,
             size_t ldy, void* workspace, ThreadPool* pool);
 
+// One past the last of rows [floor, t) (of d elements) holding a value that
+// is not finite as the kernels read it (float16 and int8 widened), or
+// `floor` when none does: how far a P·V that skips a causal block's zero
+// tail must still run (0·inf is NaN; ops/kv_gemm.cpp, mix_blocks).
+size_t kv_finite_end(KvRows rows, size_t t, size_t d, size_t floor);
+
 // Bytes of 64-byte aligned workspace kv_mix needs for these sizes.
 size_t kv_mix_workspace(const KvGemmConfig& cfg, size_t m, size_t t, size_t d, DType kv);
 

@@ -433,3 +433,45 @@ ONEBIT_ISA_CASE("kv: a prompt's P.V leaves out the trailing zeros of P without c
                 mix_trailing_zeros)
 ONEBIT_ISA_CASE("kv: a prompt's P.V leaves out the trailing zeros of P without changing a bit", "[kv_mix]", Avx512,
                 mix_trailing_zeros)
+
+// kv_finite_end: one past the last row in [floor, t) with a value the
+// kernels read as not finite, for each way the cache stores a row.
+TEST_CASE("kv: kv_finite_end finds the last row with a value that is not finite", "[kv_mix]") {
+  constexpr size_t t = 40, d = 24;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const float bad : {inf, -inf, nan})
+    for (const size_t row : {size_t{0}, size_t{7}, t - 1})
+      for (const size_t col : {size_t{0}, size_t{9}, d - 1}) {
+        INFO("value " << bad << " at row " << row << ", column " << col);
+        std::vector<float> f = randn(t * d, 8);
+        f[row * d + col] = bad;
+        const std::vector<uint16_t> h = to_halves(f);
+        CHECK(kv_finite_end({f.data(), DType::F32}, t, d, 0) == row + 1);
+        CHECK(kv_finite_end({h.data(), DType::F16}, t, d, 0) == row + 1);
+        // A floor past the row: none in [floor, t).
+        CHECK(kv_finite_end({f.data(), DType::F32}, t, d, row + 1) == row + 1);
+        CHECK(kv_finite_end({h.data(), DType::F16}, t, d, row + 1) == row + 1);
+        if (row + 1 < t) CHECK(kv_finite_end({f.data(), DType::F32}, t, d, t) == t);
+      }
+  // float16: the largest finite half (0x7bff) is finite, every exponent-all-ones pattern is not.
+  std::vector<uint16_t> h(t * d, 0x7bff);
+  CHECK(kv_finite_end({h.data(), DType::F16}, t, d, 0) == 0);
+  h[5 * d + 2] = 0xfc01;  // a negative NaN
+  CHECK(kv_finite_end({h.data(), DType::F16}, t, d, 0) == 6);
+  // int8: the widened value scale · code: an infinite or NaN scale, or a
+  // finite one whose product with a code overflows; a code of 0 under an
+  // infinite scale is 0·inf, NaN.
+  std::vector<int8_t> codes(t * d, 1);
+  std::vector<float> scales(t, 0.5f);
+  CHECK(kv_finite_end({codes.data(), DType::I8, scales.data()}, t, d, 0) == 0);
+  scales[3] = std::numeric_limits<float>::max();
+  CHECK(kv_finite_end({codes.data(), DType::I8, scales.data()}, t, d, 0) == 0);  // max · 1 is finite
+  codes[3 * d + 4] = 2;
+  CHECK(kv_finite_end({codes.data(), DType::I8, scales.data()}, t, d, 0) == 4);  // max · 2 overflows
+  std::fill(codes.begin() + 20 * d, codes.begin() + 21 * d, int8_t{0});
+  scales[20] = inf;
+  CHECK(kv_finite_end({codes.data(), DType::I8, scales.data()}, t, d, 0) == 21);
+  CHECK(kv_finite_end({codes.data(), DType::I8, scales.data()}, t, d, 21) == 21);
+  scales[t - 1] = nan;
+  CHECK(kv_finite_end({codes.data(), DType::I8, scales.data()}, t, d, 0) == t);
+}
