@@ -18,7 +18,8 @@
 // With a sixth input (graph/passes/masked_scores.cpp), Q·Kᵀ is followed by
 // ·score_scale, + that mask and a Softmax over the keys: a row's trailing
 // run of masked keys (the causal half of a prompt) is left out and written
-// as 0 when Softmax's output provably stays the same (kMaskedAt below).
+// as 0 when Softmax's output provably stays the same (kMaskedAt below; a
+// float16 export's chain with the fused Softmax: kHalfMaskedAt).
 // With the attribute softmax = 1 as well (graph/passes/masked_scores.cpp,
 // the second fusion there), the node is that whole chain: each block of
 // rows gets ·score_scale, + mask and the Softmax row kernel while it is in
@@ -37,10 +38,13 @@
 // causal_mask[:, :, :, :T]): the node uses M with that axis cut to
 // min(its dim, T), as that Slice gives it. Cut along the last axis (or not
 // cut at all) its rows are read in place; else the cut is copied.
-// With inputs 6 and 7 (graph/passes/scores_mix.cpp: a float32 fused chain
-// over the KV state whose P only the P·V GqaMatMul read), the node is the
-// attention whole: input 6 the values' KV state V [b,kvh,T,dv], input 7 its
-// heads' stride, the output P·V [b,h,S,dv] (run_mix). Each block of
+// With inputs 6 and 7 (graph/passes/scores_mix.cpp: a fused chain over the
+// KV state whose P only the P·V GqaMatMul read), the node is the attention
+// whole: input 6 the values' KV state V [b,kvh,T,dv], input 7 its heads'
+// stride, the output P·V [b,h,S,dv] (run_mix), of A's dtype. A float16
+// export's A is widened, each block's P rounded to float16 and widened
+// again (the scores node's output, the P·V node's input) and the output
+// rounded once, as the two nodes round theirs. Each block of
 // kSkipRows rows gets its scores, its chain and its P·V while the block's P
 // is in a thread's slot, where the two nodes wrote the whole P [b,h,S,T] to
 // memory and read it back; every KV head's blocks are one list the threads
@@ -85,6 +89,15 @@ namespace {
 constexpr float kMaskedAt = -1e30f;
 constexpr float kKeptFloor = -1e28f;
 constexpr double kScoreBound = 1e29;
+// The same for a float16 export's chain (each step rounded to float16:
+// y = h(h(h(q·k)·s) + m)), whose masks hold float16's lowest, -65504.
+// With |q|·max|k| and B both under kHalfScoreBound, h(q·k) is finite, a
+// left-out score (mask ≤ kHalfMaskedAt) is at most -32768 + 8192 plus
+// rounding, the last kept key's (mask ≥ kHalfKeptFloor) at least
+// -8192 - 8192 less rounding: more than 8000 apart, far past 87.34.
+constexpr float kHalfMaskedAt = -32768.0f;
+constexpr float kHalfKeptFloor = -8192.0f;
+constexpr double kHalfScoreBound = 8192;
 // Rows of one head taken together: the keys computed are the most any of
 // them keeps (the staircase of a causal mask rounded to this many rows).
 constexpr int64_t kSkipRows = 32;
@@ -130,17 +143,30 @@ struct MaskRows {
   int64_t at(int64_t bi, int64_t hi, int64_t i) const { return bi * sb + hi * sh + i * ss; }
   const float* row(int64_t bi, int64_t hi, int64_t i) const { return data + at(bi, hi, i); }
   const uint16_t* half_row(int64_t bi, int64_t hi, int64_t i) const { return half + at(bi, hi, i); }
-  // Keys a row keeps: one past its last unmasked key, or t (computed whole)
-  // when it has none or the last one's mask value is below kKeptFloor.
+  // Keys a row keeps: one past its last unmasked key (mask above kMaskedAt,
+  // float16: kHalfMaskedAt), or t (computed whole) when it has none or the
+  // last one's mask value is below kKeptFloor (kHalfKeptFloor).
   int64_t keep(int64_t bi, int64_t hi, int64_t i, int64_t t) const {
-    const float* m = row(bi, hi, i);
+    if (half) return keep_row(half_row(bi, hi, i), t, kHalfMaskedAt, kHalfKeptFloor);
+    return keep_row(row(bi, hi, i), t, kMaskedAt, kKeptFloor);
+  }
+
+ private:
+  static __m256 load8(const float* m) { return _mm256_loadu_ps(m); }
+  static __m256 load8(const uint16_t* m) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m)));
+  }
+  static float value(const float* m) { return *m; }
+  static float value(const uint16_t* m) { return half_to_float(*m); }
+  template <class M>
+  static int64_t keep_row(const M* m, int64_t t, float masked_at, float kept_floor) {
     int64_t e = t;
     // Eight at a time from the end first (a prompt's causal rows end in
     // long masked runs; the ordered compare keeps a NaN), then one by one.
-    const __m256 masked = _mm256_set1_ps(kMaskedAt);
-    while (e >= 8 && _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(m + e - 8), masked, _CMP_LE_OQ)) == 0xff) e -= 8;
-    while (e > 0 && m[e - 1] <= kMaskedAt) --e;
-    return e == 0 || m[e - 1] < kKeptFloor ? t : e;
+    const __m256 masked = _mm256_set1_ps(masked_at);
+    while (e >= 8 && _mm256_movemask_ps(_mm256_cmp_ps(load8(m + e - 8), masked, _CMP_LE_OQ)) == 0xff) e -= 8;
+    while (e > 0 && value(m + e - 1) <= masked_at) --e;
+    return e == 0 || value(m + e - 1) < kept_floor ? t : e;
   }
 };
 
@@ -218,8 +244,8 @@ class GqaMatMulKernel : public Kernel {
       const int64_t dv = check_values(ctx.dtype(0), ctx.dtype(1), ctx.shape(1), ctx.dtype(6), ctx.shape(6));
       if (expand) check_values_repeat(ctx.shape(6), *expand, *target, c.rep);
       if (!c.rows) check_whole_p(scores, ctx.shape(5), c);
-      ctx.set_output(0, DType::F32, {c.y[0], c.y[1], c.y[2], dv});
-      ctx.set_workspace(mix_workspace(c, dv, ctx.dtype(6)));
+      ctx.set_output(0, ctx.dtype(0), {c.y[0], c.y[1], c.y[2], dv});
+      ctx.set_workspace(mix_workspace(c, dv, ctx.dtype(6), ctx.dtype(0) == DType::F16));
       return;
     }
     ctx.set_output(0, ctx.dtype(0), c.rows ? scores : broadcast_shapes({scores, mask_shape(ctx.shape(5), c)}));
@@ -301,27 +327,23 @@ class GqaMatMulKernel : public Kernel {
         // the product (its GqaMatMul's output), ·scale and + mask (the
         // float16 Mul and Add compute in float and round once), then the
         // Softmax row on the widened values; its output is rounded by the
-        // narrow below, as the float16 Softmax rounds it. No key is left
-        // out (the float16 mask gives no row a skip).
-        return scores_in_blocks(kept, false, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1, int64_t) {
-          const VecMathConfig& vm = vec_math_config();
-          for (int64_t r = r0; r < r1; ++r) {
-            float* yr = yb + r * t;
-            vm.f16_scale_add(static_cast<size_t>(t), yr, score_scale_, mask.half_row(bi, g * rep + r / s, r % s));
-            softmax_row(yr, yr, t);
-            if (nan_to_zero_) zero_nans(yr, t);
-          }
+        // narrow below, as the float16 Softmax rounds it. Keys are left out
+        // as for float32, under the float16 bounds (kHalfMaskedAt).
+        auto mask_row = [&](int64_t r) { return mask.half_row(bi, g * rep + r / s, r % s); };
+        const bool skip = !keeps.empty() && may_skip(kept, rep, s, t, d, ab, rows, true);
+        return scores_in_blocks(kept, skip, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1, int64_t e) {
+          chain(yb + r0 * t, r0, r1, e, t, skip, kept, mask_row);
         });
       }
       if (softmax_ && c.rows) {
         // Row r of this task is head g·rep + r / s, position r % s.
         auto mask_row = [&](int64_t r) { return mask.row(bi, g * rep + r / s, r % s); };
-        const bool skip = may_skip(kept, rep, s, t, d, ab, rows);
+        const bool skip = may_skip(kept, rep, s, t, d, ab, rows, false);
         return scores_in_blocks(kept, skip, rep, s, t, d, ab, rows, yb, inner, [&](int64_t r0, int64_t r1, int64_t e) {
           chain(yb + r0 * t, r0, r1, e, t, skip, kept, mask_row);
         });
       }
-      if (keeps.empty() || !may_skip(kept, rep, s, t, d, ab, rows))
+      if (keeps.empty() || !may_skip(kept, rep, s, t, d, ab, rows, false))
         return kv_scores(kv_config_, m, n, k, ab, x, rows, yb, n, inner);
       scores_in_blocks(kept, true, rep, s, t, d, ab, rows, yb, inner, [](int64_t, int64_t, int64_t) {});
     };
@@ -375,7 +397,8 @@ class GqaMatMulKernel : public Kernel {
   // scores bound holds (kMaskedAt above) for these s rows of q against the
   // t keys.
   template <class Kept>
-  bool may_skip(const Kept& kept, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q, KvRows keys) const {
+  bool may_skip(const Kept& kept, int64_t rep, int64_t s, int64_t t, int64_t d, const float* q, KvRows keys,
+                bool half) const {
     int64_t left_out = 0;
     for (int64_t r = 0; r < rep * s; ++r) left_out += t - kept(r);
     if (left_out == 0) return false;
@@ -385,8 +408,9 @@ class GqaMatMulKernel : public Kernel {
       qmax = std::max(qmax, std::sqrt(sum));
       if (std::isnan(sum)) return false;
     }
-    const double bound = qmax * max_norm(keys, t, d, *kv_config_.kv) * std::abs(double(score_scale_)) * 1.001;
-    return bound < kScoreBound;
+    const double product = qmax * max_norm(keys, t, d, *kv_config_.kv) * 1.001;
+    const double bound = product * std::abs(double(score_scale_));
+    return half ? product < kHalfScoreBound && bound < kHalfScoreBound : bound < kScoreBound;
   }
 
   // Q·Kᵀ for rep heads of s rows of q (rep·s rows of d) in blocks of
@@ -435,21 +459,33 @@ class GqaMatMulKernel : public Kernel {
       // prefix Softmax needs and the rest is 0, as the whole row's
       // Softmax writes it ([e, t) is 0 already).
       float* yr = y + (r - r0) * t;
-      const float* mr = mask_row(r);
-      const float sc = score_scale_;
       const int64_t n = skip ? softmax_prefix(kept(r), t) : t;
-      for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * sc + mr[j];  // two roundings: no FMA (-ffp-contract=off)
+      scale_add(yr, n, mask_row(r));
       softmax_row(yr, yr, n);
       if (nan_to_zero_) zero_nans(yr, n);
       if (n < e) std::fill(yr + n, yr + e, 0.0f);
     }
   }
 
+  // The chain's ·scale, + mask on a row's first n scores: float32, each
+  // operation rounded once (-ffp-contract=off: no FMA); float16, each
+  // rounded to float16 as the export's nodes round them.
+  void scale_add(float* y, int64_t n, const float* m) const {
+    const float sc = score_scale_;
+    for (int64_t j = 0; j < n; ++j) y[j] = y[j] * sc + m[j];
+  }
+  void scale_add(float* y, int64_t n, const uint16_t* m) const {
+    vec_math_config().f16_scale_add(static_cast<size_t>(n), y, score_scale_, m);
+  }
+
   // Keys each row keeps (keeps_), found once for every task: per head only
-  // when the mask has heads of its own. Returns those heads (1 or h).
+  // when the mask has heads of its own. Returns those heads (1 or h). A
+  // float16 mask's rows only for the fused chain (softmax = 1), whose
+  // float16 bounds they are.
   int64_t find_keeps(const MaskRows& mask, int64_t b, int64_t h, int64_t s, int64_t t) {
     const int64_t mask_heads = mask.sh ? h : 1;
-    keeps_.resize(mask.data ? static_cast<size_t>(b * mask_heads * s) : 0);  // kept across runs: no allocation a step
+    const bool rows = mask.data || (mask.half && softmax_);
+    keeps_.resize(rows ? static_cast<size_t>(b * mask_heads * s) : 0);  // kept across runs: no allocation a step
     for (size_t i = 0; i < keeps_.size(); ++i) {
       const int64_t row = static_cast<int64_t>(i);
       keeps_[i] = mask.keep(row / (mask_heads * s), row / s % mask_heads, row % s, t);
@@ -473,10 +509,11 @@ class GqaMatMulKernel : public Kernel {
     if (ctx.has_input(2)) check_values_repeat(V.shape(), ctx.input(2), ctx.input(3), c.rep);
     if (!c.rows) check_whole_p(Shape(c.y, c.y + 4), ctx.input(5).shape(), c);
     const int64_t want[4] = {c.y[0], c.y[1], c.y[2], dv};
-    if (Y.dtype() != DType::F32 || Y.rank() != 4 || !std::equal(want, want + 4, Y.shape().begin()))
-      fail("bound to an output of {} {}, expected float32 [{},{},{},{}]", dtype_name(Y.dtype()), shape_str(Y.shape()),
-           want[0], want[1], want[2], want[3]);
-    const size_t need = mix_workspace(c, dv, V.dtype());
+    if (Y.dtype() != A.dtype() || Y.rank() != 4 || !std::equal(want, want + 4, Y.shape().begin()))
+      fail("bound to an output of {} {}, expected {} [{},{},{},{}]", dtype_name(Y.dtype()), shape_str(Y.shape()),
+           dtype_name(A.dtype()), want[0], want[1], want[2], want[3]);
+    const bool half = A.dtype() == DType::F16;
+    const size_t need = mix_workspace(c, dv, V.dtype(), half);
     if (need > ctx.workspace_bytes())
       fail("needs a {}-byte workspace for A {}, K {} and V {}, the plan has {}", need, shape_str(A.shape()),
            shape_str(K.shape()), shape_str(V.shape()), ctx.workspace_bytes());
@@ -490,6 +527,19 @@ class GqaMatMulKernel : public Kernel {
     const int64_t mask_heads = find_keeps(mask, b, h, s, t);
     const int64_t tasks = b * kvh;
     ThreadPool& pool = ctx.pool();
+    const int64_t lanes = std::min<int64_t>(pool.size(), ThreadPool::default_threads());
+    const size_t slot = mix_slot(static_cast<size_t>(t), static_cast<size_t>(dv), V.dtype(), half);
+    auto* ws = static_cast<unsigned char*>(ctx.workspace());
+    // A float16 export's Q widened, and the output computed in float32 and
+    // rounded to float16 at the end, as the two nodes widen and round theirs.
+    const float* q = A.data<float>();
+    float* y = Y.data<float>();
+    if (half) {
+      auto* wide = ws + slot * static_cast<size_t>(ThreadPool::default_threads());
+      vec_math_config().widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), reinterpret_cast<float*>(wide));
+      q = reinterpret_cast<const float*>(wide);
+      y = reinterpret_cast<float*>(wide + align64(static_cast<size_t>(A.size()) * sizeof(float)));
+    }
     // One KV head of one batch: its rows of q and of the output, its keys
     // and values, and which keys row r keeps and its mask row.
     struct Head {
@@ -500,10 +550,9 @@ class GqaMatMulKernel : public Kernel {
     };
     auto head = [&](int64_t task) {
       const int64_t bi = task / kvh, g = task % kvh;
-      return Head{bi, g, A.data<float>() + (bi * h + g * rep) * s * d,
+      return Head{bi, g, q + (bi * h + g * rep) * s * d,
                   kv_state_head(K.raw(), K.dtype(), k_stride, bi * kvh + g, t, d),
-                  kv_state_head(V.raw(), V.dtype(), v_stride, bi * kvh + g, t, dv),
-                  Y.data<float>() + (bi * h + g * rep) * s * dv};
+                  kv_state_head(V.raw(), V.dtype(), v_stride, bi * kvh + g, t, dv), y + (bi * h + g * rep) * s * dv};
     };
     auto kept = [&](const Head& hd, int64_t r) {
       return keeps_[static_cast<size_t>((hd.bi * mask_heads + (mask_heads > 1 ? hd.g * rep + r / s : 0)) * s + r % s)];
@@ -515,7 +564,7 @@ class GqaMatMulKernel : public Kernel {
     auto plan_head = [&](int64_t task) {
       const Head hd = head(task);
       MixHead& mh = mix_heads_[static_cast<size_t>(task)];
-      mh.skip = may_skip([&](int64_t r) { return kept(hd, r); }, rep, s, t, d, hd.q, hd.keys);
+      mh.skip = !keeps_.empty() && may_skip([&](int64_t r) { return kept(hd, r); }, rep, s, t, d, hd.q, hd.keys, half);
       mh.finite_from = mh.skip ? static_cast<int64_t>(kv_finite_end(hd.values, static_cast<size_t>(t),
                                                                         static_cast<size_t>(dv), 0))
                                 : t;
@@ -529,8 +578,6 @@ class GqaMatMulKernel : public Kernel {
     mix_first_.assign(1, 0);
     for (const MixHead& mh : mix_heads_) mix_first_.push_back(mix_first_.back() + rep * s / mh.span * mh.per_span);
     const int64_t units = mix_first_.back();
-    const size_t slot = mix_slot(static_cast<size_t>(t), static_cast<size_t>(dv), V.dtype());
-    auto* ws = static_cast<unsigned char*>(ctx.workspace());
     // Block u (of every head's blocks in order): its scores, chain and P·V
     // in the slot at `work`.
     auto block = [&](int64_t u, unsigned char* work, ThreadPool* inner) {
@@ -545,27 +592,40 @@ class GqaMatMulKernel : public Kernel {
       if (e > 0)
         kv_scores(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(e), static_cast<size_t>(d),
                   hd.q + r0 * d, static_cast<size_t>(d), hd.keys, p, static_cast<size_t>(t), inner);
-      chain(p, r0, r0 + rows, e, t, mh.skip, kept_r,
-            [&](int64_t r) { return mask.row(hd.bi, hd.g * rep + r / s, r % s); });
+      size_t at = align64(static_cast<size_t>(kSkipRows * t) * sizeof(float));
+      if (half) {
+        chain(p, r0, r0 + rows, e, t, mh.skip, kept_r,
+              [&](int64_t r) { return mask.half_row(hd.bi, hd.g * rep + r / s, r % s); });
+        // P rounded to float16 as the scores node's output is (through a
+        // float16 row in the slot), widened as the P·V node widens it.
+        auto* narrow = reinterpret_cast<uint16_t*>(work + at);
+        for (int64_t r = 0; r < rows; ++r) {
+          vec_math_config().narrow(static_cast<size_t>(e), p + r * t, narrow);
+          vec_math_config().widen(static_cast<size_t>(e), narrow, p + r * t);
+        }
+        at += align64(static_cast<size_t>(t) * sizeof(uint16_t));
+      } else {
+        chain(p, r0, r0 + rows, e, t, mh.skip, kept_r,
+              [&](int64_t r) { return mask.row(hd.bi, hd.g * rep + r / s, r % s); });
+      }
       const int64_t k = e < t ? std::max(e, mh.finite_from) : t;
       for (int64_t r = 0; r < rows; ++r) std::fill(p + r * t + e, p + r * t + k, 0.0f);
       kv_mix(kv_config_, static_cast<size_t>(rows), static_cast<size_t>(k), static_cast<size_t>(dv), p,
-             static_cast<size_t>(t), hd.values, hd.y + r0 * dv, static_cast<size_t>(dv),
-             work + align64(static_cast<size_t>(kSkipRows * t) * sizeof(float)), inner);
+             static_cast<size_t>(t), hd.values, hd.y + r0 * dv, static_cast<size_t>(dv), work + at, inner);
     };
     // Blocks taken dynamically by one lane (a slot) per thread, so heads
     // fewer than or not a multiple of the threads keep them all busy; one
     // block alone (a decode step's one head) splits its work over the pool.
-    const int64_t lanes = std::min<int64_t>({pool.size(), ThreadPool::default_threads(), units});
-    if (lanes < 2) {
+    if (std::min(lanes, units) < 2) {
       for (int64_t u = 0; u < units; ++u) block(u, ws, &pool);
-      return;
+    } else {
+      std::atomic<int64_t> next{0};
+      pool.run(std::min(lanes, units), [&](int64_t lane) {
+        for (int64_t u = next.fetch_add(1); u < units; u = next.fetch_add(1))
+          block(u, ws + static_cast<size_t>(lane) * slot, nullptr);
+      });
     }
-    std::atomic<int64_t> next{0};
-    pool.run(lanes, [&](int64_t lane) {
-      for (int64_t u = next.fetch_add(1); u < units; u = next.fetch_add(1))
-        block(u, ws + static_cast<size_t>(lane) * slot, nullptr);
-    });
+    if (half) vec_math_config().narrow(static_cast<size_t>(Y.size()), y, Y.data<uint16_t>());
   }
 
   // A mask of undeclared shape (mask_any_shape) that turns out not to be
@@ -659,17 +719,28 @@ class GqaMatMulKernel : public Kernel {
     return trans_b_ ? 0 : kv_mix_workspace(kv_config_, m, t, d, kv);
   }
 
-  // The fused attention's slot a thread: a block's P (kSkipRows rows of t)
-  // and kv_mix's workspace for the block (none where it reads V in place).
-  size_t mix_slot(size_t t, size_t dv, DType v) const {
+  // The fused attention's slot a thread: a block's P (kSkipRows rows of t),
+  // for a float16 export a float16 row to round P through, and kv_mix's
+  // workspace for the block (none where it reads V in place).
+  size_t mix_slot(size_t t, size_t dv, DType v, bool half) const {
     return align64(static_cast<size_t>(kSkipRows) * t * sizeof(float)) +
+           (half ? align64(t * sizeof(uint16_t)) : 0) +
            kv_mix_workspace(kv_config_, static_cast<size_t>(kSkipRows), t, dv, v);
   }
-  // With a mask that is not rows (run_mix_whole): kv_mix's workspace for a
-  // task's rows a thread, and the scores whole.
-  size_t mix_workspace(const Checked& c, int64_t dv, DType v) const {
+  // A slot a thread; for a float16 export its Q and output widened after
+  // them. With a mask that is not rows (run_mix_whole, float32 only):
+  // kv_mix's workspace for a task's rows a thread, and the scores whole.
+  size_t mix_workspace(const Checked& c, int64_t dv, DType v, bool half) const {
     const size_t threads = static_cast<size_t>(ThreadPool::default_threads());
-    if (c.rows) return mix_slot(static_cast<size_t>(c.t), static_cast<size_t>(dv), v) * threads;
+    if (c.rows) {
+      const size_t slots = mix_slot(static_cast<size_t>(c.t), static_cast<size_t>(dv), v, half) * threads;
+      if (!half) return slots;
+      const int64_t q = checked_mul(checked_mul(c.y[0], c.y[1], "the queries"), checked_mul(c.y[2], c.d, "the queries"),
+                                    "the queries");
+      const int64_t out = checked_mul(checked_mul(c.y[0], c.y[1], "the output"), checked_mul(c.y[2], dv, "the output"),
+                                      "the output");
+      return slots + align64(static_cast<size_t>(q) * sizeof(float)) + align64(static_cast<size_t>(out) * sizeof(float));
+    }
     int64_t y = 4;
     for (int64_t dim : c.y) y = checked_mul(y, dim, "the scores' bytes");
     return kv_mix_workspace(kv_config_, static_cast<size_t>(c.rep * c.y[2]), static_cast<size_t>(c.t),
@@ -677,9 +748,10 @@ class GqaMatMulKernel : public Kernel {
   }
 
   // The fused attention's values against its keys: the same state dtype,
-  // [b, kvh, T] as the keys', float32 A. Returns their head size dv.
+  // [b, kvh, T] as the keys', float32 or float16 A. Returns their head size dv.
   static int64_t check_values(DType a, DType k, const Shape& ks, DType v, const Shape& vs) {
-    if (a != DType::F32) fail("A is {}: the fused attention (values as input 6) takes float32", dtype_name(a));
+    if (a != DType::F32 && a != DType::F16)
+      fail("A is {}: the fused attention (values as input 6) takes float32 or float16", dtype_name(a));
     if (v != k) fail("keys and values are {} and {}, expected one KV state dtype", dtype_name(k), dtype_name(v));
     if (vs.size() != 4 || vs[0] != ks[0] || vs[1] != ks[1] || vs[2] != ks[2])
       fail("values {} do not match keys {}: expected [{},{},{},dv]", shape_str(vs), shape_str(ks), ks[0], ks[1], ks[2]);

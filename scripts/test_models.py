@@ -3,6 +3,7 @@
 
   test_models.py tiny --out DIR   # tiny random Qwen3: DIR/model.onnx, DIR/model-cached.onnx,
                                   # DIR/model-cached-op23.onnx, DIR/model-cached-op23-sdpa.onnx,
+                                  # DIR/model-cached-f16.onnx (float16 weights, activations, cache),
                                   # DIR/model-cached-ts.onnx (TorchScript exporter, Optimum's layout)
 
 An export is redone only when its file is missing or older than the export
@@ -27,10 +28,12 @@ def stale(target: Path, *sources: Path) -> bool:
     return any(s.stat().st_mtime > t for s in sources)
 
 
-def export(out: Path, cached: bool, opset: int | None = None, attention: str = "eager"):
+def export(out: Path, cached: bool, opset: int | None = None, attention: str = "eager", half: bool = False):
     name = "model-cached" if cached else "model"
     if opset:
         name += f"-op{opset}" + ("-sdpa" if attention == "sdpa" else "")
+    if half:
+        name += "-f16"
     target = out / f"{name}.onnx"
     if not stale(target, HERE / "export_onnx.py", TINY_CONFIG):
         print(f"up to date: {target}")
@@ -41,6 +44,8 @@ def export(out: Path, cached: bool, opset: int | None = None, attention: str = "
         cmd.append("--cached")
     if opset:
         cmd += ["--opset", str(opset), "--attention", attention]
+    if half:
+        cmd += ["--dtype", "float16"]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 
@@ -53,6 +58,8 @@ def tiny(out: Path):
     # with sdpa attention the Attention op.
     export(out, cached=True, opset=23)
     export(out, cached=True, opset=23, attention="sdpa")
+    # A float16 export: float16 weights, activations, mask and cache.
+    export(out, cached=True, half=True)
     # torch.onnx's TorchScript exporter in Optimum's layout (per-layer cache,
     # attention_mask, position_ids), as most published ONNX LLMs are made.
     target = out / "model-cached-ts.onnx"

@@ -44,6 +44,12 @@ set_tests_properties(cli_bad_input PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEO
 onebit_add_pytest(kv_state_tiny_cached TESTS test_kv_state.py
   ARGS --model ${ONEBIT_TINY}/model-cached.onnx --layers 2)
 set_tests_properties(kv_state_tiny_cached PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
+# The same on the float16 export: the fused float16 attention over the state
+# (a block of rows at a time, each P rounded to float16) against the
+# float16 nodes over the exported cache, bit for bit.
+onebit_add_pytest(kv_state_tiny_cached_f16 TESTS test_kv_state.py
+  ARGS --model ${ONEBIT_TINY}/model-cached-f16.onnx --layers 2)
+set_tests_properties(kv_state_tiny_cached_f16 PROPERTIES FIXTURES_REQUIRED tiny_qwen3 TIMEOUT 600)
 
 # The chat loop on the tiny export (tests/test_chat_session.cpp's hidden
 # [.tiny] cases): three piped turns, each prefilling only its own tokens,

@@ -1542,13 +1542,19 @@ TEST_CASE("scores softmax on float16: each node's rounding repeated, bit-identic
     bool per_head_mask = false;
     bool bias = false;  // kept keys get a random additive bias, not 0
     int64_t d = 16;
+    float kept = 0;  // added to the kept keys' mask
   } cases[] = {{"causal float16 lowest, past", 2, 2, 70, 9, lowest16},
                {"causal -inf", 2, 3, 45, 0, -inf},
                {"a decode step", 2, 2, 1, 37, lowest16},
                {"one KV head (the inner pool)", 1, 4, 40, 3, lowest16},
                {"mask per head, a bias on the kept keys", 2, 2, 33, 4, lowest16, 1.f, true, true},
                {"scores past float16's range", 2, 2, 20, 3, lowest16, 100.f},
-               {"scale 1/sqrt(24) (inexact in float16)", 2, 2, 50, 6, lowest16, 1.f, false, true, 24}};
+               {"scale 1/sqrt(24) (inexact in float16)", 2, 2, 50, 6, lowest16, 1.f, false, true, 24},
+               // Kept keys masked by -32704, just above the left-out bound
+               // (-32768) and far below the kept floor (-8192): scores of
+               // ±100 put left-out keys near a row's maximum, so a row
+               // must be computed whole.
+               {"kept keys below the kept floor", 2, 2, 40, 3, -32768.f, 8.f, false, false, 16, -32704.f}};
   for (const Case& c : cases) {
     INFO(c.name);
     const int64_t h = c.kvh * c.rep, s = c.s, t = c.past + s, d = c.d;
@@ -1557,7 +1563,8 @@ TEST_CASE("scores softmax on float16: each node's rounding repeated, bit-identic
     Tensor mask = Tensor::allocate(DType::F16, {1, mh, s, t});
     for (int64_t hi = 0; hi < mh; ++hi)  // per head: head 1 unmasked, the others as the one mask
       for (int64_t i = 0; i < s * t; ++i)
-        mask.data<uint16_t>()[hi * s * t + i] = float_to_half(c.per_head_mask && hi == 1 ? 0.0f : mask32.data<float>()[i]);
+        mask.data<uint16_t>()[hi * s * t + i] = float_to_half(
+            c.per_head_mask && hi == 1 ? 0.0f : mask32.data<float>()[i] + (mask32.data<float>()[i] > c.masked ? c.kept : 0.f));
     const std::vector<NamedTensor> in = {{"q", half_tensor({1, h, s, d}, 1, c.q_scale)},
                                          {"k", half_tensor({1, c.kvh, t, d}, 2, c.q_scale)},
                                          {"v", half_tensor({1, c.kvh, t, d}, 3)},
@@ -1570,7 +1577,7 @@ TEST_CASE("scores softmax on float16: each node's rounding repeated, bit-identic
     REQUIRE(p.fused.dtype() == DType::F16);
     REQUIRE(p.fused.shape() == p.plain.shape());
     CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
-    if (c.q_scale > 1.f) {
+    if (c.q_scale >= 100.f) {
       int64_t nan = 0;
       for (int64_t i = 0; i < p.fused.size(); ++i) nan += std::isnan(half_to_float(p.fused.data<uint16_t>()[i]));
       CHECK(nan > 0);  // overflowed scores reach the output as the unfused float16 chain gives them

@@ -27,7 +27,7 @@ using onebit::test::scratch_dir;
 
 namespace {
 
-constexpr int32_t kFloat = 1, kInt64 = 7;
+constexpr int32_t kFloat = 1, kInt64 = 7, kHalf = 10;
 constexpr int64_t kKvHeads = 2, kRep = 2, kHeadDim = 8, kModel = 16;
 
 std::vector<float> weights(size_t n, int seed) {
@@ -50,13 +50,22 @@ enum class Extra { None, Cache, Present, Mask, HeadSize };
 
 // rep = 1 is multi-head attention: transformers exports no repeat_kv then,
 // and attention reads the cache through a Transpose and plain MatMuls.
-ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
+// dtype kHalf: a float16 export's (activations, weights, cache, mask and
+// scale float16; Extra::None and Extra::Mask only).
+ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep, int32_t dtype = kFloat) {
   ModelBuilder b;
   const int64_t h = kKvHeads * rep;
-  b.input("x", kFloat, {1, -1, kModel}).output("y", kFloat, {1, h, -1, kHeadDim});
-  b.initializer<float>("Wq", kFloat, {kModel, h * kHeadDim}, weights(size_t(kModel * h * kHeadDim), 1));
-  b.initializer<float>("Wk", kFloat, {kModel, kKvHeads * kHeadDim}, weights(size_t(kModel * kKvHeads * kHeadDim), 2));
-  b.initializer<float>("Wv", kFloat, {kModel, kKvHeads * kHeadDim}, weights(size_t(kModel * kKvHeads * kHeadDim), 3));
+  b.input("x", dtype, {1, -1, kModel}).output("y", dtype, {1, h, -1, kHeadDim});
+  auto weight = [&](const char* name, int64_t n, int seed) {
+    const std::vector<float> w = weights(size_t(kModel * n), seed);
+    if (dtype == kFloat) return void(b.initializer<float>(name, kFloat, {kModel, n}, w));
+    std::vector<uint16_t> halves(w.size());
+    for (size_t i = 0; i < w.size(); ++i) halves[i] = float_to_half(w[i]);
+    b.initializer<uint16_t>(name, kHalf, {kModel, n}, halves);
+  };
+  weight("Wq", h * kHeadDim, 1);
+  weight("Wk", kKvHeads * kHeadDim, 2);
+  weight("Wv", kKvHeads * kHeadDim, 3);
   b.initializer<int64_t>("q_shape", kInt64, {4}, {1, -1, h, kHeadDim});
   b.initializer<int64_t>("kv_shape", kInt64, {4}, {1, -1, kKvHeads, kHeadDim});
   b.initializer<int64_t>("i0", kInt64, {1}, {0});
@@ -77,7 +86,7 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
 
   std::string past_len_of;
   if (cache == Cache::Stacked) {
-    b.input("past", kFloat, {2, 1, kKvHeads, -1, kHeadDim}).output("present", kFloat, {2, 1, kKvHeads, -1, kHeadDim});
+    b.input("past", dtype, {2, 1, kKvHeads, -1, kHeadDim}).output("present", dtype, {2, 1, kKvHeads, -1, kHeadDim});
     for (int j = 0; j < 2; ++j) {
       const std::string kv = j == 0 ? "k" : "v";
       b.node("Slice", {"past", j == 0 ? "i0" : "i1", j == 0 ? "i1" : "i2", "i0"}, {kv + "_slice"});
@@ -86,8 +95,8 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
     b.node("Shape", {"past"}, {"past_shape"});
     b.node("Gather", {"past_shape", "i3"}, {"past_len"});
   } else {
-    b.input("past_k", kFloat, {1, kKvHeads, -1, kHeadDim}).input("past_v", kFloat, {1, kKvHeads, -1, kHeadDim});
-    b.output("present_k", kFloat, {1, kKvHeads, -1, kHeadDim}).output("present_v", kFloat, {1, kKvHeads, -1, kHeadDim});
+    b.input("past_k", dtype, {1, kKvHeads, -1, kHeadDim}).input("past_v", dtype, {1, kKvHeads, -1, kHeadDim});
+    b.output("present_k", dtype, {1, kKvHeads, -1, kHeadDim}).output("present_v", dtype, {1, kKvHeads, -1, kHeadDim});
     b.node("Shape", {"past_k"}, {"past_shape"});
     b.node("Gather", {"past_shape", "i2"}, {"past_len"});
   }
@@ -113,7 +122,7 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
   ModelBuilder::attr_ints(b.node("Transpose", {k_heads}, {"kt"}), "perm", {0, 1, 3, 2});
   b.node("MatMul", {"q", "kt"}, {"scores"});
   if (extra == Extra::Mask) {
-    b.input("mask", kFloat, {1, 1, -1, -1}).declare("scores", kFloat, {1, h, -1, -1});
+    b.input("mask", dtype, {1, 1, -1, -1}).declare("scores", dtype, {1, h, -1, -1});
     // S and T by names of their own (the past's dim 3 is sym3 too).
     auto name_dims = [](onnx::ValueInfoProto& v) {
       auto* shape = v.mutable_type()->mutable_tensor_type()->mutable_shape();
@@ -122,7 +131,8 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
     };
     name_dims(*b.graph().mutable_input(b.graph().input_size() - 1));
     name_dims(*b.graph().mutable_value_info(b.graph().value_info_size() - 1));
-    b.initializer<float>("scale", kFloat, {}, {0.35f});
+    if (dtype == kFloat) b.initializer<float>("scale", kFloat, {}, {0.35f});
+    else b.initializer<uint16_t>("scale", kHalf, {}, {float_to_half(0.35f)});
     b.node("Mul", {"scores", "scale"}, {"scaled"});
     b.node("Add", {"scaled", "mask"}, {"masked"});
     ModelBuilder::attr_int(b.node("Softmax", {"masked"}, {"p"}), "axis", -1);
@@ -154,11 +164,15 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep) {
 
 // eighths: inputs on a grid of 1/8, so with the weights' eighths every key
 // and value is a multiple of 1/64 below 16 in magnitude, exact in float16.
-Tensor input_x(int64_t s, int step, bool eighths = false) {
-  Tensor t = Tensor::allocate(DType::F32, {1, s, kModel});
-  for (int64_t i = 0; i < t.size(); ++i)
-    t.data<float>()[i] = eighths ? static_cast<float>((i * 13 + step * 7) % 17) / 8.f - 1.f
-                                 : static_cast<float>((i * 13 + step * 7) % 19) / 9.f - 1.f;
+// half: float16 x, for a float16 export.
+Tensor input_x(int64_t s, int step, bool eighths = false, bool half = false) {
+  Tensor t = Tensor::allocate(half ? DType::F16 : DType::F32, {1, s, kModel});
+  for (int64_t i = 0; i < t.size(); ++i) {
+    const float x = eighths ? static_cast<float>((i * 13 + step * 7) % 17) / 8.f - 1.f
+                            : static_cast<float>((i * 13 + step * 7) % 19) / 9.f - 1.f;
+    if (half) t.data<uint16_t>()[i] = float_to_half(x);
+    else t.data<float>()[i] = x;
+  }
   return t;
 }
 
@@ -826,21 +840,27 @@ TEST_CASE("kv state: a head-stride input that is not one int64 is refused", "[kv
 namespace {
 
 // The causal mask over p past and n new positions (transformers' float
-// form: 0 kept, the float minimum hidden).
-Tensor causal(int64_t p, int64_t n) {
-  Tensor mask = Tensor::allocate(DType::F32, {1, 1, n, p + n});
+// form: 0 kept, the float minimum hidden; float16's lowest, -65504, for a
+// float16 export).
+Tensor causal(int64_t p, int64_t n, bool half = false) {
+  Tensor mask = Tensor::allocate(half ? DType::F16 : DType::F32, {1, 1, n, p + n});
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < p + n; ++j) mask.data<float>()[i * (p + n) + j] = j <= p + i ? 0.f : -3.4e38f;
+    for (int64_t j = 0; j < p + n; ++j) {
+      const bool kept = j <= p + i;
+      if (half) mask.data<uint16_t>()[i * (p + n) + j] = float_to_half(kept ? 0.f : -65504.f);
+      else mask.data<float>()[i * (p + n) + j] = kept ? 0.f : -3.4e38f;
+    }
   return mask;
 }
 
 // any_mask: the mask input's shape undeclared (as torch.onnx's TorchScript
 // exporter leaves it): the scores' chain is fused with mask_any_shape.
+// dtype kHalf: a float16 export's attention.
 Session open_mix(Cache cache, const std::string& name, bool fuse, DType kv_dtype, int threads, bool p_out = false,
-                 bool any_mask = false) {
+                 bool any_mask = false, int32_t dtype = kFloat) {
   const std::string path = scratch_dir(name) + "/model.onnx";
-  ModelBuilder b = attention(cache, Extra::Mask);
-  if (p_out) b.output("p", kFloat, {1, kKvHeads * kRep, -1, -1});
+  ModelBuilder b = attention(cache, Extra::Mask, kRep, dtype);
+  if (p_out) b.output("p", dtype, {1, kKvHeads * kRep, -1, -1});
   for (auto& in : *b.graph().mutable_input())
     if (any_mask && in.name() == "mask") in.mutable_type()->mutable_tensor_type()->clear_shape();
   b.save(path);
@@ -858,29 +878,35 @@ TEST_CASE("scores mix: the scores' chain and their P.V in one node, bit-identica
           "[kv_state][scores_mix]") {
   // Prompts of several blocks of 32 rows (the causal half left out block by
   // block), single steps and a chunk on a past: every output bit the same
-  // as the two nodes', for each cache dtype and one or two threads.
-  for (Cache cache : {Cache::Stacked, Cache::PerLayer})
-    for (DType kv : {DType::Undefined, DType::F16, DType::I8})
-      for (int threads : {1, 2}) {
-        INFO((cache == Cache::Stacked ? "stacked" : "per-layer") << " cache, kv " << dtype_name(kv) << ", threads "
-                                                                 << threads);
-        Session fused = open_mix(cache, "scores_mix_fused", true, kv, threads);
-        Session pair = open_mix(cache, "scores_mix_pair", false, kv, threads);
-        REQUIRE(fused.pass_report().get("scores_mix_fused") == 1);
-        REQUIRE(pair.pass_report().get("scores_mix_fused") == 0);
-        REQUIRE(pair.pass_report().get("scores_softmax_fused") == 1);
-        int64_t p = 0;
-        int seed = 0;
-        for (const int64_t n : {70, 1, 1, 37, 1, 33}) {
-          INFO("past " << p << ", " << n << " new");
-          std::vector<NamedTensor> in{{"x", input_x(n, seed++)}};
-          for (const std::string& name : past_names(cache))
-            in.push_back({name, Tensor(DType::F32, past_shape(cache, p), nullptr)});
-          in.push_back({"mask", causal(p, n)});
-          require_same(fused.run(in)[0], pair.run(in)[0], true);
-          p += n;
+  // as the two nodes', for each cache dtype and one or two threads; for a
+  // float16 export too (each block's P rounded to float16, the output once).
+  for (const int32_t dtype : {kFloat, kHalf})
+    for (Cache cache : {Cache::Stacked, Cache::PerLayer})
+      for (DType kv : {DType::Undefined, DType::F32, DType::F16, DType::I8})
+        for (int threads : {1, 2}) {
+          if (kv == DType::F32 && dtype == kFloat) continue;  // the float32 export's own (Undefined)
+          const bool half = dtype == kHalf;
+          INFO((half ? "float16" : "float32") << " export, " << (cache == Cache::Stacked ? "stacked" : "per-layer")
+                                              << " cache, kv " << dtype_name(kv) << ", threads " << threads);
+          Session fused = open_mix(cache, "scores_mix_fused", true, kv, threads, false, false, dtype);
+          Session pair = open_mix(cache, "scores_mix_pair", false, kv, threads, false, false, dtype);
+          REQUIRE(fused.pass_report().get("scores_mix_fused") == 1);
+          REQUIRE(pair.pass_report().get("scores_mix_fused") == 0);
+          REQUIRE(pair.pass_report().get("scores_softmax_fused") == 1);
+          int64_t p = 0;
+          int seed = 0;
+          for (const int64_t n : {70, 1, 1, 37, 1, 33}) {
+            INFO("past " << p << ", " << n << " new");
+            std::vector<NamedTensor> in{{"x", input_x(n, seed++, false, half)}};
+            for (const std::string& name : past_names(cache))
+              in.push_back({name, Tensor(half ? DType::F16 : DType::F32, past_shape(cache, p), nullptr)});
+            in.push_back({"mask", causal(p, n, half)});
+            const Tensor y = fused.run(in)[0];
+            REQUIRE(y.dtype() == (half ? DType::F16 : DType::F32));
+            require_same(y, pair.run(in)[0], true);
+            p += n;
+          }
         }
-      }
 }
 
 TEST_CASE("scores mix on a mask of undeclared shape: rows or not, bit-identical with and without the pass",

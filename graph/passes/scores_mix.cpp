@@ -12,8 +12,10 @@
 // becomes
 //   GqaMatMul(Q, K, e, r, k_stride, mask, V, v_stride) softmax = 1 -> Y
 //
-// It needs both over the KV state (inputs 4), float32 Q and P (a float16
-// export's chain rounds P to float16 between the nodes), one repeat for
+// It needs both over the KV state (inputs 4), Q and P both float32 or both
+// float16 (a float16 export: the kernel rounds each block's P to float16
+// and widens it again, as the scores node's output and the P·V node's
+// input do, and rounds the output once), one repeat for
 // both (the same kv_repeat, or the same values as the repeat's shapes,
 // inputs 2 and 3, read with the same allowzero: the kernel checks them
 // against the values too), and P read by the P·V node alone. A mask of
@@ -54,8 +56,11 @@ Match<ScoresMix> match_scores_mix(const FusionScan& scan, int node) {
       scores.attrs.get_int("allowzero", 0) != mix.attrs.get_int("allowzero", 0) ||
       input_at(scores, 2) != input_at(mix, 2) || input_at(scores, 3) != input_at(mix, 3))
     return Refusal{"keys_and_values_repeated_differently"};
-  if (value_dtype(g, scores.inputs[0]) != DType::F32 || value_dtype(g, p) != DType::F32)
-    return Refusal{"scores_not_float32"};
+  // P is the scores node's output, of its Q's dtype (a value the passes
+  // made may not record it: Q undefined is taken as P's).
+  const DType pt = value_dtype(g, p), qt = value_dtype(g, scores.inputs[0]);
+  if ((pt != DType::F32 && pt != DType::F16) || (qt != pt && qt != DType::Undefined))
+    return Refusal{"scores_not_float32_or_float16"};
   if (!only_reader(scan, p, node)) return Refusal{"p_read_elsewhere"};
   return ScoresMix{s, node};
 }
