@@ -30,16 +30,28 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // KernelOptions::kv_dtype left Undefined: the model's own, float16 when
-// every cache input the session is asked to keep is declared float16 (the
-// store then holds exactly what the graph computes), float32 otherwise.
+// every cache input the session is asked to keep is declared float16, or is
+// read only through Casts to float16 (an export converted to float16 that
+// keeps float32 inputs); the store then holds exactly what the graph
+// computes. float32 otherwise.
 DType kv_dtype_for(const Graph& g, const SessionOptions& o) {
   if (o.kernel.kv_dtype != DType::Undefined) return o.kernel.kv_dtype;
   if (!o.kv_state || o.kv_state_inputs.empty()) return DType::F32;
   const std::vector<std::string>& names = o.kv_state_inputs;
+  const std::vector<std::vector<int>> readers = g.consumers();
+  auto read_as_f16 = [&](int v) {
+    const std::vector<int>& rs = readers[static_cast<size_t>(v)];
+    return !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](int r) {
+      const Node& n = g.node(r);
+      return n.op_type == "Cast" && n.domain.empty() &&
+             n.attrs.get_int("to", 0) == static_cast<int64_t>(DType::F16);
+    });
+  };
   size_t f16 = 0;
   for (int v : g.inputs) {
     const Value& val = g.value(v);
-    if (val.dtype == DType::F16 && std::find(names.begin(), names.end(), val.name) != names.end()) ++f16;
+    if (std::find(names.begin(), names.end(), val.name) == names.end()) continue;
+    if (val.dtype == DType::F16 || read_as_f16(v)) ++f16;
   }
   return f16 == names.size() ? DType::F16 : DType::F32;
 }

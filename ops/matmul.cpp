@@ -12,8 +12,11 @@
 //   B an activation with batch dims (attention's QKᵀ and AV, [1, heads, s, d])
 //     — one sgemm per batch matrix, the batches spread over the threads, each
 //     thread with its own slice of the workspace.
-// Other types (f16, bf16, f64, 32/64-bit integers) take a plain loop: 16-bit
-// floats accumulate in float, integers wrap like two's complement.
+// float16 (a float16 export's attention products on activations; a
+// constant float16 B is F16wMatMul's): the float32 path on the widened
+// inputs, each output rounded once to float16.
+// Other types (bf16, f64, 32/64-bit integers) take a plain loop: bfloat16
+// accumulates in float, integers wrap like two's complement.
 #include <algorithm>
 #include <memory>
 
@@ -22,7 +25,9 @@
 #include "graph/op_registry.h"
 #include "ops/sgemm.h"
 #include "base/mapped_file.h"
+#include "base/sizes.h"
 #include "base/thread_pool.h"
+#include "quant/ukernels/kernel_config.h"
 
 namespace onebit {
 
@@ -99,6 +104,7 @@ class MatMulKernel : public Kernel {
     const MatMulShape s = matmul_shape(ctx.shape(0), b_shape(ctx.shape(1)));
     ctx.set_output(0, t, s.output_shape());
     if (t == DType::F32 && !shared_bt_) ctx.set_workspace(f32_workspace(s));
+    if (t == DType::F16) ctx.set_workspace(f16_workspace(s, numel(ctx.shape(0)), numel(ctx.shape(1))));
   }
 
   void run(RunContext& ctx) override {
@@ -108,7 +114,9 @@ class MatMulKernel : public Kernel {
     const MatMulShape s = matmul_shape(A.shape(), b_shape(B.shape()));
     if (s.batch == 0 || s.m == 0 || s.n == 0) return;
     if (shared_bt_) return run_dot(s, A.data<float>(), B.data<float>(), Y.data<float>(), ctx.pool());
-    if (A.dtype() == DType::F32) return run_f32(s, A.data<float>(), B.data<float>(), Y.data<float>(), ctx);
+    if (A.dtype() == DType::F32)
+      return run_f32(s, A.data<float>(), B.data<float>(), Y.data<float>(), ctx.workspace(), ctx.pool());
+    if (A.dtype() == DType::F16) return run_f16(s, A, B, Y, ctx);
     dispatch_numeric(A.dtype(), "MatMul", [&](auto tag) {
       using T = typename decltype(tag)::type;
       matmul_loop<T>(s, A.data<T>(), B.data<T>(), Y.data<T>(), ctx.pool());
@@ -162,24 +170,54 @@ class MatMulKernel : public Kernel {
     return align_up(sgemm_workspace(*config_, m, n, k, false, false)) * static_cast<size_t>(slots(s));
   }
 
-  void run_f32(const MatMulShape& s, const float* a, const float* b, float* y, RunContext& ctx) const {
+  // float16 A and B (two activations: a constant float16 B is
+  // F16wMatMul's, graph/passes/f16_weight_matmul.cpp): the float32 GEMM on
+  // the widened inputs, each output rounded once to float16, as F16wMatMul
+  // and GqaMatMul compute theirs. After the widened A, B and Y, the float32
+  // GEMM's own workspace.
+  size_t f16_workspace(const MatMulShape& s, int64_t a, int64_t b) const {
+    const int64_t y = checked_mul(checked_mul(s.batch, s.m, "the output"), s.n, "the output");
+    return align_up(static_cast<size_t>(a) * 4) + align_up(static_cast<size_t>(b) * 4) +
+           align_up(static_cast<size_t>(y) * 4) + f32_workspace(s);
+  }
+  void run_f16(const MatMulShape& s, const Tensor& A, const Tensor& B, Tensor& Y, RunContext& ctx) const {
+    const size_t need = f16_workspace(s, A.size(), B.size());
+    if (need > ctx.workspace_bytes())
+      fail("needs a {}-byte workspace for A {} and B {}, the plan has {}", need, shape_str(A.shape()),
+           shape_str(B.shape()), ctx.workspace_bytes());
+    const VecMathConfig& vm = vec_math_config();
+    auto* at = static_cast<unsigned char*>(ctx.workspace());
+    auto take = [&](int64_t elements) {
+      auto* p = reinterpret_cast<float*>(at);
+      at += align_up(static_cast<size_t>(elements) * 4);
+      return p;
+    };
+    float* a = take(A.size());
+    float* b = take(B.size());
+    float* y = take(Y.size());
+    vm.widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), a);
+    vm.widen(static_cast<size_t>(B.size()), B.data<uint16_t>(), b);
+    run_f32(s, a, b, y, at, ctx.pool());
+    vm.narrow(static_cast<size_t>(Y.size()), y, Y.data<uint16_t>());
+  }
+
+  void run_f32(const MatMulShape& s, const float* a, const float* b, float* y, void* workspace,
+               ThreadPool& pool) const {
     const size_t m = static_cast<size_t>(s.m), n = static_cast<size_t>(s.n), k = static_cast<size_t>(s.k);
-    ThreadPool& pool = ctx.pool();
     if (uses_packed(s))
-      return sgemm_packed(static_cast<size_t>(s.batch) * m, a, k, false, *packed_, nullptr, y, n, ctx.workspace(),
-                          &pool);
+      return sgemm_packed(static_cast<size_t>(s.batch) * m, a, k, false, *packed_, nullptr, y, n, workspace, &pool);
     if (uses_weight(s))
       return sgemm_weight(*config_, static_cast<size_t>(s.batch) * m, n, k, a, k, weight_.data<float>(), n, nullptr, y,
-                          n, ctx.workspace(), weight_threads(), &pool);
+                          n, workspace, weight_threads(), &pool);
     if (s.b_shared)
       return sgemm(*config_, static_cast<size_t>(s.batch) * m, n, k, a, k, false, b, n, false, nullptr, y, n,
-                   ctx.workspace(), &pool);
+                   workspace, &pool);
 
     // Batched B. Each batch matrix is one sgemm; with at least as many
     // batches as threads, each thread takes a contiguous run of batches and
     // its own workspace slot, and the sgemms themselves stay single-threaded.
     const size_t slot_bytes = align_up(sgemm_workspace(*config_, m, n, k, false, false));
-    auto* ws = static_cast<unsigned char*>(ctx.workspace());
+    auto* ws = static_cast<unsigned char*>(workspace);
     auto one = [&](int64_t o, void* slot, ThreadPool* inner) {
       sgemm(*config_, m, n, k, a + s.a_offset(o), k, false, b + s.b_offset(o), n, false, nullptr,
             y + o * s.m * s.n, n, slot, inner);

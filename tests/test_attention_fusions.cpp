@@ -276,18 +276,26 @@ TEST_CASE("rms norm fusion must not fire on Div(c, ·) for c other than 1", "[fu
 }
 
 // sdpa as torch.onnx's TorchScript exporter writes it: MatMul(Mul(q, sq),
-// Mul(Transpose(k), sk)). k_vector: sk a [5] vector (one per key), not a scalar.
-ModelBuilder sdpa_scaled(float sq, float sk, bool k_vector, bool qs_output) {
+// Mul(Transpose(k), sk)). k_vector: sk a [5] vector (one per key), not a
+// scalar. dtype 10: the graph converted to float16 (transformers.js'
+// model_fp16.onnx): inputs, scales and output float16.
+ModelBuilder sdpa_scaled(float sq, float sk, bool k_vector, bool qs_output, int32_t dtype = kFloat) {
   ModelBuilder b;
-  b.input("q", kFloat, {1, 2, 3, 8}).input("k", kFloat, {1, 2, 5, 8}).output("y", kFloat, {1, 2, 3, 5});
-  b.initializer<float>("sq", kFloat, {}, {sq});
-  if (k_vector) b.initializer<float>("sk", kFloat, {5}, {sk, sk, 2 * sk, sk, sk});
-  else b.initializer<float>("sk", kFloat, {}, {sk});
+  b.input("q", dtype, {1, 2, 3, 8}).input("k", dtype, {1, 2, 5, 8}).output("y", dtype, {1, 2, 3, 5});
+  auto scale = [&](const char* name, std::vector<int64_t> dims, std::vector<float> v) {
+    if (dtype == kFloat) return void(b.initializer<float>(name, kFloat, dims, v));
+    std::vector<uint16_t> h;
+    for (float x : v) h.push_back(float_to_half(x));
+    b.initializer<uint16_t>(name, dtype, dims, h);
+  };
+  scale("sq", {}, {sq});
+  if (k_vector) scale("sk", {5}, {sk, sk, 2 * sk, sk, sk});
+  else scale("sk", {}, {sk});
   ModelBuilder::attr_ints(b.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
   b.node("Mul", {"q", "sq"}, {"qs"});
   b.node("Mul", {"kt", "sk"}, {"ks"});
   b.node("MatMul", {"qs", "ks"}, {"y"});
-  if (qs_output) b.output("qs", kFloat, {1, 2, 3, 8});
+  if (qs_output) b.output("qs", dtype, {1, 2, 3, 8});
   return b;
 }
 
@@ -308,6 +316,27 @@ TEST_CASE("sdpa scales: the split scale becomes one scale on the scores", "[fusi
     for (int64_t i = 0; i < p.fused.size(); ++i)
       CHECK(std::abs(p.fused.data<float>()[i] - p.plain.data<float>()[i]) <=
             1e-6f * (1.f + std::abs(p.plain.data<float>()[i])));
+  }
+}
+
+TEST_CASE("sdpa scales on float16: one float16 scale on the scores, to float16 rounding", "[fusion][sdpa_scales]") {
+  constexpr int32_t kHalf = 10;
+  const std::vector<NamedTensor> in{{"q", half_tensor({1, 2, 3, 8}, 1)}, {"k", half_tensor({1, 2, 5, 8}, 2)}};
+  auto widened = [](const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.size()));
+    for (int64_t i = 0; i < t.size(); ++i) v[static_cast<size_t>(i)] = half_to_float(t.data<uint16_t>()[i]);
+    return v;
+  };
+  for (const float r : {0.5f, std::sqrt(0.125f)}) {  // a power of two, and head size 64's fourth root of 1/64
+    INFO("sqrt of the scale " << r);
+    const Pair p = run_both(sdpa_scaled(r, r, false, false, kHalf), "sdpa_f16", "sdpa-scales", "sdpa_scales_folded", in);
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 3);  // Transpose, MatMul, Mul
+    REQUIRE(p.fused.dtype() == DType::F16);
+    REQUIRE(p.fused.shape() == p.plain.shape());
+    const std::vector<float> got = widened(p.fused), want = widened(p.plain);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 4e-3f * (1.f + std::abs(want[i])));
+    if (r == 0.5f) CHECK(got == want);  // each factor's scaling exact: the same products
   }
 }
 

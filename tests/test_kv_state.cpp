@@ -51,8 +51,12 @@ enum class Extra { None, Cache, Present, Mask, HeadSize };
 // rep = 1 is multi-head attention: transformers exports no repeat_kv then,
 // and attention reads the cache through a Transpose and plain MatMuls.
 // dtype kHalf: a float16 export's (activations, weights, cache, mask and
-// scale float16; Extra::None and Extra::Mask only).
-ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep, int32_t dtype = kFloat) {
+// scale float16; Extra::None and Extra::Mask only). cast_io (per layer,
+// float16): the cache inputs and outputs float32 around float16 Concats,
+// past → Cast → Concat → Cast → present, the past length read off the
+// first Cast, as an export converted to float16 keeping its inputs' and
+// outputs' types writes it (transformers.js' model_fp16.onnx).
+ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep, int32_t dtype = kFloat, bool cast_io = false) {
   ModelBuilder b;
   const int64_t h = kKvHeads * rep;
   b.input("x", dtype, {1, -1, kModel}).output("y", dtype, {1, h, -1, kHeadDim});
@@ -95,16 +99,21 @@ ModelBuilder attention(Cache cache, Extra extra, int64_t rep = kRep, int32_t dty
     b.node("Shape", {"past"}, {"past_shape"});
     b.node("Gather", {"past_shape", "i3"}, {"past_len"});
   } else {
-    b.input("past_k", dtype, {1, kKvHeads, -1, kHeadDim}).input("past_v", dtype, {1, kKvHeads, -1, kHeadDim});
-    b.output("present_k", dtype, {1, kKvHeads, -1, kHeadDim}).output("present_v", dtype, {1, kKvHeads, -1, kHeadDim});
-    b.node("Shape", {"past_k"}, {"past_shape"});
+    const int32_t io = cast_io ? kFloat : dtype;
+    b.input("past_k", io, {1, kKvHeads, -1, kHeadDim}).input("past_v", io, {1, kKvHeads, -1, kHeadDim});
+    b.output("present_k", io, {1, kKvHeads, -1, kHeadDim}).output("present_v", io, {1, kKvHeads, -1, kHeadDim});
+    if (cast_io)
+      for (const std::string kv : {"k", "v"})
+        ModelBuilder::attr_int(b.node("Cast", {"past_" + kv}, {"past_" + kv + "16"}), "to", dtype);
+    b.node("Shape", {cast_io ? "past_k16" : "past_k"}, {"past_shape"});
     b.node("Gather", {"past_shape", "i2"}, {"past_len"});
   }
   std::string k_heads = "k_rep", v_heads = "v_rep";  // K and V as attention reads them
   for (const std::string kv : {"k", "v"}) {
-    const std::string past = cache == Cache::Stacked ? kv + "_past" : "past_" + kv;
-    const std::string cat = cache == Cache::Stacked ? kv + "_cat" : "present_" + kv;
+    const std::string past = cache == Cache::Stacked ? kv + "_past" : cast_io ? "past_" + kv + "16" : "past_" + kv;
+    const std::string cat = cache == Cache::Stacked ? kv + "_cat" : cast_io ? kv + "_cat16" : "present_" + kv;
     ModelBuilder::attr_int(b.node("Concat", {past, kv + "_new"}, {cat}), "axis", extra == Extra::HeadSize ? -2 : 2);
+    if (cast_io) ModelBuilder::attr_int(b.node("Cast", {cat}, {"present_" + kv}), "to", kFloat);
     if (rep == 1) {
       (kv == "k" ? k_heads : v_heads) = cat;
       continue;
@@ -313,6 +322,41 @@ TEST_CASE("kv state in float16: exact where float16 holds the keys and values, r
     }
     CHECK(max_diff > 0);
     CHECK(max_diff < 2e-2);
+  }
+}
+
+TEST_CASE("kv state through Casts: a float16 cache between float32 inputs and outputs, kept in float16",
+          "[kv_state][kv_f16]") {
+  // past → Cast → Concat → Cast → present: the session keeps the Concats'
+  // float16 cache (the model's own, as `auto` resolves it), the Casts and
+  // the present outputs gone; y bit-identical to the graph fed its present.
+  const std::string path = scratch_dir("kv_cast_io") + "/model.onnx";
+  attention(Cache::PerLayer, Extra::None, kRep, kHalf, true).save(path);
+  SessionOptions o;
+  o.kv_state_inputs = past_names(Cache::PerLayer);
+  Session state(load_onnx(path), default_op_registry(), o);
+  Session plain(load_onnx(path), default_op_registry());
+  REQUIRE(state.pass_report().get("kv_state") == 2);
+  CHECK(state.options().kernel.kv_dtype == DType::F16);
+  for (const Node& n : state.graph().nodes) CHECK(n.op_type != "Cast");
+  CHECK(state.output_names() == std::vector<std::string>{"y"});
+  std::vector<Tensor> past(2, Tensor(DType::F32, past_shape(Cache::PerLayer, 0), nullptr));
+  int64_t p = 0;
+  int seed = 0;
+  for (const int64_t n : {5, 1, 1, 3, 1, 40}) {
+    INFO("past " << p << ", " << n << " new");
+    const Tensor x = input_x(n, seed++, false, true);
+    const std::vector<Tensor> ya = plain.run({{"x", x}, {"past_k", past[0]}, {"past_v", past[1]}});
+    const std::vector<Tensor> yb =
+        state.run({{"x", x},
+                   {"past_k", Tensor(DType::F32, past_shape(Cache::PerLayer, p), nullptr)},
+                   {"past_v", Tensor(DType::F32, past_shape(Cache::PerLayer, p), nullptr)}});
+    REQUIRE(yb[0].dtype() == DType::F16);
+    require_same(ya[0], yb[0], true);
+    const auto outs = plain.output_names();
+    past = {ya[static_cast<size_t>(index_of(outs, "present_k"))], ya[static_cast<size_t>(index_of(outs, "present_v"))]};
+    REQUIRE(past[0].dtype() == DType::F32);
+    p += n;
   }
 }
 

@@ -4,8 +4,9 @@
 // unidirectional) and RotaryEmbedding (offset and per-token positions, heads
 // from the caches, interleaved, partial), (Skip)SimplifiedLayerNormalization
 // on float16, a float16 MatMul on a constant weight (F16wMatMul, with and
-// without the pass), the float16 elementwise loops bit for bit against
-// per-element rounding; and the errors.
+// without the pass) and on two activations (the float32 product rounded
+// once), the float16 elementwise loops bit for bit against per-element
+// rounding, Pow(x, 2) over every float16 value; and the errors.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -484,4 +485,59 @@ TEST_CASE("Softmax on float16 rows: the float32 row kernel on the widened row, r
     }
   }
   CHECK(bad == 0);
+}
+
+TEST_CASE("float16 MatMul of two activations: the float32 product of the widened inputs, rounded once",
+          "[float16][matmul]") {
+  // A float16 export's attention products (no constant B): bit for bit the
+  // float32 MatMul on the widened inputs, each output rounded to float16;
+  // batched, broadcast batch dims, 2-D and 1-D operands.
+  struct Case {
+    Shape a, b;
+  } cases[] = {{{2, 3, 5, 70}, {2, 3, 70, 37}}, {{1, 9, 33, 64}, {1, 9, 64, 40}}, {{5, 70}, {70, 37}},
+               {{2, 1, 4, 8}, {3, 8, 6}}, {{70}, {70, 5}}, {{4, 16}, {16}}, {{1, 3, 1, 64}, {1, 3, 64, 129}}};
+  int seed = 80;
+  for (const Case& c : cases) {
+    INFO("A " << shape_str(c.a) << " B " << shape_str(c.b));
+    const std::vector<float> a = as_half(randn(static_cast<size_t>(numel(c.a)), seed++));
+    const std::vector<float> b = as_half(randn(static_cast<size_t>(numel(c.b)), seed++));
+    const Tensor half = OpTest("MatMul", 13).input(half_tensor(c.a, a)).input(half_tensor(c.b, b)).run1();
+    const Tensor wide = OpTest("MatMul", 13).input(make_tensor<float>(c.a, a)).input(make_tensor<float>(c.b, b)).run1();
+    REQUIRE(half.dtype() == DType::F16);
+    REQUIRE(half.shape() == wide.shape());
+    size_t bad = 0;
+    for (int64_t i = 0; i < half.size(); ++i) bad += half.data<uint16_t>()[i] != float_to_half(wide.data<float>()[i]);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("float16 Pow(x, 2): every float16 value squared as pow in double rounds it", "[float16][pow]") {
+  // All 65536 bit patterns (subnormals, overflow past 255.9, infinities,
+  // NaNs) against the per-element pow in double rounded to float16, for
+  // exponents of several types and shapes; an exponent of 3 keeps the loop.
+  std::vector<Half> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = Half{static_cast<uint16_t>(i)};
+  const Tensor x = make_tensor<Half>({256, 256}, all);
+  auto same = [](const Tensor& y, double e) {
+    size_t bad = 0;
+    for (int64_t i = 0; i < y.size(); ++i) {
+      const double v = half_to_float(static_cast<uint16_t>(i));
+      const uint16_t want = float_to_half(static_cast<float>(std::pow(v, e)));
+      const uint16_t got = y.data<uint16_t>()[i];
+      bad += std::isnan(v) ? !std::isnan(half_to_float(got)) : got != want;
+    }
+    return bad;
+  };
+  const Tensor e16 = make_tensor<Half>({}, {Half{float_to_half(2.0f)}});
+  const Tensor e32 = make_tensor<float>({1, 1}, {2.0f});
+  const Tensor e64 = make_tensor<int64_t>({1}, {2});
+  for (const Tensor* e : {&e16, &e32, &e64}) {
+    INFO("exponent " << dtype_name(e->dtype()) << " " << shape_str(e->shape()));
+    const Tensor y = OpTest("Pow", 15).input(x).input(*e).run1();
+    REQUIRE(y.dtype() == DType::F16);
+    CHECK(y.size() == x.size());
+    CHECK(same(y, 2.0) == 0);
+  }
+  const Tensor cube = OpTest("Pow", 15).input(x).input(make_tensor<float>({}, {3.0f})).run1();
+  CHECK(same(cube, 3.0) == 0);
 }

@@ -20,7 +20,11 @@
 // read for its shape only (the past length), and the `present` outputs are
 // dropped: the caller passes a shape-only `past` (models/generate.cpp).
 // Per-layer caches (`past_key_values.N.key` → `present.N.key`, as Optimum
-// exports) are matched the same way.
+// exports) are matched the same way, also with the cache in a float type of
+// its own inside the graph: past → Cast → Concat → Cast → present, as an
+// export converted to float16 keeping float32 inputs and outputs writes it
+// (transformers.js' model_fp16.onnx); the Shape nodes that read the first
+// Cast then read the past itself.
 //
 // onnxruntime's GroupQueryAttention (onnxruntime-genai's builds) takes the
 // cache whole, past_key_values.N.key/value in and present.N.key/value out,
@@ -61,8 +65,11 @@ struct Append {
   int concat = -1;     // node index
   int past = -1;       // graph input the cache comes from
   int past_axis = -1;  // its sequence axis
-  std::vector<int> slicers;  // Slice/Squeeze/Gather nodes between them
+  std::vector<int> slicers;  // Slice/Squeeze/Gather nodes between them, or the Cast
+  bool cast = false;         // the past reaches the Concat through a Cast (slicers[0])
 };
+
+bool is_cast(const Node& n) { return n.op_type == "Cast" && n.domain.empty() && n.inputs.size() == 1; }
 
 bool is_graph_input(const Graph& g, int v) { return v >= 0 && g.value(v).is_input; }
 
@@ -83,6 +90,13 @@ bool match_past(const Graph& g, int v, Append& a) {
   }
   const Node* n = producer_node(g, v);
   if (!n || !n->domain.empty()) return false;
+  if (is_cast(*n) && is_graph_input(g, input_at(*n, 0))) {  // the cache in a type of its own
+    a.slicers = {producer_index(g, v)};
+    a.past = input_at(*n, 0);
+    a.past_axis = 2;
+    a.cast = true;
+    return true;
+  }
   if (n->op_type == "Gather" && n->inputs.size() == 2 && is_graph_input(g, input_at(*n, 0)) &&
       n->attrs.get_int("axis", 0) == 0 && constant_scalar(g, input_at(*n, 1)).has_value()) {
     a.slicers = {producer_index(g, v)};
@@ -207,18 +221,26 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
   if (keep_gqa_state(g, ctx, named, consumers)) return;
 
   std::vector<Append> appends;
-  std::set<int> presents, pasts, matched_nodes;
+  std::set<int> presents, pasts, matched_nodes, present_casts;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (n.op_type != "Concat" || !n.domain.empty() || n.inputs.size() != 2 || n.outputs.size() != 1) continue;
     Append a;
     a.concat = static_cast<int>(i);
     if (!match_past(g, n.inputs[0], a) || !named.count(a.past) || axis_attr(n, 4) != 2) continue;
-    // The slicing nodes feed only this Concat.
+    // The slicing nodes feed only the next of them and this Concat; a Cast
+    // this Concat and Shape nodes.
     bool private_chain = true;
     for (int s : a.slicers)
-      for (int o : g.node(s).outputs)
-        if (o >= 0 && readers(o).size() != 1) private_chain = false;
+      for (int o : g.node(s).outputs) {
+        if (o < 0) continue;
+        if (!a.cast) {
+          private_chain = private_chain && readers(o).size() == 1;
+          continue;
+        }
+        for (int r : readers(o)) private_chain = private_chain && (r == a.concat || g.node(r).op_type == "Shape");
+        private_chain = private_chain && !g.value(o).is_output;
+      }
     if (!private_chain) return refuse(g, ctx, fmt::format("{} shares its past slice", g.node_ref(n)));
     // Readers of the result: GqaMatMuls (as K or V) and the way to `present`.
     const int out = n.outputs[0];
@@ -230,6 +252,12 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
       // Its shape (the repeat's Expand and Reshape targets are computed from it).
       if (c.op_type == "Shape" && c.domain.empty()) continue;
       if (attention_product(g, readers, out, r) >= 0) continue;
+      // The cache back in the past's type, as `present`.
+      if (a.cast && is_cast(c) && present < 0 && g.value(c.outputs[0]).is_output && readers(c.outputs[0]).empty()) {
+        present = c.outputs[0];
+        present_casts.insert(r);
+        continue;
+      }
       if (c.op_type == "Unsqueeze" && c.domain.empty() && c.inputs.size() == 2 && constant_ints_equal(g, c.inputs[1], {0}) &&
           readers(c.outputs[0]).size() == 1 && a.past_axis == 3 && present < 0) {
         const Node& stack = g.node(readers(c.outputs[0])[0]);
@@ -253,7 +281,8 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
   // Every present output is made of matched Concats only.
   for (int p : presents) {
     const Node& pn = g.node(g.values[static_cast<size_t>(p)].producer);
-    if (matched_nodes.count(g.value(p).producer)) continue;  // per layer: checked above
+    if (matched_nodes.count(g.value(p).producer) || present_casts.count(g.value(p).producer))
+      continue;  // per layer: checked above
     // A stack nothing in the graph reads: once it is no output, nothing
     // will read the held caches as dense tensors.
     if (!readers(p).empty())
@@ -279,6 +308,11 @@ void keep_kv_state(Graph& g, PassContext& ctx) {
 
   // Rewrite.
   for (const Append& a : appends) {
+    // Shape(Cast(past)) is Shape(past): the Cast is left to no reader (its
+    // past is read for its shape only from now on).
+    if (a.cast)
+      for (int r : std::vector<int>(readers(g.node(a.slicers[0]).outputs[0])))
+        if (g.node(r).op_type == "Shape") g.node(r).inputs[0] = a.past;
     const int out = g.node(a.concat).outputs[0];
     Value stride;
     stride.name = g.unique_name(g.value(out).name + "_head_stride");

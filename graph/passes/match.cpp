@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "graph/passes/fusion.h"
 
 namespace onebit {
@@ -13,13 +14,15 @@ void make_onebit_node(Node& n, const char* op, std::vector<int> inputs) {
   n.inputs = std::move(inputs);
 }
 
-int add_scalar_constant(Graph& g, const std::string& base, float v) {
+int add_scalar_constant(Graph& g, const std::string& base, float v, DType dtype) {
+  if (dtype != DType::F32 && dtype != DType::F16) fail("a scalar constant of {}, expected float32 or float16", dtype_name(dtype));
   Value sv;
   sv.name = g.unique_name(base);
-  sv.dtype = DType::F32;
+  sv.dtype = dtype;
   sv.has_shape = true;
-  Tensor t = Tensor::allocate(DType::F32, {});
-  *t.data<float>() = v;
+  Tensor t = Tensor::allocate(dtype, {});
+  if (dtype == DType::F16) *t.data<uint16_t>() = float_to_half(v);
+  else *t.data<float>() = v;
   sv.constant = std::move(t);
   return g.add_value(std::move(sv));
 }

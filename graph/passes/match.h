@@ -111,8 +111,9 @@ inline void set_float_attr(Node& n, const std::string& name, float v) {
   n.attrs.set(name, a);
 }
 
-// A new float32 scalar constant value named after `base`; its id.
-int add_scalar_constant(Graph& g, const std::string& base, float v);
+// A new scalar constant value named after `base`, float32 or (rounded to
+// it) float16; its id.
+int add_scalar_constant(Graph& g, const std::string& base, float v, DType dtype = DType::F32);
 
 // Turns `n` into a com.onebit node of type `op` (version 1) reading `inputs`.
 void make_onebit_node(Node& n, const char* op, std::vector<int> inputs);

@@ -53,11 +53,17 @@ def session(model: str | Path | bytes, opt: str = "all", threads: int | None = N
 def write_published_quantized(model: str | Path, out: str | Path, quantizer: str) -> None:
     """The quantized file published beside an fp32 export, made from `model`:
     transformers.js' model_q4.onnx (quantizer "matmul_nbits": onnxruntime's
-    MatMulNBitsQuantizer, symmetric, block 32, accuracy_level 4) or
-    model_quantized.onnx ("quantize_dynamic": int8 weights)."""
+    MatMulNBitsQuantizer, symmetric, block 32, accuracy_level 4),
+    model_quantized.onnx ("quantize_dynamic": int8 weights) or
+    model_fp16.onnx ("fp16": convert_float_to_float16 keeping the inputs'
+    and outputs' float32, as transformers.js' quantize.py calls it)."""
     import onnx
 
-    if quantizer == "matmul_nbits":
+    if quantizer == "fp16":
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+
+        onnx.save(convert_float_to_float16(onnx.load(str(model)), keep_io_types=True), str(out))
+    elif quantizer == "matmul_nbits":
         from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
         q = MatMulNBitsQuantizer(onnx.load(str(model)), block_size=32, is_symmetric=True, accuracy_level=4)
@@ -68,4 +74,4 @@ def write_published_quantized(model: str | Path, out: str | Path, quantizer: str
 
         quantize_dynamic(str(model), str(out), weight_type=QuantType.QInt8)
     else:
-        raise ValueError(f"unknown quantizer {quantizer!r}: matmul_nbits or quantize_dynamic")
+        raise ValueError(f"unknown quantizer {quantizer!r}: matmul_nbits, quantize_dynamic or fp16")

@@ -135,3 +135,41 @@ def test_optimum_export_quantized(onebit, pytestconfig, tmp_path, quantizer):
     b = cli.ort_run(onebit, out, prompt, 8, tmp_path / "b.npy", ["--basic"])
     assert (a.ids == b.ids).all()
     assert float(np.max(np.abs(a.logits - b.logits))) <= 1e-4 * float(np.max(np.abs(b.logits)))
+
+
+def test_optimum_export_fp16(onebit, pytestconfig, tmp_path):
+    """transformers.js' model_fp16.onnx made from the export: float16 inside,
+    float32 inputs and outputs (the cache Cast to float16 before its Concat
+    and back after). 1bit keeps the cache in the session in float16 and runs
+    sdpa's split scale as one float16 scale; it agrees with the graph fed
+    its own float32 present (ONEBIT_KV_STATE=0) token for token, and with
+    onnxruntime on the same file to float16 rounding, teacher-forced on
+    1bit's tokens (this random model has near ties in float16: 0.017 logits
+    apart at step 3, where a free run of either may take the other)."""
+    import shutil
+
+    from onebit_tools.ort import write_published_quantized
+
+    model, checkpoint = paths(pytestconfig)
+    n = layers(checkpoint)
+    out = tmp_path / "model_fp16.onnx"
+    write_published_quantized(model, out, "fp16")
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json"):
+        shutil.copy(model.parent / name, tmp_path / name)
+    prompt = ["--prompt-ids", ",".join(map(str, PROMPT))]
+    a = cli.ort_run(onebit, out, prompt, STEPS, tmp_path / "a.npy", ["--verbose"], env={"ONEBIT_QDQ_DEBUG": "1"},
+                    capture_stderr=True)
+    counts = cli.fused_counts(a.stderr)
+    assert "kv_state_refused" not in a.stderr, a.stderr
+    # both products on the unrepeated cache: sdpa's float16 scales folded first
+    assert counts.get("gqa") == 2 * n, a.stderr
+    steps = cli.decode_step_profile(onebit, out)
+    assert "KV state (float16)" in steps, steps
+    b = cli.ort_run(onebit, out, prompt, STEPS, tmp_path / "b.npy", [], env={"ONEBIT_KV_STATE": "0"})
+    assert (a.ids == b.ids).all(), f"{a.ids.tolist()} != {b.ids.tolist()}"
+    ref, ref_ids = parity.ort_greedy(str(out), a.prompt, STEPS, set(), a.ids)
+    s = parity.compare(ref, ref_ids, a.logits, a.ids)
+    print(parity.report("model_fp16_vs_onnxruntime (forced)", s))
+    assert s["steps_ref"] == s["steps_1bit"] == STEPS
+    assert s["top1"] >= 0.9, f"top-1 {s['top1'] * 100:.1f}%, first miss at step {s['first_top1_miss']}"
+    assert s["mean_kl"] <= 1e-3, f"mean KL {s['mean_kl']:.3e}"
