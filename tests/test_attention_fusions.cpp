@@ -120,17 +120,25 @@ ModelBuilder rms_norm(bool with_pow2) {  // else Pow(x, 4): not an RMSNorm
 // A float16 export's norm: Cast to float, the chain, Cast to float16, Mul
 // by a float16 weight. x_dtype float: the source is no float16 value (the
 // fused kernel reads the value before the Cast), so it must not fire.
-ModelBuilder rms_norm_f16(int32_t x_dtype) {
+// converted: that export converted to float16 afterwards (onnxruntime's
+// convert_float_to_float16, transformers.js' model_fp16.onnx): the chain's
+// constants float16 and both Casts to float16.
+ModelBuilder rms_norm_f16(int32_t x_dtype, bool converted = false, float epsilon = 1e-5f) {
   constexpr int32_t kHalf = 10;
   ModelBuilder b;
   b.input("x", x_dtype, {2, 5, 96}).output("y", kHalf, {2, 5, 96});
-  b.initializer<float>("two", kFloat, {}, {2.f});
+  if (converted) {
+    b.initializer<uint16_t>("two", kHalf, {}, {float_to_half(2.f)});
+    b.initializer<uint16_t>("eps", kHalf, {}, {float_to_half(epsilon)});
+  } else {
+    b.initializer<float>("two", kFloat, {}, {2.f});
+    b.initializer<float>("eps", kFloat, {}, {epsilon});
+  }
   b.initializer<int64_t>("axes", kInt64, {1}, {-1});
-  b.initializer<float>("eps", kFloat, {}, {1e-5f});
   std::vector<uint16_t> w;
   for (float v : randoms(96, 9)) w.push_back(float_to_half(v));
   b.initializer<uint16_t>("w", kHalf, {96}, w);
-  ModelBuilder::attr_int(b.node("Cast", {"x"}, {"xf"}), "to", kFloat);
+  ModelBuilder::attr_int(b.node("Cast", {"x"}, {"xf"}), "to", converted ? kHalf : kFloat);
   b.node("Pow", {"xf", "two"}, {"sq"});
   ModelBuilder::attr_int(b.node("ReduceMean", {"sq", "axes"}, {"mean"}), "keepdims", 1);
   b.node("Add", {"mean", "eps"}, {"var"});
@@ -220,6 +228,33 @@ TEST_CASE("rms norm fusion on float16: nine nodes become one, each rounding as t
     REQUIRE(p.fused.dtype() == DType::F16);
     REQUIRE(p.fused.shape() == p.plain.shape());
     CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
+  }
+}
+
+TEST_CASE("rms norm fusion on a chain converted to float16: computed in float32 as onnxruntime computes it",
+          "[fusion][rmsnorm]") {
+  // The same fused node as the float16 export's form (bit for bit its
+  // output), which onnxruntime's computation is: it runs these ops in
+  // float32. The float16 nodes one by one square 300 past float16's range.
+  for (float scale : {1.f, 300.f, 1e-3f}) {
+    INFO("x scale " << scale);
+    const std::vector<NamedTensor> in{{"x", half_tensor({2, 5, 96}, 1, scale)}};
+    const Pair p = run_both(rms_norm_f16(10, true), "rms_f16_converted", "fuse-rms-norm", "rms_norm_fused", in);
+    // The Cast form with the converted chain's epsilon: 1e-5 rounded to float16.
+    const Pair cast_form = run_both(rms_norm_f16(10, false, half_to_float(float_to_half(1e-5f))), "rms_f16",
+                                    "fuse-rms-norm", "rms_norm_fused", in);
+    CHECK(p.count == 1);
+    CHECK(p.fused_nodes == 1);
+    REQUIRE(p.fused.dtype() == DType::F16);
+    CHECK(std::memcmp(p.fused.raw(), cast_form.fused.raw(), p.fused.bytes()) == 0);
+    int64_t finite = 0, plain_finite_nonzero = 0;
+    for (int64_t i = 0; i < p.fused.size(); ++i) {
+      const float f = half_to_float(p.fused.data<uint16_t>()[i]), u = half_to_float(p.plain.data<uint16_t>()[i]);
+      finite += std::isfinite(f);
+      plain_finite_nonzero += std::isfinite(u) && u != 0.f;
+    }
+    CHECK(finite == p.fused.size());
+    if (scale == 300.f) CHECK(plain_finite_nonzero < p.plain.size() / 2);  // the overflow the fused node avoids
   }
 }
 

@@ -19,6 +19,21 @@
 //
 // becomes RmsNorm(xh, w) on float16 x and w, which the kernel computes with
 // the same two roundings (ops/rms_norm.cpp): nine kernels per norm.
+//
+// An export converted to float16 afterwards (onnxruntime's
+// convert_float_to_float16, as transformers.js makes model_fp16.onnx) has
+// the whole chain in float16, the Casts turned into Casts to float16 that
+// infer-dtypes removes:
+//
+//   xh --Pow(2)--> ... --Mul(xh, r)--> --Mul(w float16, ·)--> y
+//
+// onnxruntime's CPU provider has no float16 kernel for Pow, ReduceMean,
+// Add, Sqrt, Div or Mul: it runs the chain in float32 between Casts it
+// inserts, which is the float16 form's computation (and Pow(x, 2) does not
+// overflow past |x| = 256, as it would rounded to float16: SmolLM2's hidden
+// states reach it). So this chain becomes the same RmsNorm(xh, w): the
+// fused node computes it as onnxruntime does, not as the float16 nodes
+// would one by one.
 #include <cmath>
 #include <limits>
 
@@ -66,17 +81,19 @@ Match<RmsNorm> match(const FusionScan& scan, int node) {
     if (!wv.constant || wv.constant->rank() != 1) continue;
     const bool half = wv.constant->dtype() == DType::F16;
     if (!half && wv.constant->dtype() != DType::F32) continue;
-    // float16: the normalized float32 row is rounded by a Cast before the scale.
+    // float16: the normalized float32 row is rounded by a Cast before the
+    // scale (none left in a chain all float16).
     const Node* narrow = half ? cast_to(g, y, DType::F16) : nullptr;
-    if (half && !narrow) continue;
-    const Node* mul_x = producer_op(g, half ? input_at(*narrow, 0) : y, "Mul");
+    const Node* mul_x = producer_op(g, narrow ? input_at(*narrow, 0) : y, "Mul");
     if (!mul_x || mul_x->inputs.size() != 2) continue;
     for (int xs = 0; xs < 2; ++xs) {
       const int x = mul_x->inputs[static_cast<size_t>(xs)], r = mul_x->inputs[static_cast<size_t>(1 - xs)];
-      // float16: x is a float16 value widened by a Cast; the fused node reads that value.
+      // float16: x is a float16 value widened by a Cast (and the row
+      // narrowed after), or the chain is all float16; the fused node reads
+      // the float16 value.
       const Node* widen = half ? cast_to(g, x, DType::F32) : nullptr;
       const int source = widen ? input_at(*widen, 0) : x;
-      if (half && (!widen || source < 0 || g.value(source).dtype != DType::F16)) continue;
+      if (half && (source < 0 || g.value(source).dtype != DType::F16 || (widen && !narrow))) continue;
       const Node* sqrt = producer_op(g, reciprocal_of(g, r), "Sqrt");
       const Node* add = sqrt ? producer_op(g, input_at(*sqrt, 0), "Add") : nullptr;
       if (!add || add->inputs.size() != 2) continue;

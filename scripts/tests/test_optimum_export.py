@@ -140,8 +140,9 @@ def test_optimum_export_quantized(onebit, pytestconfig, tmp_path, quantizer):
 def test_optimum_export_fp16(onebit, pytestconfig, tmp_path):
     """transformers.js' model_fp16.onnx made from the export: float16 inside,
     float32 inputs and outputs (the cache Cast to float16 before its Concat
-    and back after). 1bit keeps the cache in the session in float16 and runs
-    sdpa's split scale as one float16 scale; it agrees with the graph fed
+    and back after). 1bit keeps the cache in the session in float16, runs
+    sdpa's split scale as one float16 scale and each norm's float16 chain as
+    one RmsNorm computed in float32 (as onnxruntime's CPU provider runs it); it agrees with the graph fed
     its own float32 present (ONEBIT_KV_STATE=0) token for token, and with
     onnxruntime on the same file to float16 rounding, teacher-forced on
     1bit's tokens (this random model has near ties in float16: 0.017 logits
@@ -163,6 +164,8 @@ def test_optimum_export_fp16(onebit, pytestconfig, tmp_path):
     assert "kv_state_refused" not in a.stderr, a.stderr
     # both products on the unrepeated cache: sdpa's float16 scales folded first
     assert counts.get("gqa") == 2 * n, a.stderr
+    # the norms' float16 chains, computed in float32 as onnxruntime computes them
+    assert counts.get("rms_norm") == 2 * n + 1, a.stderr
     steps = cli.decode_step_profile(onebit, out)
     assert "KV state (float16)" in steps, steps
     b = cli.ort_run(onebit, out, prompt, STEPS, tmp_path / "b.npy", [], env={"ONEBIT_KV_STATE": "0"})
