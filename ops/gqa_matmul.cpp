@@ -28,10 +28,11 @@
 // Softmax's NaNs (a row masked whole) are written as +0, as the
 // Where(IsNaN(P), 0, P) the TorchScript exporter writes after it does.
 // With mask_any_shape = 1 (a graph that does not declare the mask's
-// shape, float32 only) a mask that turns out not to be rows over the
-// scores is not an error: the node then computes the scores whole and the
-// chain as its nodes would, broadcasting the mask (ops/broadcast.h) and
-// taking the Softmax over the last axis of the sum.
+// shape) a mask that turns out not to be rows over the scores is not an
+// error: the node then computes the scores whole and the chain as its
+// nodes would (a float16 export's each rounding to float16), broadcasting
+// the mask (ops/broadcast.h) and taking the Softmax over the last axis of
+// the sum.
 // With mask_to_keys = 1 as well (graph/passes/masked_scores.cpp, the
 // third fusion there) input 5 is the mask M before the Slice that cut its
 // axis mask_keys_axis to the keys' count T (transformers'
@@ -304,9 +305,10 @@ class GqaMatMulKernel : public Kernel {
       vec_math_config().widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), a_wide);
     }
     const float* a = half ? a_wide : A.data<float>();
-    // A mask that is not rows over the scores (mask_any_shape, float32
-    // only): the scores whole after the slots, then the chain over them.
-    float* whole = c.rows ? nullptr : reinterpret_cast<float*>(ws + slots);
+    // A mask that is not rows over the scores (mask_any_shape): the scores
+    // whole after the slots (float16: as its widened product, y_wide), then
+    // the chain over them.
+    float* whole = c.rows || half ? nullptr : reinterpret_cast<float*>(ws + slots);
     float* y = half ? y_wide : whole ? whole : Y.data<float>();
     const MaskRows mask =
         masked_ && c.rows ? MaskRows::of(ctx.input(5), cut_keys(ctx.input(5).shape(), c.t), Y.shape()) : MaskRows{};
@@ -322,7 +324,7 @@ class GqaMatMulKernel : public Kernel {
       auto kept = [&](int64_t r) {
         return keeps[static_cast<size_t>((bi * mask_heads + (mask_heads > 1 ? g * rep + r / s : 0)) * s + r % s)];
       };
-      if (softmax_ && half) {
+      if (softmax_ && half && c.rows) {
         // A float16 export's chain, each of its nodes rounding to float16:
         // the product (its GqaMatMul's output), ·scale and + mask (the
         // float16 Mul and Add compute in float and round once), then the
@@ -352,38 +354,58 @@ class GqaMatMulKernel : public Kernel {
     run_task_ranges(pool, tasks, [&](int64_t task, int64_t r, ThreadPool* inner) {
       one(task, ws && slot ? ws + static_cast<size_t>(r) * slot : nullptr, inner);
     });
+    if (half && softmax_ && !c.rows) {
+      // The float16 chain on the whole product, into a float32 copy of Y
+      // (a fallback: allocated here), rounded into Y.
+      wide_out_.resize(static_cast<size_t>(Y.size()));
+      whole_chain(y_wide, Shape(c.y, c.y + 4), cut_mask(ctx.input(5), c), wide_out_.data(), Y.shape(), true, pool);
+      vec_math_config().narrow(static_cast<size_t>(Y.size()), wide_out_.data(), Y.data<uint16_t>());
+      return;
+    }
     if (half) vec_math_config().narrow(static_cast<size_t>(Y.size()), y_wide, Y.data<uint16_t>());
-    if (whole) whole_chain(whole, Shape(c.y, c.y + 4), cut_mask(ctx.input(5), c), Y, pool);
+    if (whole) whole_chain(whole, Shape(c.y, c.y + 4), cut_mask(ctx.input(5), c), Y.data<float>(), Y.shape(), false,
+                           pool);
   }
 
-  // Y = Softmax over the last axis of scores · score_scale + mask, the mask
-  // broadcast as Add broadcasts it (Y's shape), each operation rounded as
-  // the Mul, Add and Softmax nodes round it; NaNs to +0 with nan_to_zero.
-  void whole_chain(const float* scores, const Shape& scores_shape, const Tensor& mask, Tensor& Y,
-                   ThreadPool& pool) const {
-    float* y = Y.data<float>();
-    const float* m = mask.data<float>();
-    const BroadcastPlan plan({scores_shape, mask.shape()}, Y.shape());
+  // y (out_shape, float32) = Softmax over the last axis of scores ·
+  // score_scale + mask, the mask broadcast as Add broadcasts it, each
+  // operation rounded as the Mul, Add and Softmax nodes round it; NaNs to +0
+  // with nan_to_zero. half (a float16 export's chain, mask float16): each
+  // node's float16 rounding, y = h(h(h(s)·scale) + m), and the Softmax's
+  // output rounded to float16 too (the values y then holds are P's). y may
+  // be scores when out_shape is the scores' shape.
+  void whole_chain(const float* scores, const Shape& scores_shape, const Tensor& mask, float* y,
+                   const Shape& out_shape, bool half, ThreadPool& pool) const {
+    const BroadcastPlan plan({scores_shape, mask.shape()}, out_shape);
     const int64_t inner = plan.inner();
     const bool step_s = plan.inner_step(0), step_m = plan.inner_step(1);
     const float sc = score_scale_;
+    auto h = [](float v) { return half_to_float(float_to_half(v)); };
     pool.parallel_for(plan.outer(), std::max<int64_t>(1, kWholeGrain / std::max<int64_t>(inner, 1)),
                       [&](int64_t begin, int64_t end) {
                         for (int64_t o = begin; o < end; ++o) {
                           const float* ps = scores + plan.offset(0, o);
-                          const float* pm = m + plan.offset(1, o);
                           float* py = y + o * inner;
+                          if (half) {
+                            const uint16_t* pm = mask.data<uint16_t>() + plan.offset(1, o);
+                            for (int64_t k = 0; k < inner; ++k)
+                              py[k] = h(h(h(ps[step_s ? k : 0]) * sc) + half_to_float(pm[step_m ? k : 0]));
+                            continue;
+                          }
+                          const float* pm = mask.data<float>() + plan.offset(1, o);
                           for (int64_t k = 0; k < inner; ++k) {
                             const float scaled = ps[step_s ? k : 0] * sc;
                             py[k] = scaled + pm[step_m ? k : 0];
                           }
                         }
                       });
-    const int64_t n = Y.shape().back(), rows = Y.size() / n;
-    pool.parallel_for(rows, std::max<int64_t>(1, kWholeGrain / n), [&](int64_t begin, int64_t end) {
+    const int64_t n = out_shape.back(), rows = numel(out_shape) / std::max<int64_t>(n, 1);
+    pool.parallel_for(rows, std::max<int64_t>(1, kWholeGrain / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         softmax_row(y + r * n, y + r * n, n);
         if (nan_to_zero_) zero_nans(y + r * n, n);
+        if (half)
+          for (int64_t j = 0; j < n; ++j) y[r * n + j] = h(y[r * n + j]);
       }
     });
   }
@@ -644,22 +666,31 @@ class GqaMatMulKernel : public Kernel {
     auto* p = reinterpret_cast<float*>(ws + slot * static_cast<size_t>(ThreadPool::default_threads()));
     const Shape scores(c.y, c.y + 4);
     ThreadPool& pool = ctx.pool();
+    // A float16 export's Q and output widened (a fallback: allocated here).
+    const bool half = A.dtype() == DType::F16;
+    const float* q = A.data<float>();
+    float* out = ctx.output(0).data<float>();
+    if (half) {
+      wide_in_.resize(static_cast<size_t>(A.size()));
+      wide_out_.resize(static_cast<size_t>(ctx.output(0).size()));
+      vec_math_config().widen(wide_in_.size(), A.data<uint16_t>(), wide_in_.data());
+      q = wide_in_.data();
+      out = wide_out_.data();
+    }
     run_task_ranges(pool, b * kvh, [&](int64_t task, int64_t, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;
-      kv_scores(kv_config_, m, static_cast<size_t>(t), static_cast<size_t>(d),
-                A.data<float>() + (bi * h + g * rep) * s * d, static_cast<size_t>(d),
-                kv_state_head(K.raw(), K.dtype(), k_stride, bi * kvh + g, t, d), p + (bi * h + g * rep) * s * t,
-                static_cast<size_t>(t), inner);
+      kv_scores(kv_config_, m, static_cast<size_t>(t), static_cast<size_t>(d), q + (bi * h + g * rep) * s * d,
+                static_cast<size_t>(d), kv_state_head(K.raw(), K.dtype(), k_stride, bi * kvh + g, t, d),
+                p + (bi * h + g * rep) * s * t, static_cast<size_t>(t), inner);
     });
-    Tensor pt(DType::F32, scores, p);
-    whole_chain(p, scores, cut_mask(ctx.input(5), c), pt, pool);
+    whole_chain(p, scores, cut_mask(ctx.input(5), c), p, scores, half, pool);
     run_task_ranges(pool, b * kvh, [&](int64_t task, int64_t r, ThreadPool* inner) {
       const int64_t bi = task / kvh, g = task % kvh;
       kv_mix(kv_config_, m, static_cast<size_t>(t), static_cast<size_t>(dv), p + (bi * h + g * rep) * s * t,
              static_cast<size_t>(t), kv_state_head(V.raw(), V.dtype(), v_stride, bi * kvh + g, t, dv),
-             ctx.output(0).data<float>() + (bi * h + g * rep) * s * dv, static_cast<size_t>(dv),
-             ws + static_cast<size_t>(r) * slot, inner);
+             out + (bi * h + g * rep) * s * dv, static_cast<size_t>(dv), ws + static_cast<size_t>(r) * slot, inner);
     });
+    if (half) vec_math_config().narrow(wide_out_.size(), wide_out_.data(), ctx.output(0).data<uint16_t>());
   }
 
   // The P of a mask that is not rows over the scores keeps their shape, or
@@ -728,8 +759,9 @@ class GqaMatMulKernel : public Kernel {
            kv_mix_workspace(kv_config_, static_cast<size_t>(kSkipRows), t, dv, v);
   }
   // A slot a thread; for a float16 export its Q and output widened after
-  // them. With a mask that is not rows (run_mix_whole, float32 only):
-  // kv_mix's workspace for a task's rows a thread, and the scores whole.
+  // them. With a mask that is not rows (run_mix_whole): kv_mix's workspace
+  // for a task's rows a thread, and the scores whole (a float16 export's Q
+  // and output widened apart, in the kernel's own buffers).
   size_t mix_workspace(const Checked& c, int64_t dv, DType v, bool half) const {
     const size_t threads = static_cast<size_t>(ThreadPool::default_threads());
     if (c.rows) {
@@ -819,7 +851,7 @@ class GqaMatMulKernel : public Kernel {
              shape_str(*mask), mask_axis_, c.t);
       const int64_t keys = cut_keys(*mask, c.t);
       const bool rows = keys >= 0 && MaskRows::fits(*mask, keys, c.y);
-      if (!rows && (!any_mask_ || t != DType::F32))
+      if (!rows && !any_mask_)
         fail("mask {}{} does not broadcast into the scores {} along their rows, as the graph declared",
              shape_str(*mask), mask_to_keys_ ? fmt::format(" (its axis {} cut to {})", mask_axis_, c.t) : "",
              shape_str(Shape(c.y, c.y + 4)));
@@ -855,17 +887,20 @@ class GqaMatMulKernel : public Kernel {
   // The mask as the Slice leaves it, contiguous (the chain after whole
   // scores broadcasts it as Add would): the tensor itself when the cut
   // drops nothing, else the kept part of each block along the cut axis
-  // copied into cut_ (float32: the whole chain's only dtype).
+  // copied into cut_ (float32 or float16, the chain's mask types).
   Tensor cut_mask(const Tensor& mask, const Checked& c) {
     const Shape shape = mask_shape(mask.shape(), c);
     if (shape == mask.shape()) return Tensor(mask.dtype(), shape, const_cast<void*>(mask.raw()));
     const int a = static_cast<int>(cut_axis(mask.shape())), rank = static_cast<int>(shape.size());
-    const int64_t inner = dims_product(shape, a + 1, rank), outer = dims_product(shape, 0, a);
-    const int64_t from = mask.dim(a) * inner, keep = shape[static_cast<size_t>(a)] * inner;
-    cut_.resize(static_cast<size_t>(outer * keep));
-    const float* m = mask.data<float>();
-    for (int64_t o = 0; o < outer; ++o) std::copy(m + o * from, m + o * from + keep, cut_.data() + o * keep);
-    return Tensor(DType::F32, shape, cut_.data());
+    const size_t e = dtype_bytes(mask.dtype(), 1);
+    const size_t inner = static_cast<size_t>(dims_product(shape, a + 1, rank)) * e;
+    const size_t outer = static_cast<size_t>(dims_product(shape, 0, a));
+    const size_t from = static_cast<size_t>(mask.dim(a)) * inner, keep = static_cast<size_t>(shape[static_cast<size_t>(a)]) * inner;
+    cut_.resize(outer * keep / sizeof(float) + 1);
+    auto* to = reinterpret_cast<unsigned char*>(cut_.data());
+    const auto* m = static_cast<const unsigned char*>(mask.raw());
+    for (size_t o = 0; o < outer; ++o) std::memcpy(to + o * keep, m + o * from, keep);
+    return Tensor(mask.dtype(), shape, cut_.data());
   }
 
   // rep when Expand of KV [b,kvh,T,d] (as [b,kvh,1,T,d]) to `expand`, then
@@ -930,9 +965,10 @@ class GqaMatMulKernel : public Kernel {
                          static_cast<size_t>(ThreadPool::default_threads());
     int64_t y = 4;
     for (int64_t dim : c.y) y = checked_mul(y, dim, "the scores' bytes");
+    // float16 A: A and the product widened (the scores whole when the mask is not rows).
+    if (half_path(t, kv_dtype)) return slots + align64(numel(a) * 4) + align64(static_cast<size_t>(y));
     if (!c.rows) return slots + align64(static_cast<size_t>(y));  // the scores whole (mask_any_shape)
-    if (!half_path(t, kv_dtype)) return slots;
-    return slots + align64(numel(a) * 4) + align64(static_cast<size_t>(y));
+    return slots;
   }
 
   bool trans_b_, allowzero_, state_, masked_, softmax_, nan_to_zero_;
@@ -951,7 +987,8 @@ class GqaMatMulKernel : public Kernel {
   std::vector<int64_t> mix_first_;
   float score_scale_;
   std::vector<int64_t> keeps_;  // run's keys kept per row, reused
-  std::vector<float> cut_;      // a cut mask made contiguous (cut_mask), reused
+  std::vector<float> cut_;      // a cut mask made contiguous (cut_mask), reused (its bytes)
+  std::vector<float> wide_in_, wide_out_;  // a float16 chain's widened Q and output where the mask is not rows
   const SgemmConfig* config_;
   KvGemmConfig kv_config_;
 };

@@ -957,35 +957,44 @@ TEST_CASE("scores mix on a mask of undeclared shape: rows or not, bit-identical 
           "[kv_state][scores_mix]") {
   // The mask as rows over the scores (the causal one) takes the blocks; one
   // broadcast along the keys ([1, 1, S, 1]) is not rows: P whole, then P.V.
-  for (int threads : {1, 2}) {
-    INFO("threads " << threads);
-    Session fused = open_mix(Cache::PerLayer, "scores_mix_any", true, DType::Undefined, threads, false, true);
-    Session pair = open_mix(Cache::PerLayer, "scores_mix_any_pair", false, DType::Undefined, threads, false, true);
-    REQUIRE(fused.pass_report().get("scores_mix_fused") == 1);
-    REQUIRE(pair.pass_report().get("scores_softmax_fused") == 1);
-    int64_t p = 0;
-    int seed = 0;
-    for (const int64_t n : {40, 1, 9, 1}) {
-      for (bool rows : {true, false}) {
-        INFO("past " << p << ", " << n << " new, mask " << (rows ? "causal" : "[1,1,S,1]"));
-        Tensor mask = rows ? causal(p, n) : Tensor::allocate(DType::F32, {1, 1, n, 1});
-        if (!rows)
-          for (int64_t i = 0; i < n; ++i) mask.data<float>()[i] = static_cast<float>(i % 3) - 1.f;
-        auto in = [&](int64_t past) {
-          std::vector<NamedTensor> v{{"x", input_x(n, seed)},
-                                     {"past_k", Tensor(DType::F32, past_shape(Cache::PerLayer, past), nullptr)},
-                                     {"past_v", Tensor(DType::F32, past_shape(Cache::PerLayer, past), nullptr)},
-                                     {"mask", mask}};
-          return v;
-        };
-        // The causal run appends; the other reads the same past again
-        // (a shorter past takes the later positions back).
-        require_same(fused.run(in(p))[0], pair.run(in(p))[0], true);
+  // A float16 export's too (an Optimum export converted to float16).
+  for (const int32_t dtype : {kFloat, kHalf})
+    for (int threads : {1, 2}) {
+      const bool half = dtype == kHalf;
+      const DType elem = half ? DType::F16 : DType::F32;
+      INFO((half ? "float16" : "float32") << ", threads " << threads);
+      Session fused = open_mix(Cache::PerLayer, "scores_mix_any", true, DType::Undefined, threads, false, true, dtype);
+      Session pair =
+          open_mix(Cache::PerLayer, "scores_mix_any_pair", false, DType::Undefined, threads, false, true, dtype);
+      REQUIRE(fused.pass_report().get("scores_mix_fused") == 1);
+      REQUIRE(pair.pass_report().get("scores_softmax_fused") == 1);
+      int64_t p = 0;
+      int seed = 0;
+      for (const int64_t n : {40, 1, 9, 1}) {
+        for (bool rows : {true, false}) {
+          INFO("past " << p << ", " << n << " new, mask " << (rows ? "causal" : "[1,1,S,1]"));
+          Tensor mask = rows ? causal(p, n, half) : Tensor::allocate(elem, {1, 1, n, 1});
+          if (!rows)
+            for (int64_t i = 0; i < n; ++i) {
+              const float v = static_cast<float>(i % 3) - 1.f;
+              if (half) mask.data<uint16_t>()[i] = float_to_half(v);
+              else mask.data<float>()[i] = v;
+            }
+          auto in = [&](int64_t past) {
+            std::vector<NamedTensor> v{{"x", input_x(n, seed, false, half)},
+                                       {"past_k", Tensor(elem, past_shape(Cache::PerLayer, past), nullptr)},
+                                       {"past_v", Tensor(elem, past_shape(Cache::PerLayer, past), nullptr)},
+                                       {"mask", mask}};
+            return v;
+          };
+          // The causal run appends; the other reads the same past again
+          // (a shorter past takes the later positions back).
+          require_same(fused.run(in(p))[0], pair.run(in(p))[0], true);
+        }
+        p += n;
+        ++seed;
       }
-      p += n;
-      ++seed;
     }
-  }
 }
 
 TEST_CASE("scores mix must not fire when P is read elsewhere", "[kv_state][scores_mix][must-not-fire]") {

@@ -19,8 +19,9 @@
 // the scores, s and mask all declared float32 or all float16 (a float16
 // export: the kernel rounds to float16 after each node, as they do), and the
 // mask's declared dims each 1 or known equal to the scores' (its keys dim
-// equal). A float32 graph that does not declare the mask's shape (torch.onnx's
-// TorchScript exporter declares none inside the graph) is fused too, with
+// equal). A graph that does not declare the mask's shape (torch.onnx's
+// TorchScript exporter declares none inside the graph; an Optimum export
+// converted to float16) is fused too, with
 // the attribute mask_any_shape = 1, when its Softmax's axis is -1 (the last
 // of any rank): the kernel takes the fast path when the mask it is given
 // is rows over the scores, and else computes the chain as its nodes would.
@@ -194,7 +195,7 @@ Match<ScoresChain> match_softmax(const FusionScan& scan, int node) {
   ScoresChain chain = *c;
   if (!mask_fits_rows(mask, scores)) {
     const Node& softmax = g.node(c->softmax);
-    if (t != DType::F32 || softmax.attrs.get_int("axis", softmax.opset >= 13 ? -1 : 1) != -1)
+    if (softmax.attrs.get_int("axis", softmax.opset >= 13 ? -1 : 1) != -1)
       return Refusal{"mask_not_known_to_fit_the_scores"};
     chain.any_shape = true;
   }
