@@ -30,13 +30,18 @@ std::vector<float> weights() {
 }
 
 // x [1, S, K] -> Mul (a stand-in for the final norm) -> MatMul(W) -> logits [1, S, N].
-ModelBuilder float_head(bool second_reader = false) {
+// cast: the product goes through a Cast to float32 (an identity here), as
+// an export converted to float16 keeping float32 outputs writes it;
+// cast_read: the product is also a graph output (a second reader).
+ModelBuilder float_head(bool second_reader = false, bool cast = false, bool cast_read = false) {
   ModelBuilder b;
   b.input("x", kFloat, {1, -1, kK}).output("logits", kFloat, {1, -1, kN});
   b.initializer<float>("two", kFloat, {}, {2.f});
   b.initializer<float>("w", kFloat, {kK, kN}, weights());
   b.node("Mul", {"x", "two"}, {"h"}, "norm");
-  b.node("MatMul", {"h", "w"}, {"logits"}, "lm_head");
+  b.node("MatMul", {"h", "w"}, {cast ? "product" : "logits"}, "lm_head");
+  if (cast) ModelBuilder::attr_int(b.node("Cast", {"product"}, {"logits"}, "to_float"), "to", kFloat);
+  if (cast_read) b.output("product", kFloat, {1, -1, kN});
   if (second_reader) {
     b.output("probs", kFloat, {1, -1, kN});
     b.node("Softmax", {"logits"}, {"probs"}, "softmax");
@@ -102,6 +107,17 @@ TEST_CASE("last position: the LM head computes only the last row", "[fusion][las
     REQUIRE(a.shape() == Shape{1, seq, kN});
     check_last_row(a, cut.run({{"x", x_input(seq)}})[0]);
   }
+}
+
+TEST_CASE("last position: through a Cast of the product that alone reads it", "[fusion][last-position]") {
+  Session cut = make(float_head(false, true), "lastpos_cast_on", true);
+  Session full = make(float_head(false, true), "lastpos_cast_off", false);
+  CHECK(cut.pass_report().get("last_position") == 1);
+  for (int64_t seq : {1, 7}) check_last_row(full.run({{"x", x_input(seq)}})[0], cut.run({{"x", x_input(seq)}})[0]);
+  // The product also an output: its every row is wanted, nothing is cut.
+  Session read = make(float_head(false, true, true), "lastpos_cast_read", true);
+  CHECK(read.pass_report().get("last_position") == 0);
+  CHECK(read.run({{"x", x_input(5)}})[0].shape() == Shape{1, 5, kN});
 }
 
 TEST_CASE("last position: a QDQ head is cut before its DequantizeLinear and stays fused", "[fusion][last-position]") {

@@ -14,7 +14,9 @@
 // names none). When the activation comes through a per-tensor
 // DequantizeLinear (and the QuantizeLinear before it), the Slice goes in
 // front of them, so a QDQ group stays a group; com.microsoft::MatMulNBits is
-// handled like MatMul.
+// handled like MatMul. A Cast of the product that alone reads it (an export
+// converted to float16 keeping float32 outputs: transformers.js'
+// model_fp16.onnx) passes the rows through as they are.
 //
 // With SessionOptions::last_rows_input the Slice starts at −R, R the length
 // of a shape-only graph input (kLastRowsInput) the pass adds:
@@ -61,7 +63,12 @@ bool per_tensor_q(const Graph& g, const std::vector<std::vector<int>>& consumers
 }
 
 Cut find_cut(const Graph& g, const std::vector<std::vector<int>>& consumers, int out) {
-  const int p = producer_index(g, out);
+  int p = producer_index(g, out);
+  if (p < 0) return {};
+  if (const Node& cast = g.node(p); cast.op_type == "Cast" && cast.domain.empty() && cast.inputs.size() == 1 &&
+                                   cast.inputs[0] >= 0 && consumers[static_cast<size_t>(cast.inputs[0])].size() == 1 &&
+                                   !g.value(cast.inputs[0]).is_output)
+    p = producer_index(g, cast.inputs[0]);
   if (p < 0) return {};
   const Node& mm = g.node(p);
   if (!is_row_product(mm) || mm.inputs.empty() || mm.inputs[0] < 0) return {};
