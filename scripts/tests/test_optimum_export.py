@@ -166,6 +166,8 @@ def test_optimum_export_fp16(onebit, pytestconfig, tmp_path):
     assert counts.get("gqa") == 2 * n, a.stderr
     # the norms' float16 chains, computed in float32 as onnxruntime computes them
     assert counts.get("rms_norm") == 2 * n + 1, a.stderr
+    # the LM head cut to its last rows through the logits' Cast to float32
+    assert "last-position: 'logits' computes only its last rows" in a.stderr, a.stderr
     steps = cli.decode_step_profile(onebit, out)
     assert "KV state (float16)" in steps, steps
     b = cli.ort_run(onebit, out, prompt, STEPS, tmp_path / "b.npy", [], env={"ONEBIT_KV_STATE": "0"})
