@@ -203,16 +203,18 @@ class PowKernel : public Kernel {
     ctx.set_output(0, ctx.dtype(0), broadcast_shapes({ctx.shape(0), ctx.shape(1)}));
   }
   void run(RunContext& ctx) override {
-    // A float16 square (a float16 export's RMSNorm: Pow(x, 2)): widened, x·x
-    // in float (exact: 22 significant bits at most), narrowed once; the
-    // loop below gives the same bits through pow in double, one element at
-    // a time. One exponent of 2 broadcasts to x's elements in x's order.
+    // A float16 square (a float16 export's RMSNorm: Pow(x, 2)): x·x on the
+    // widened runs of broadcast_loop_f16 (exact in float: 22 significant
+    // bits at most), narrowed once; the loop below gives the same bits
+    // through pow in double, one element at a time. One exponent of 2
+    // broadcasts to x's elements in x's order (Y's, flat).
     const Tensor& e = ctx.input(1);
     const DType et = e.dtype();
     const bool numeric = et == DType::F16 || et == DType::F32 || et == DType::F64 || et == DType::BF16 ||
                          et == DType::I32 || et == DType::I64;
     if (ctx.input(0).dtype() == DType::F16 && e.size() == 1 && numeric && tensor_double_at(e, 0) == 2.0)
-      return square_f16(ctx.input(0), ctx.output(0), ctx.pool());
+      return broadcast_loop_f16(ctx.input(0), ctx.input(0), ctx.output(0), ctx.pool(),
+                                [](float a, float b) { return a * b; });
     dispatch_numeric(ctx.input(0).dtype(), "Pow", [&](auto ta) {
       using T = typename decltype(ta)::type;
       dispatch_numeric(ctx.input(1).dtype(), "Pow exponent", [&](auto tb) {
@@ -233,23 +235,6 @@ class PowKernel : public Kernel {
           }
         });
       });
-    });
-  }
-
- private:
-  static void square_f16(const Tensor& x, Tensor& y, ThreadPool& pool) {
-    const uint16_t* in = x.data<uint16_t>();
-    uint16_t* out = y.data<uint16_t>();
-    const VecMathConfig& vm = vec_math_config();
-    pool.parallel_for(y.size(), kFlatGrain, [&](int64_t begin, int64_t end) {
-      constexpr int64_t kRun = 256;
-      float w[kRun];
-      for (int64_t k = begin; k < end; k += kRun) {
-        const size_t n = static_cast<size_t>(std::min(kRun, end - k));
-        vm.widen(n, in + k, w);
-        for (size_t i = 0; i < n; ++i) w[i] *= w[i];
-        vm.narrow(n, w, out + k);
-      }
     });
   }
 };

@@ -64,11 +64,10 @@ bool per_tensor_q(const Graph& g, const std::vector<std::vector<int>>& consumers
 
 Cut find_cut(const Graph& g, const std::vector<std::vector<int>>& consumers, int out) {
   int p = producer_index(g, out);
-  if (p < 0) return {};
-  if (const Node& cast = g.node(p); cast.op_type == "Cast" && cast.domain.empty() && cast.inputs.size() == 1 &&
-                                   cast.inputs[0] >= 0 && consumers[static_cast<size_t>(cast.inputs[0])].size() == 1 &&
-                                   !g.value(cast.inputs[0]).is_output)
-    p = producer_index(g, cast.inputs[0]);
+  if (const Node* cast = producer_op(g, out, "Cast"); cast && cast->inputs.size() == 1 && cast->inputs[0] >= 0 &&
+                                                       consumers[static_cast<size_t>(cast->inputs[0])].size() == 1 &&
+                                                       !g.value(cast->inputs[0]).is_output)
+    p = producer_index(g, cast->inputs[0]);
   if (p < 0) return {};
   const Node& mm = g.node(p);
   if (!is_row_product(mm) || mm.inputs.empty() || mm.inputs[0] < 0) return {};
