@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace onebit::test {
 
 class ModelBuilder {
@@ -125,10 +127,21 @@ class ModelBuilder {
   onnx::ModelProto model_;
 };
 
-// A fresh empty directory under the build tree for one test's files.
+// A fresh empty directory under the build tree for one test's files, in a
+// folder of this process's own: ctest runs each case of a binary as its own
+// process, in parallel, and two cases may choose the same name. The folder
+// is removed when the process exits normally.
 inline std::string scratch_dir(const std::string& name) {
   namespace fs = std::filesystem;
-  fs::path p = fs::path(ONEBIT_BINARY_DIR) / "test-scratch" / name;
+  struct ProcessFolder {
+    fs::path path = fs::path(ONEBIT_BINARY_DIR) / "test-scratch" / ("pid" + std::to_string(::getpid()));
+    ~ProcessFolder() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  };
+  static const ProcessFolder folder;
+  fs::path p = folder.path / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();

@@ -2,8 +2,6 @@
 // and the KV bytes a decode step reads.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 
@@ -70,7 +68,7 @@ TEST_CASE("bench: weight bytes count what the kernels read, packed copies includ
   b.initializer<float>("w", 1, {k, n}, test::randn(static_cast<size_t>(k * n), 2));
   b.node("Gather", {"table", "ids"}, {"x"});
   b.node("MatMul", {"x", "w"}, {"y"});
-  const std::string path = test::scratch_dir("bench_bytes_" + std::to_string(::getpid())) + "/model.onnx";
+  const std::string path = test::scratch_dir("bench_bytes") + "/model.onnx";
   b.save(path);
 
   Session plain(load_onnx(path), default_op_registry(), SessionOptions{});

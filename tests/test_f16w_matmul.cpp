@@ -5,7 +5,6 @@
 // against the scalar reference over tile edges.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -43,8 +42,7 @@ Graph build(int64_t m, int64_t k, int64_t n, bool cast_is_output) {
   ModelBuilder::attr_int(b.node("Cast", {"w16"}, {"w"}), "to", kFloat);
   b.node("MatMul", {"x", "w"}, {"y"});
   if (cast_is_output) b.output("w", kFloat, {k, n});
-  // One directory per process: ctest runs the cases of this file at once.
-  const std::string path = scratch_dir("f16w_" + std::to_string(::getpid())) + "/model.onnx";
+  const std::string path = scratch_dir("f16w") + "/model.onnx";
   b.save(path);
   return load_onnx(path);
 }
@@ -86,7 +84,7 @@ TEST_CASE("f16w: a float16 model's MatMul on a transposed float16 table (a tied 
     b.initializer<uint16_t>("table", kFloat16, {n, k}, halves(w));
     ModelBuilder::attr_ints(b.node("Transpose", {"table"}, {"wt"}), "perm", {1, 0});
     b.node("MatMul", {"x", "wt"}, {"y"});
-    const std::string path = scratch_dir("f16w_t_" + std::to_string(::getpid())) + "/model.onnx";
+    const std::string path = scratch_dir("f16w_t") + "/model.onnx";
     b.save(path);
     Session fused(load_onnx(path), default_op_registry());
     CHECK(fused.pass_report().get("f16w_fused") == 1);
@@ -272,7 +270,7 @@ Graph build_siblings(int64_t m, int64_t k, bool half, bool tied) {
     }
   }
   const std::string path =
-      scratch_dir("f16w_sib_" + std::to_string(::getpid())) + "/m" + std::to_string(m) + (half ? "h" : "f") + ".onnx";
+      scratch_dir("f16w_sib") + "/m" + std::to_string(m) + (half ? "h" : "f") + ".onnx";
   b.save(path);
   return load_onnx(path);
 }
@@ -331,7 +329,7 @@ TEST_CASE("sibling grouping must not fire on a lone GEMM or a transposed table",
   b.node("MatMul", {"x", "w"}, {"y"});
   ModelBuilder::attr_ints(b.node("Transpose", {"table"}, {"wt"}), "perm", {1, 0});
   b.node("MatMul", {"x", "wt"}, {"z"});
-  const std::string path = scratch_dir("f16w_sib_no_" + std::to_string(::getpid())) + "/model.onnx";
+  const std::string path = scratch_dir("f16w_sib_no") + "/model.onnx";
   b.save(path);
   Session s(load_onnx(path), default_op_registry());
   CHECK(s.pass_report().get("f16w_fused") == 2);
