@@ -1,6 +1,8 @@
 #include "base/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -40,6 +42,7 @@ CpuFeatures detect() {
   const uint64_t xcr0 = osxsave ? xgetbv0() : 0;
   const bool ymm = (xcr0 & 0x6) == 0x6;
   const bool zmm = (xcr0 & 0xe6) == 0xe6;
+  bool amx_cpu = false;
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = ymm && (b & bit_AVX2);
     f.avx512f = zmm && (b & bit_AVX512F);
@@ -47,14 +50,21 @@ CpuFeatures detect() {
     f.avx512dq = zmm && (b & bit_AVX512DQ);
     f.avx512vl = zmm && (b & bit_AVX512VL);
     f.avx512vnni = zmm && (c & bit_AVX512VNNI);
+    amx_cpu = (d & (1u << 24)) && (d & (1u << 25));  // EDX: AMX-TILE, AMX-INT8
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = ymm && (a & (1u << 4));
+  // The OS enables the tile state (XCR0 bits 17, 18); Linux then hands the
+  // 8 KiB of tile data to a process that asks (a tile instruction without
+  // it is SIGILL).
+  const bool tiles = (xcr0 & 0x60000) == 0x60000;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  f.amx_int8 = amx_cpu && tiles && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   f.fma = f.fma && ymm;
   f.f16c = f.f16c && ymm;
   return f;
 }
 
-std::atomic<int> g_cap{static_cast<int>(Isa::Avx512Vnni)};
+std::atomic<int> g_cap{static_cast<int>(Isa::Amx)};
 
 }  // namespace
 
@@ -83,6 +93,7 @@ std::string cpu_missing(Isa isa) {
     need(f.avx512vl, "avx512vl");
   }
   if (isa >= Isa::Avx512Vnni) need(f.avx512vnni, "avx512vnni");
+  if (isa >= Isa::Amx) need(f.amx_int8, "amx-int8");
   return missing;
 }
 
@@ -107,6 +118,7 @@ std::string isa_name(Isa isa) {
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512vnni";
+    case Isa::Amx: return "amx";
   }
   return "?";
 }

@@ -11,8 +11,8 @@
 
 namespace onebit {
 
-enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Avx512Vnni = 3 };
-inline constexpr Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni};
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Avx512Vnni = 3, Amx = 4 };
+inline constexpr Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Amx};
 
 struct CpuFeatures {
   bool avx2 = false;
@@ -24,6 +24,10 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512vnni = false;
   bool avxvnni = false;
+  // AMX-TILE and AMX-INT8, enabled by the OS (XCR0) and granted to this
+  // process (Linux asks for the tile data state: arch_prctl
+  // ARCH_REQ_XCOMP_PERM, requested once when the features are read).
+  bool amx_int8 = false;
   unsigned family = 0;  // x86 family as vendors number it (AMD Zen 4: 0x19, Zen 5: 0x1A)
   std::string vendor;   // CPUID leaf 0's 12 characters, e.g. "AuthenticAMD", "GenuineIntel"
   // Vendor and family pick among equal-result kernels tuned per CPU.
@@ -40,6 +44,8 @@ const CpuFeatures& cpu_features();
 //   avx2        AVX2 + FMA + F16C (x86-64-v3, the build's baseline)
 //   avx512      avx2 + AVX-512 F, BW, DQ, VL
 //   avx512vnni  avx512 + AVX-512 VNNI
+//   amx         avx512vnni + AMX-INT8 (the prompt tiles of the 4-bit GEMM;
+//               every other family is avx512vnni's)
 bool cpu_supports(Isa isa);
 // What `isa` needs that this CPU lacks, e.g. "avx512vnni"; empty if none.
 std::string cpu_missing(Isa isa);
@@ -54,9 +60,9 @@ std::string isa_name(Isa isa);
 // One line for benchmark records, e.g. "AuthenticAMD family 0x19, kernels
 // avx512vnni": what picks among equal-result kernels, and the level used.
 std::string cpu_summary();
-// "scalar", "avx2", "avx512", "avx512vnni" -> the level; anything else: nothing.
+// "scalar", "avx2", "avx512", "avx512vnni", "amx" -> the level; anything else: nothing.
 std::optional<Isa> parse_isa(std::string_view name);
-// "scalar, avx2, avx512, avx512vnni" for error messages.
+// "scalar, avx2, avx512, avx512vnni, amx" for error messages.
 std::string isa_names();
 
 }  // namespace onebit

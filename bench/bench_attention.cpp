@@ -28,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "base/dtype.h"
 #include "base/memory_budget.h"
 #include "ops/kv_gemm.h"
@@ -188,4 +189,4 @@ BENCHMARK(BM_kv_layers)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+ONEBIT_BENCHMARK_MAIN()

@@ -22,6 +22,8 @@
 //                 a bare loop of independent 512-bit vpdpbusd (64
 //                 multiply-adds each, 128 ops), every thread its own,
 //                 counted as GOP/s like the GEMM rows (0 without VNNI).
+//   amx_peak/threads    the same for the tile unit (the amx family's prompt
+//                 rows): independent 16 × 16 × 64 tdpbssd (skipped without AMX).
 //   stream/MiB/threads    read bandwidth: a buffer of that size read with
 //                 64-byte (AVX-512) or 32-byte (AVX2) loads, each thread one
 //                 contiguous part (as decode splits the weight); 1024 MiB is
@@ -42,6 +44,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "quant/q4_gemm.h"
@@ -237,20 +240,64 @@ __attribute__((target("avx512f,avx512vnni"))) int32_t dpbusd_loop(int64_t iters)
   return _mm512_reduce_add_epi32(acc[0]);
 }
 
-void BM_vnni_peak(benchmark::State& state) {
+// `iters` rounds of four independent tdpbssd (C_ij += A_i·B_j, full 16 × 64
+// tiles: 16·16·64 multiply-adds each), no loads in the loop.
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+__attribute__((target("amx-tile,amx-int8"))) int32_t tdpbssd_loop(int64_t iters) {
+  AmxTileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  _tile_loadconfig(&cfg);
+  alignas(64) int8_t ones[16][64];
+  std::memset(ones, 1, sizeof ones);
+  _tile_loadd(4, ones, 64);
+  _tile_loadd(5, ones, 64);
+  _tile_loadd(6, ones, 64);
+  _tile_loadd(7, ones, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+  alignas(64) int32_t out[16][16];
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return out[0][0];
+}
+
+// An int8 peak: every thread runs loop(iters) on its own; `ops` a round.
+void run_peak(benchmark::State& state, Isa isa, const char* missing, int32_t (*loop)(int64_t), int64_t iters,
+              double ops) {
   const int threads = int(state.range(0));
-  if (!cpu_supports(Isa::Avx512Vnni)) {
-    state.SkipWithError("no AVX-512 VNNI on this CPU");
+  if (!cpu_supports(isa)) {
+    state.SkipWithError(missing);
     return;
   }
   ThreadPool pool(threads);
-  constexpr int64_t kIters = 1 << 16;
   for (auto _ : state)
     pool.parallel_for(threads, 1, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) benchmark::DoNotOptimize(dpbusd_loop(kIters));
+      for (int64_t t = b; t < e; ++t) benchmark::DoNotOptimize(loop(iters));
     });
-  state.counters["GOP/s"] = benchmark::Counter(double(threads) * kIters * 16 * 128 / 1e9,
-                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GOP/s"] =
+      benchmark::Counter(double(threads) * double(iters) * ops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_vnni_peak(benchmark::State& state) {
+  run_peak(state, Isa::Avx512Vnni, "no AVX-512 VNNI on this CPU", dpbusd_loop, 1 << 16, 16 * 128);
+}
+
+// The tile unit's (the amx family's prompt rows): 4·16·16·64 multiply-adds a round.
+void BM_amx_peak(benchmark::State& state) {
+  run_peak(state, Isa::Amx, "no AMX-INT8 on this CPU (or not granted by the OS)", tdpbssd_loop, 1 << 14,
+           4 * 16 * 16 * 64 * 2);
 }
 
 void BM_stream(benchmark::State& state) {
@@ -317,7 +364,8 @@ BENCHMARK(BM_q4_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicro
 BENCHMARK(BM_q4_act)->Apply(act_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_q4_block)->Apply(block_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_vnni_peak)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_amx_peak)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_q8_gemm)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_q8_gemm_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 
-BENCHMARK_MAIN();
+ONEBIT_BENCHMARK_MAIN()

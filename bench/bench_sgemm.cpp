@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 
+#include "bench/bench_main.h"
 #include "base/cpu_features.h"
 #include "ops/sgemm.h"
 #include "base/thread_pool.h"
@@ -142,4 +143,4 @@ void bandwidth_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_read_bandwidth)->Apply(bandwidth_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_sgemm)->Apply(sgemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-BENCHMARK_MAIN();
+ONEBIT_BENCHMARK_MAIN()

@@ -18,6 +18,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "base/cpu_features.h"
 #include "base/dtype.h"
 #include "quant/ukernels/kernel_config.h"
@@ -59,4 +60,4 @@ void BM_vec(benchmark::State& state) {
 
 BENCHMARK(BM_vec)->ArgsProduct({{1, 2}, {0, 1, 2, 3, 4, 5}, {1056, 4096}});
 
-BENCHMARK_MAIN();
+ONEBIT_BENCHMARK_MAIN()

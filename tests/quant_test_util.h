@@ -70,17 +70,17 @@ inline std::unique_ptr<void, Free> workspace(size_t bytes) {
 }
 
 // Every distinct kernel family this machine runs (scalar, avx2, avx512,
-// avx512vnni on this project's test machine).
+// avx512vnni, and amx where the CPU has AMX).
 inline std::vector<const Q8GemmConfig*> q8_configs() {
   std::vector<const Q8GemmConfig*> out;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
+  for (Isa isa : kIsas)
     if (const Q8GemmConfig* c = q8_gemm_config_for(isa))
       if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   return out;
 }
 inline std::vector<const Q4GemmConfig*> q4_configs() {
   std::vector<const Q4GemmConfig*> out;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
+  for (Isa isa : kIsas)
     if (const Q4GemmConfig* c = q4_gemm_config_for(isa))
       if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   return out;

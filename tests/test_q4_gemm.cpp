@@ -326,7 +326,7 @@ void isa_case_2(Isa isa) {
       for (bool sgn : {true, false})
         for (size_t bs : {0, 16, 32, 64, 128})
           for (bool zp : {false, true})
-            for (size_t m : {size_t{1}, size_t{10}})
+            for (size_t m : {size_t{1}, size_t{10}, cfg->mr[int(act)] + 1})
               Q4Tester().m(m).n(40).k(200).is_signed(sgn).block_size(bs).zero_points(zp).f16_scales(bs == 64)
                   .bias(zp).act(act).config(*cfg).test();
 }
@@ -346,8 +346,9 @@ void isa_case_4(Isa isa) {
   const Q4GemmConfig* cfg = q4_gemm_config_for(isa);
   REQUIRE(cfg);
     for (size_t blk : {8, 24, 64})
-      Q4Tester().m(5).n(20).k(150).block_size(0).zero_points(true).act(Q4Act::kInt8Block).int8_block(blk)
-          .config(*cfg).test();
+      for (size_t m : {size_t{5}, cfg->mr[int(Q4Act::kInt8Block)] + 3})
+        Q4Tester().m(m).n(20).k(150).block_size(0).zero_points(true).act(Q4Act::kInt8Block).int8_block(blk)
+            .config(*cfg).test();
 }
 
 // "q4 strided activations and outputs, one and two threads"
@@ -394,7 +395,8 @@ void isa_case_6(Isa isa) {
   ONEBIT_ISA_CASE(name, tags, Scalar, body) \
   ONEBIT_ISA_CASE(name, tags, Avx2, body) \
   ONEBIT_ISA_CASE(name, tags, Avx512, body) \
-  ONEBIT_ISA_CASE(name, tags, Avx512Vnni, body)
+  ONEBIT_ISA_CASE(name, tags, Avx512Vnni, body) \
+  ONEBIT_ISA_CASE(name, tags, Amx, body)
 
 Q4_ISA_CASES("q4 tile edges and precisions", "[q4]", isa_case_1)
 
@@ -730,7 +732,7 @@ TEST_CASE("q4: float16 scales where every scale is one, bit for bit the float32 
             const size_t rows = bs ? div_up(qgemm_detail::round_up(k, size_t{32}), bs) : 1;
             CHECK(full.gemm->weight_bytes() - half.gemm->weight_bytes() == div_up(n, size_t{16}) * 16 * rows * 2);
             for (Q4Act act : {Q4Act::kInt8Row, Q4Act::kInt8Block, Q4Act::kFloat})
-              for (size_t m : {size_t{1}, size_t{5}, size_t{9}})
+              for (size_t m : {size_t{1}, size_t{5}, size_t{9}, size_t{17}})
                 for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
                   INFO(cfg->gemv_streams_name[int(Q4Act::kInt8Block)] << " bs " << bs << " k " << k << " zp " << zp
                                                                       << " act " << act_name(act) << " m " << m);

@@ -6,6 +6,8 @@
 //               (exact for 4-bit weights), Q4 float by FMA
 //   avx512      as avx2 for the int8 paths, AVX-512 FMA for Q4 float
 //   avx512vnni  vpdpbusd for every int8 path, AVX-512 FMA for Q4 float
+//   amx         avx512vnni, with the Q4 int8 prompt tiles on the AMX tile
+//               unit (tdpbusd / tdpbssd); every other family avx512vnni's
 // AVX-VNNI on 256-bit registers (this CPU has it too) is not used: every
 // CPU with it here also has the 512-bit form.
 #include "quant/ukernels/kernel_config.h"
@@ -179,6 +181,24 @@ const Q4GemmConfig& q4_vnni_for_this_cpu() {
   return f.family >= 0x1A ? kQ4VnniL1 : kQ4VnniL2Near;
 }
 
+// AMX: the VNNI family this CPU is given, its int8 prompt tiles on the
+// tile unit, up to 64 rows a call (quant/ukernels/q4_gemm__amx.cpp).
+const Q4GemmConfig& q4_amx_for_this_cpu() {
+  static const Q4GemmConfig amx = [] {
+    Q4GemmConfig c = q4_vnni_for_this_cpu();
+    c.isa = Isa::Amx;
+    const int row = int(Q4Act::kInt8Row), block = int(Q4Act::kInt8Block);
+    c.mr[row] = c.mr[block] = 64;
+    c.gemm[row][0] = q4_gemm_ukernel_64x16c32__amx<Q4Act::kInt8Row, false>;
+    c.gemm[row][1] = q4_gemm_ukernel_64x16c32__amx<Q4Act::kInt8Row, true>;
+    c.gemm[block][0] = q4_gemm_ukernel_64x16c32__amx<Q4Act::kInt8Block, false>;
+    c.gemm[block][1] = q4_gemm_ukernel_64x16c32__amx<Q4Act::kInt8Block, true>;
+    c.gemm_name[row] = c.gemm_name[block] = "q4_gemm_ukernel_64x16c32__amx";
+    return c;
+  }();
+  return amx;
+}
+
 }  // namespace
 
 const Q8GemmConfig* q8_gemm_config_for(Isa isa) {
@@ -187,14 +207,15 @@ const Q8GemmConfig* q8_gemm_config_for(Isa isa) {
     case Isa::Scalar: return &kQ8Scalar;
     case Isa::Avx2:
     case Isa::Avx512: return &kQ8Avx2;  // no 512-bit family without VNNI
-    case Isa::Avx512Vnni: return cpu_features().amd() && cpu_features().family < 0x1A ? &kQ8VnniL2 : &kQ8Vnni;
+    case Isa::Avx512Vnni:
+    case Isa::Amx: return cpu_features().amd() && cpu_features().family < 0x1A ? &kQ8VnniL2 : &kQ8Vnni;
   }
   return nullptr;
 }
 
 std::vector<const Q8GemmConfig*> q8_gemm_config_variants(Isa isa) {
   if (!cpu_supports(isa)) return {};
-  if (isa == Isa::Avx512Vnni) return {&kQ8Vnni, &kQ8VnniL2};
+  if (isa == Isa::Avx512Vnni || isa == Isa::Amx) return {&kQ8Vnni, &kQ8VnniL2};
   return {q8_gemm_config_for(isa)};
 }
 
@@ -210,6 +231,7 @@ const Q4GemmConfig* q4_gemm_config_for(Isa isa) {
     case Isa::Avx2: return &kQ4Avx2;
     case Isa::Avx512: return &kQ4Avx512;
     case Isa::Avx512Vnni: return &q4_vnni_for_this_cpu();
+    case Isa::Amx: return &q4_amx_for_this_cpu();
   }
   return nullptr;
 }
@@ -217,6 +239,7 @@ const Q4GemmConfig* q4_gemm_config_for(Isa isa) {
 std::vector<const Q4GemmConfig*> q4_gemm_config_variants(Isa isa) {
   if (!cpu_supports(isa)) return {};
   if (isa == Isa::Avx512Vnni) return {&kQ4Vnni, &kQ4VnniL1, &kQ4VnniL2Near};
+  if (isa == Isa::Amx) return {&q4_amx_for_this_cpu()};
   return {q4_gemm_config_for(isa)};
 }
 
@@ -231,7 +254,8 @@ const SgemmConfig* sgemm_config_for(Isa isa) {
     case Isa::Scalar: return &kScalar;
     case Isa::Avx2: return &kAvx2;
     case Isa::Avx512:
-    case Isa::Avx512Vnni: return &kAvx512;
+    case Isa::Avx512Vnni:
+    case Isa::Amx: return &kAvx512;
   }
   return nullptr;
 }
@@ -276,7 +300,7 @@ const F16wGemmConfig* f16w_gemm_config_for(Isa isa) {
 
 std::vector<const F16wGemmConfig*> f16w_gemm_config_variants(Isa isa) {
   if (!cpu_supports(isa)) return {};
-  if (isa == Isa::Avx512 || isa == Isa::Avx512Vnni) return {&kF16wAvx512, &kF16wAvx512Near};
+  if (isa == Isa::Avx512 || isa == Isa::Avx512Vnni || isa == Isa::Amx) return {&kF16wAvx512, &kF16wAvx512Near};
   return {f16w_gemm_config_for(isa)};
 }
 
@@ -307,7 +331,8 @@ const KvConfig* kv_config_for(Isa isa) {
     case Isa::Scalar: return &kKvScalar;
     case Isa::Avx2: return &kKvAvx2;
     case Isa::Avx512:
-    case Isa::Avx512Vnni: return &kKvAvx512;
+    case Isa::Avx512Vnni:
+    case Isa::Amx: return &kKvAvx512;
   }
   return nullptr;
 }
@@ -323,7 +348,8 @@ const VecMathConfig* vec_math_config_for(Isa isa) {
     case Isa::Scalar: return &kVecScalar;
     case Isa::Avx2: return &kVecAvx2;
     case Isa::Avx512:
-    case Isa::Avx512Vnni: return &kVecAvx512;
+    case Isa::Avx512Vnni:
+    case Isa::Amx: return &kVecAvx512;
   }
   return nullptr;
 }

@@ -149,6 +149,12 @@ void q4_gemv_ukernel_1x64c8__avx512(size_t mr, size_t nc, const Q4Weights& w, si
 template <Q4Act A, bool Z>
 void q4_gemm_ukernel_8x16c8__avx512vnni(size_t mr, size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a,
                                         float* c, size_t ldc);
+// AMX (int8 activations only): up to 64 rows a call on the tile unit, 16 at a
+// time; a remainder under 16 rows, or a kernel block that is not a multiple
+// of 32 (or over 512), on the VNNI tile.
+template <Q4Act A, bool Z>
+void q4_gemm_ukernel_64x16c32__amx(size_t mr, size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a,
+                                   float* c, size_t ldc);
 template <Q4Act A, bool Z>
 void q4_gemv_ukernel_1x64c8__avx512vnni(size_t mr, size_t nc, const Q4Weights& w, size_t panel, const Q4Acts& a,
                                         float* c, size_t ldc);
