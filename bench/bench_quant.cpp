@@ -48,6 +48,7 @@
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "quant/q4_gemm.h"
+#include "quant/ukernels/amx_tile_config.h"
 #include "quant/q8_gemm.h"
 
 namespace {
@@ -242,11 +243,6 @@ __attribute__((target("avx512f,avx512vnni"))) int32_t dpbusd_loop(int64_t iters)
 
 // `iters` rounds of four independent tdpbssd (C_ij += A_i·B_j, full 16 × 64
 // tiles: 16·16·64 multiply-adds each), no loads in the loop.
-struct alignas(64) AmxTileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 __attribute__((target("amx-tile,amx-int8"))) int32_t tdpbssd_loop(int64_t iters) {
   AmxTileConfig cfg;
   for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;

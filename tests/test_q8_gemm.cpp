@@ -356,7 +356,8 @@ void isa_case_9(Isa isa) {
 #define Q8_ISA_CASES(name, tags, body) \
   ONEBIT_ISA_CASE(name, tags, Scalar, body) \
   ONEBIT_ISA_CASE(name, tags, Avx2, body) \
-  ONEBIT_ISA_CASE(name, tags, Avx512Vnni, body)
+  ONEBIT_ISA_CASE(name, tags, Avx512Vnni, body) \
+  ONEBIT_ISA_CASE(name, tags, Amx, body)
 
 Q8_ISA_CASES("q8 gemm tile edges (M, N, K around MR, NR, the packing group)", "[q8]", isa_case_1)
 

@@ -199,6 +199,26 @@ const Q4GemmConfig& q4_amx_for_this_cpu() {
   return amx;
 }
 
+// The VNNI family's decode prefetch for this CPU: by vendor and generation.
+const Q8GemmConfig& q8_vnni_for_this_cpu() {
+  return cpu_features().amd() && cpu_features().family < 0x1A ? kQ8VnniL2 : kQ8Vnni;
+}
+
+// AMX: the VNNI family this CPU is given, its prompt tiles on the tile unit,
+// up to 32 rows a call (quant/ukernels/q8_gemm__amx.cpp).
+const Q8GemmConfig& q8_amx_for_this_cpu() {
+  static const Q8GemmConfig amx = [] {
+    Q8GemmConfig c = q8_vnni_for_this_cpu();
+    c.isa = Isa::Amx;
+    c.mr = 32;
+    c.gemm[0] = q8_gemm_ukernel_32x32c4__amx<false>;
+    c.gemm[1] = q8_gemm_ukernel_32x32c4__amx<true>;
+    c.gemm_name = "q8_gemm_ukernel_32x32c4__amx";
+    return c;
+  }();
+  return amx;
+}
+
 }  // namespace
 
 const Q8GemmConfig* q8_gemm_config_for(Isa isa) {
@@ -207,15 +227,15 @@ const Q8GemmConfig* q8_gemm_config_for(Isa isa) {
     case Isa::Scalar: return &kQ8Scalar;
     case Isa::Avx2:
     case Isa::Avx512: return &kQ8Avx2;  // no 512-bit family without VNNI
-    case Isa::Avx512Vnni:
-    case Isa::Amx: return cpu_features().amd() && cpu_features().family < 0x1A ? &kQ8VnniL2 : &kQ8Vnni;
+    case Isa::Avx512Vnni: return &q8_vnni_for_this_cpu();
+    case Isa::Amx: return &q8_amx_for_this_cpu();
   }
   return nullptr;
 }
 
 std::vector<const Q8GemmConfig*> q8_gemm_config_variants(Isa isa) {
   if (!cpu_supports(isa)) return {};
-  if (isa == Isa::Avx512Vnni || isa == Isa::Amx) return {&kQ8Vnni, &kQ8VnniL2};
+  if (isa == Isa::Avx512Vnni) return {&kQ8Vnni, &kQ8VnniL2};
   return {q8_gemm_config_for(isa)};
 }
 

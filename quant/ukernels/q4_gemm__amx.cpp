@@ -27,6 +27,7 @@
 // loaded at every call and released at its end (a thread keeps no tile
 // state between calls).
 
+#include "quant/ukernels/amx_tile_config.h"
 #include "quant/ukernels/q4_avx512.h"
 #include "quant/ukernels/q4_ukernels.h"
 #include "quant/ukernels/simd_avx512.h"
@@ -37,16 +38,6 @@ namespace {
 
 constexpr size_t kTileRows = 16, kChunk = 32;
 
-// The LDTILECFG operand, palette 1.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
-
 // Tiles by number (the intrinsics take literals). Blocks alternate between
 // two sets, so that the tile unit may sum block b + 1 while the vector unit
 // takes block b's float step: set P has C = P (16 × 16 int32) and B = 4 + P
@@ -55,7 +46,7 @@ static_assert(sizeof(TileConfig) == 64, "LDTILECFG reads 64 bytes");
 constexpr size_t kSets = 2;
 
 void load_tile_config() {
-  TileConfig t;
+  AmxTileConfig t;
   for (int c = 0; c < 2; ++c) t.colsb[c] = 64, t.rows[c] = kTileRows;
   t.colsb[3] = kChunk, t.rows[3] = kTileRows;
   for (int b = 4; b < 6; ++b) t.colsb[b] = 64, t.rows[b] = kChunk / 4;

@@ -92,6 +92,13 @@ template <bool XS>
 void q8_gemm_ukernel_8x32c4__avx512vnni(size_t mr, size_t nc, size_t k, const void* a, size_t lda,
                                         const uint8_t* w, size_t panel_stride, size_t m0, size_t n0,
                                         const Q8Epilogue& ep, void* c, size_t ldc);
+// AMX: up to 32 rows × 32 columns a call on the tile unit, 16 rows at a
+// time, on the VNNI family's packing; rows past the last whole 16 on the
+// VNNI tile.
+template <bool XS>
+void q8_gemm_ukernel_32x32c4__amx(size_t mr, size_t nc, size_t k, const void* a, size_t lda, const uint8_t* w,
+                                  size_t panel_stride, size_t m0, size_t n0, const Q8Epilogue& ep, void* c,
+                                  size_t ldc);
 template <bool XS>
 void q8_gemv_streams_ukernel_1x16s4__avx512vnni(size_t streams, size_t k, const void* a, const uint8_t* const* w,
                                                 const size_t* n0, const size_t* nc, const Q8Epilogue& ep,
