@@ -19,9 +19,9 @@
 // with such an int8 block), run the VNNI family's tile.
 //
 // Measured against the VNNI tile on a Xeon with AMX: 1.3–1.4× the GEMM's
-// speed at 64 and 256 rows (docs/BENCHMARK.md "AMX for the 4-bit prompt
-// GEMMs"). The tile unit's share is bounded by block 32: every 16 × 16 × 32
-// product must leave the tile for its own float step.
+// speed at 64 and 256 rows (docs/BENCHMARK.md "AMX: the int8 prompt GEMMs
+// on the tile unit"). Block 32 bounds it: every 16 × 16 × 32 product must
+// leave the tile for its own float step.
 //
 // Compiled with AVX-512 VNNI and AMX flags; the tile configuration is
 // loaded at every call and released at its end (a thread keeps no tile
