@@ -33,6 +33,13 @@
 // thread) = the same bytes per second of the calling thread's CPU time,
 // i.e. the speed of an idle core on a machine other processes load.
 #include <benchmark/benchmark.h>
+// GCC 12's AVX-512 headers trip -Wuninitialized inside their own
+// _mm*_undefined_* helpers (GCC bug 105593), as quant/ukernels/simd_avx512.h
+// says; the warning is about them.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <time.h>
