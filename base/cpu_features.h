@@ -44,8 +44,8 @@ const CpuFeatures& cpu_features();
 //   avx2        AVX2 + FMA + F16C (x86-64-v3, the build's baseline)
 //   avx512      avx2 + AVX-512 F, BW, DQ, VL
 //   avx512vnni  avx512 + AVX-512 VNNI
-//   amx         avx512vnni + AMX-INT8 (the prompt tiles of the 4-bit GEMM;
-//               every other family is avx512vnni's)
+//   amx         avx512vnni + AMX-INT8 (the int8 prompt tiles of the 4-bit
+//               and A8W8 GEMMs; every other family is avx512vnni's)
 bool cpu_supports(Isa isa);
 // What `isa` needs that this CPU lacks, e.g. "avx512vnni"; empty if none.
 std::string cpu_missing(Isa isa);

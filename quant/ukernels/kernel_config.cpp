@@ -6,8 +6,9 @@
 //               (exact for 4-bit weights), Q4 float by FMA
 //   avx512      as avx2 for the int8 paths, AVX-512 FMA for Q4 float
 //   avx512vnni  vpdpbusd for every int8 path, AVX-512 FMA for Q4 float
-//   amx         avx512vnni, with the Q4 int8 prompt tiles on the AMX tile
-//               unit (tdpbusd / tdpbssd); every other family avx512vnni's
+//   amx         avx512vnni, with the int8 prompt tiles of Q4 and A8W8 on
+//               the AMX tile unit (tdpbusd / tdpbssd / tdpbsud); every
+//               other family avx512vnni's
 // AVX-VNNI on 256-bit registers (this CPU has it too) is not used: every
 // CPU with it here also has the 512-bit form.
 #include "quant/ukernels/kernel_config.h"
