@@ -17,6 +17,8 @@
 //                 1 = int8-block, 2 = float).
 //   q4_block/…    hot prompt rows (M 64 and 256) with int8-block activations,
 //                 the default (--act-precision auto).
+//   q4_block128/… the same with weight blocks of 128 (onnxruntime's
+//                 MatMulNBitsQuantizer default) instead of 32.
 //   q8_gemm/…, q8_gemm_cold/…   the same for the q8 GEMM (int8 × int8, float out).
 //   vnni_peak/threads   the int8 peak the prompt rows are measured against:
 //                 a bare loop of independent 512-bit vpdpbusd (64
@@ -125,27 +127,27 @@ void counters(benchmark::State& state, double cpu_seconds, size_t weight_bytes, 
     state.counters["cpuGB/s"] = double(weight_bytes) * double(state.iterations()) / cpu_seconds / 1e9;
 }
 
-// A Q4NX int4 weight with block 32 and random codes and scales.
-Q4Gemm make_q4(size_t k, size_t n, Q4Act act, ThreadPool* pool) {
+// A Q4NX int4 weight with random codes and scales, blocks of `block` along K.
+Q4Gemm make_q4(size_t k, size_t n, Q4Act act, ThreadPool* pool, size_t block = 32) {
   std::mt19937 rng(1);
   std::vector<uint8_t> codes((k * n + 1) / 2);
   for (uint8_t& b : codes) b = static_cast<uint8_t>(rng());
-  std::vector<float> scales = random_floats((k + 31) / 32 * n, 2);
+  std::vector<float> scales = random_floats((k + block - 1) / block * n, 2);
   Q4OnnxWeight w;
   w.k = k;
   w.n = n;
   w.data = codes.data();
-  w.block_size = 32;
+  w.block_size = block;
   w.scales = scales.data();
   Q4GemmOptions opt;
   opt.act = act;
   return Q4Gemm(q4_gemm_config(), w, opt, pool);
 }
 
-void run_q4(benchmark::State& state, Q4Act act, bool cold) {
+void run_q4(benchmark::State& state, Q4Act act, bool cold, size_t block = 32) {
   const size_t k = size_t(state.range(0)), n = size_t(state.range(1)), m = size_t(state.range(2));
   ThreadPool pool(int(state.range(3)));
-  const Q4Gemm gemm = make_q4(k, n, act, &pool);
+  const Q4Gemm gemm = make_q4(k, n, act, &pool, block);
   const std::vector<float> x = random_floats(m * k, 3);
   std::vector<float> y(m * n);
   Mem ws = alloc(gemm.workspace_bytes(m));
@@ -161,6 +163,7 @@ void run_q4(benchmark::State& state, Q4Act act, bool cold) {
 void BM_q4(benchmark::State& state) { run_q4(state, Q4Act::kInt8Row, false); }
 void BM_q4_cold(benchmark::State& state) { run_q4(state, Q4Act::kInt8Row, true); }
 void BM_q4_block(benchmark::State& state) { run_q4(state, Q4Act::kInt8Block, false); }
+void BM_q4_block128(benchmark::State& state) { run_q4(state, Q4Act::kInt8Block, false, 128); }
 void BM_q4_act(benchmark::State& state) {
   const Q4Act act = static_cast<Q4Act>(state.range(2));
   state.counters["act"] = double(state.range(2));
@@ -366,6 +369,7 @@ BENCHMARK(BM_q4)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_q4_cold)->Apply(cold_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_q4_act)->Apply(act_args)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_q4_block)->Apply(block_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_q4_block128)->Apply(block_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_vnni_peak)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_amx_peak)->ArgNames({"threads"})->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_q8_gemm)->Apply(gemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
