@@ -68,7 +68,7 @@ template <bool XS, int T, int P>
 void tiles(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, size_t ps, size_t m0, size_t n0,
            const Q8Epilogue& ep, void* c, size_t ldc) {
   constexpr size_t R = kTileRows * T;
-  const uint8_t* w1 = w + ps;
+  const uint8_t* w1 = P == 2 ? w + ps : w;  // one panel: no pointer past the weights
   load_tile_config();
   _tile_zero(0);
   if constexpr (P == 2) _tile_zero(1);
