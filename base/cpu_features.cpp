@@ -112,6 +112,14 @@ Isa isa_limit() {
 
 void set_isa_limit(Isa cap) { g_cap.store(static_cast<int>(cap), std::memory_order_relaxed); }
 
+std::string set_isa_limit_named(std::string_view name) {
+  if (name.empty()) return "";
+  const std::optional<Isa> isa = parse_isa(name);
+  if (!isa) return "ONEBIT_ISA=" + std::string(name) + " is not a kernel family; valid: " + isa_names();
+  set_isa_limit(*isa);
+  return "";
+}
+
 std::string isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";

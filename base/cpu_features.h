@@ -55,6 +55,11 @@ Isa isa_limit();
 // Caps isa_limit(). Call before the first kernel config is read (configs
 // are chosen once); a cap above what the CPU supports changes nothing.
 void set_isa_limit(Isa cap);
+// set_isa_limit by the level's name, as ONEBIT_ISA gives it (empty: no
+// cap). Returns "" or, when `name` is no level, the error to report
+// ("ONEBIT_ISA=… is not a kernel family; valid: …"), the limit unchanged.
+// The CLI, the tests' main and the kernel benchmarks' main apply it.
+std::string set_isa_limit_named(std::string_view name);
 
 std::string isa_name(Isa isa);
 // One line for benchmark records, e.g. "AuthenticAMD family 0x19, kernels

@@ -7,7 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
+#include <string>
 
 #include "base/cpu_features.h"
 
@@ -16,14 +16,9 @@ namespace onebit::bench {
 // Applies ONEBIT_ISA; false (after saying why) when it names no level.
 inline bool apply_isa_env() {
   const char* name = std::getenv("ONEBIT_ISA");
-  if (!name || !*name) return true;
-  const std::optional<Isa> isa = parse_isa(name);
-  if (!isa) {
-    std::fprintf(stderr, "ONEBIT_ISA=%s is not a kernel family; valid: %s\n", name, isa_names().c_str());
-    return false;
-  }
-  set_isa_limit(*isa);
-  return true;
+  const std::string error = set_isa_limit_named(name ? name : "");
+  if (!error.empty()) std::fprintf(stderr, "%s\n", error.c_str());
+  return error.empty();
 }
 
 }  // namespace onebit::bench

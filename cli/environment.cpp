@@ -46,11 +46,7 @@ const Environment& environment() {
 }
 
 void apply_isa_cap() {
-  const std::string& name = environment().isa;
-  if (name.empty()) return;
-  const std::optional<Isa> isa = parse_isa(name);
-  if (!isa) fail("ONEBIT_ISA={} is not a kernel family; valid: {}", name, isa_names());
-  set_isa_limit(*isa);
+  if (const std::string error = set_isa_limit_named(environment().isa); !error.empty()) fail("{}", error);
 }
 
 CLI::Validator one_of(std::vector<std::string> names) {

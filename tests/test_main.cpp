@@ -13,17 +13,16 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "base/cpu_features.h"
 
 int main(int argc, char** argv) {
   if (const char* cap = std::getenv("ONEBIT_ISA")) {
-    const auto isa = onebit::parse_isa(cap);
-    if (!isa) {
-      std::fprintf(stderr, "ONEBIT_ISA=%s is not a kernel family; valid: %s\n", cap, onebit::isa_names().c_str());
+    if (const std::string error = onebit::set_isa_limit_named(cap); !error.empty()) {
+      std::fprintf(stderr, "%s\n", error.c_str());
       return 2;
     }
-    onebit::set_isa_limit(*isa);
   }
   return Catch::Session().run(argc, argv);
 }

@@ -213,6 +213,20 @@ TEST_CASE("sgemm: the chosen family is the best this CPU runs", "[sgemm]") {
   CHECK(sgemm_config_for(Isa::Scalar) != nullptr);
 }
 
+TEST_CASE("isa: a cap given by name as ONEBIT_ISA gives it, and a name that is no level refused", "[isa]") {
+  // The one function the CLI, the tests' main and the benchmarks' main apply.
+  const Isa before = isa_limit();
+  CHECK(set_isa_limit_named("").empty());
+  CHECK(isa_limit() == before);
+  CHECK(set_isa_limit_named("avx9") == "ONEBIT_ISA=avx9 is not a kernel family; valid: " + isa_names());
+  CHECK(isa_limit() == before);
+  CHECK(isa_names() == "scalar, avx2, avx512, avx512vnni, amx");
+  CHECK(set_isa_limit_named("scalar").empty());
+  CHECK(isa_limit() == Isa::Scalar);
+  CHECK(set_isa_limit_named(isa_name(before)).empty());
+  CHECK(isa_limit() == before);
+}
+
 TEST_CASE("sgemm: Qwen3 projection shapes", "[sgemm]") {
   ThreadPool pool(2);
   const SgemmConfig& cfg = sgemm_config();
