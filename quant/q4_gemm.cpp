@@ -147,22 +147,20 @@ void Q4Gemm::run_group(const Q4Gemm* const* gemms, size_t count, size_t m, Q4Act
     }
   });
 
-  auto acts_at = [&](size_t i) {
-    Q4Acts a;
-    a.data = rows + i * rb;
-    a.lda = act == Q4Act::kFloat ? rb / sizeof(float) : rb;
-    a.blocks = blocks;
-    if (act == Q4Act::kInt8Row) {
-      a.scale = scale + i;
-      a.zero = zero + i;
-    } else if (act == Q4Act::kInt8Block) {
-      a.scale = scale + i * blocks;
-      a.qbias = qbias + i * blocks;
-    } else {
-      a.bsum = scale + i * blocks;
-    }
-    return a;
-  };
+  Q4Acts first_row;
+  first_row.data = rows;
+  first_row.lda = act == Q4Act::kFloat ? rb / sizeof(float) : rb;
+  first_row.blocks = blocks;
+  if (act == Q4Act::kInt8Row) {
+    first_row.scale = scale;
+    first_row.zero = zero;
+  } else if (act == Q4Act::kInt8Block) {
+    first_row.scale = scale;
+    first_row.qbias = qbias;
+  } else {
+    first_row.bsum = scale;
+  }
+  auto acts_at = [&](size_t i) { return q4_acts_from_row(first_row, act, i); };
   const Q4GemmConfig& cfg = *g0.config_;
   const int ai = static_cast<int>(act);
   const bool worth = double(m) * double(k_) * double(n_all) >= kMinParallelMacs;

@@ -712,8 +712,9 @@ TEST_CASE("q4: float16 scales where every scale is one, bit for bit the float32 
   // is exactly a normal float16 (or zero): half the scale bytes, the same
   // values, so every output equals that of the same family reading them as
   // float32 (its config copy without f16_scales), on every path: the prompt
-  // tile (m 5, 9), the one-row gemv and the streams kernel (m 1), every
-  // activation precision, zero points or not, blocked or per channel.
+  // tile (m 5, 9; 17 reaches the AMX tiles), the one-row gemv and the
+  // streams kernel (m 1), every activation precision, zero points or not,
+  // blocked or per channel.
   int checked = 0;
   ThreadPool two(2);
   for (Isa isa : kIsas)

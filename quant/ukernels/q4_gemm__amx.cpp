@@ -158,20 +158,6 @@ void tiles(size_t rows, size_t nc, const Q4Weights& w, size_t panel, const Q4Act
   for (size_t r = 0; r < rows; ++r) finish<A>(_mm512_load_ps(y[r]), w, panel * 16, a, r, nc, c + r * ldc);
 }
 
-// Rows [r, r + mr) of a call as a call of their own.
-Q4Acts rows_from(const Q4Acts& a, Q4Act act, size_t r) {
-  Q4Acts part = a;
-  part.data = static_cast<const uint8_t*>(a.data) + r * a.lda;
-  if (act == Q4Act::kInt8Row) {
-    part.scale = a.scale + r;
-    part.zero = a.zero + r;
-  } else {
-    part.scale = a.scale + r * a.blocks;
-    part.qbias = a.qbias + r * a.blocks;
-  }
-  return part;
-}
-
 }  // namespace
 
 template <Q4Act A, bool Z>
@@ -181,13 +167,13 @@ void q4_gemm_ukernel_64x16c32__amx(size_t mr, size_t nc, const Q4Weights& w, siz
   if (w.kblock % kChunk == 0 && w.kblock <= kSegmentK)
     while (mr - r >= kTileRows) {
       const size_t rows = (mr - r < kMaxRows ? mr - r : kMaxRows) / kTileRows * kTileRows;
-      tiles<A, Z>(rows, nc, w, panel, rows_from(a, A, r), c + r * ldc, ldc);
+      tiles<A, Z>(rows, nc, w, panel, q4_acts_from_row(a, A, r), c + r * ldc, ldc);
       r += rows;
     }
   // The VNNI tile, 8 rows at a time.
   for (; r < mr; r += 8)
-    q4_gemm_ukernel_8x16c8__avx512vnni<A, Z>(mr - r < 8 ? mr - r : 8, nc, w, panel, rows_from(a, A, r), c + r * ldc,
-                                             ldc);
+    q4_gemm_ukernel_8x16c8__avx512vnni<A, Z>(mr - r < 8 ? mr - r : 8, nc, w, panel, q4_acts_from_row(a, A, r),
+                                             c + r * ldc, ldc);
 }
 
 #define INSTANTIATE(A, Z)                                                                                 \

@@ -83,6 +83,25 @@ struct Q4Acts {
   size_t blocks = 0;              // row stride of the per-block arrays
 };
 
+// Rows from r on of a call's activations `a` (precision `act`), as a call of
+// their own: the data and the per-row arrays move on r rows. Internal
+// linkage, as q4_panel below.
+static inline Q4Acts q4_acts_from_row(const Q4Acts& a, Q4Act act, size_t r) {
+  Q4Acts part = a;
+  const size_t elem = act == Q4Act::kFloat ? sizeof(float) : 1;
+  part.data = static_cast<const uint8_t*>(a.data) + r * a.lda * elem;
+  if (act == Q4Act::kInt8Row) {
+    part.scale = a.scale + r;
+    part.zero = a.zero + r;
+  } else if (act == Q4Act::kInt8Block) {
+    part.scale = a.scale + r * a.blocks;
+    part.qbias = a.qbias + r * a.blocks;
+  } else {
+    part.bsum = a.bsum + r * a.blocks;
+  }
+  return part;
+}
+
 // Where panel p's codes, scales and zero points (null: every z' is 8) start.
 // Internal linkage: the ISA files include this under their own flags.
 struct Q4Panel {

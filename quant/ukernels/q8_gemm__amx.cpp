@@ -45,14 +45,14 @@ void load_tile_config() {
     else _tile_dpbusd(c, a, b);                 \
   } while (0)
 
-// One chunk of 64 k: A rows at a (stride lda), B panels at b0, b1 (stride
-// 64), into the T × P C tiles.
+// One chunk of 64 k: A rows at a (stride lda), B panels' groups at b0, b1,
+// into the T × P C tiles.
 template <bool XS, int T, int P>
-inline void chunk(const uint8_t* a, size_t lda, const uint8_t* b0, const uint8_t* b1, size_t ldb) {
+inline void chunk(const uint8_t* a, size_t lda, const uint8_t* b0, const uint8_t* b1) {
   _tile_loadd(4, a, lda);
   if constexpr (T == 2) _tile_loadd(5, a + kTileRows * lda, lda);
-  _tile_loadd(6, b0, ldb);
-  if constexpr (P == 2) _tile_loadd(7, b1, ldb);
+  _tile_loadd(6, b0, kGroup);
+  if constexpr (P == 2) _tile_loadd(7, b1, kGroup);
   ONEBIT_TILE_DOT(XS, 0, 4, 6);
   if constexpr (P == 2) ONEBIT_TILE_DOT(XS, 1, 4, 7);
   if constexpr (T == 2) {
@@ -78,7 +78,7 @@ void tiles(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, 
   }
   const size_t whole = k / kChunk * kChunk;
   for (size_t k0 = 0; k0 < whole; k0 += kChunk)
-    chunk<XS, T, P>(a + k0, lda, w + k0 / 4 * kGroup, w1 + k0 / 4 * kGroup, kGroup);
+    chunk<XS, T, P>(a + k0, lda, w + k0 / 4 * kGroup, w1 + k0 / 4 * kGroup);
   if (whole < k) {
     // The last chunk from zeroed copies: the activations' tail bytes, and
     // the panels' remaining groups (Kr/4 of them in all).
@@ -89,7 +89,7 @@ void tiles(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, 
     const size_t groups = (k - whole + 3) / 4;
     std::memcpy(bt[0], w + whole / 4 * kGroup, groups * kGroup);
     if constexpr (P == 2) std::memcpy(bt[1], w1 + whole / 4 * kGroup, groups * kGroup);
-    chunk<XS, T, P>(at[0], kChunk, bt[0][0], bt[1][0], kGroup);
+    chunk<XS, T, P>(at[0], kChunk, bt[0][0], bt[1][0]);
   }
   alignas(64) int32_t raw[R][P * 16];
   _tile_stored(0, raw[0], P * 64);
