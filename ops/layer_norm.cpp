@@ -207,8 +207,8 @@ class ChannelNormKernel : public Kernel {
   void run(RunContext& ctx) override {
     const Tensor& X = ctx.input(0);
     const int64_t n = X.dim(0), c = X.dim(1), spatial = dims_product(X.shape(), 2, X.rank());
+    if (n * c * spatial == 0) return;  // before c / g: no channels means g = c = 0 (InstanceNormalization)
     const int64_t g = group_norm_ ? groups_ : c, cpg = c / g, len = cpg * spatial;
-    if (n * c * spatial == 0) return;
     const double eps = epsilon_;
     const bool per_group = per_group_;
     dispatch_float(X.dtype(), name_, [&](auto tag) {

@@ -153,3 +153,14 @@ TEST_CASE("InstanceNormalization normalises each channel", "[layer_norm][instanc
   for (size_t i = 0; i < 12; ++i) want[i] = norm[i] * static_cast<double>(i / 4 + 1) + static_cast<double>(i / 4);
   CHECK(all_close(to_doubles(y), want, 1e-5, 1e-6));
 }
+
+TEST_CASE("InstanceNormalization and GroupNormalization of empty tensors are empty", "[layer_norm][instance_norm]") {
+  // No channels: InstanceNormalization's groups are the channels, 0 of them.
+  CHECK(OpTest("InstanceNormalization", 17).input(make_tensor<float>({2, 0, 3}, {})).input(make_tensor<float>({0}, {}))
+            .input(make_tensor<float>({0}, {})).run1().shape() == Shape{2, 0, 3});
+  CHECK(OpTest("InstanceNormalization", 17).input(make_tensor<float>({0, 2, 3}, {})).input(make_tensor<float>({2}, {1, 1}))
+            .input(make_tensor<float>({2}, {0, 0})).run1().shape() == Shape{0, 2, 3});
+  CHECK(OpTest("GroupNormalization", 21).attr("num_groups", int64_t{2}).input(make_tensor<float>({1, 4, 0}, {}))
+            .input(make_tensor<float>({4}, {1, 1, 1, 1})).input(make_tensor<float>({4}, {0, 0, 0, 0})).run1().shape() ==
+        Shape{1, 4, 0});
+}
