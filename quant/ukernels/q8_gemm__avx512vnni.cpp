@@ -61,7 +61,7 @@ void tile(size_t nc, size_t k, const uint8_t* a, size_t lda, const uint8_t* w, s
     acc0[r] = _mm512_setzero_si512();
     if constexpr (P == 2) acc1[r] = _mm512_setzero_si512();
   }
-  const uint8_t* w1 = w + ps;
+  const uint8_t* w1 = P == 2 ? w + ps : w;  // with one panel, no pointer past it is formed
   // The K tail first: after the main loop it makes GCC 12 copy every
   // accumulator between registers on each iteration.
   const size_t groups = k / 4;
