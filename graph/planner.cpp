@@ -293,7 +293,7 @@ bool Planner::regrow(Plan& p, const std::vector<const Tensor*>& inputs) const {
   gr.undo.clear();
   const int64_t* delta = gr.dims.data();
   size_t changed = 0, done = 0;
-  int64_t folds = 0;
+  int64_t folds = 0, reshaped = 0;
   bool holds = true;
   for (; done < gr.steps.size() && holds; ++done) {
     const Plan::Growth::Step& st = gr.steps[done];
@@ -304,6 +304,11 @@ bool Planner::regrow(Plan& p, const std::vector<const Tensor*>& inputs) const {
       delta += vp.rank();
       holds = holds && vp.count() >= 0 &&
               (vp.offset < 0 || std::max<size_t>(1, dtype_bytes(vp.dtype, vp.count())) <= vp.slot_bytes);
+    }
+    if (st.reshape) {
+      ++reshaped;
+      holds = holds && reshaped_as_grown(p, static_cast<size_t>(st.node));
+      continue;
     }
     if (!st.fold) continue;
     ++folds;
@@ -333,9 +338,29 @@ bool Planner::regrow(Plan& p, const std::vector<const Tensor*>& inputs) const {
     return false;
   }
   gr.undo.clear();
-  p.patched_nodes = 0;
+  p.patched_nodes = reshaped;
   p.refolded_nodes = folds;
   p.regrown = true;
+  return true;
+}
+
+bool Planner::reshaped_as_grown(const Plan& p, size_t n) const {
+  const Node& node = g_.nodes[n];
+  const NodePlan& np = p.nodes[n];
+  bool all_known = true;
+  const ReshapeContext* rc = reshape_node(p, n, all_known);
+  if (!rc || rc->data_read() != np.reads_data || rc->workspace() > np.workspace_bytes) return false;
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    const int v = node.outputs[o];
+    if (v < 0) continue;
+    const OutputPlan& op = rc->outputs()[o];
+    const ValuePlan& vp = p.value(v);
+    if (op.dtype != vp.dtype || op.held != vp.held || op.shape != vp.shape()) return false;
+    if (!op.held && !g_.value(v).is_output) {  // views as patch() has them
+      const int src = op.alias_of >= 0 ? node.inputs[static_cast<size_t>(op.alias_of)] : -1;
+      if (src != vp.alias_of || (src >= 0 && op.alias_offset != vp.alias_offset)) return false;
+    }
+  }
   return true;
 }
 
@@ -400,13 +425,16 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       return true;
     }
     if (np.mode != NodePlan::Mode::Static && np.mode != NodePlan::Mode::Folded) return false;
-    if (np.mode == NodePlan::Mode::Static && !kernels_[n]->follows_growth()) repeatable = false;
-    rec.steps.push_back(
-        {static_cast<int>(n), np.mode == NodePlan::Mode::Folded, static_cast<uint32_t>(rec.values.size()), 0});
+    // A static node the repeat must reshape again: one that does not follow
+    // growth (asked after this reshape: the answer may depend on the shapes)
+    // or views an input (below).
+    rec.steps.push_back({static_cast<int>(n), np.mode == NodePlan::Mode::Folded, false,
+                         static_cast<uint32_t>(rec.values.size()), 0});
     bool all_known = true;
     const ReshapeContext* rc = reshape_node(p, n, all_known);
     if (!rc) return false;
     np.reads_data = rc->data_read();
+    if (np.mode == NodePlan::Mode::Static && !kernels_[n]->follows_growth()) rec.steps.back().reshape = true;
     size_t out_bytes = 0;
     bool holds = false;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -420,7 +448,7 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       record_delta(rec.dims, vp, op.shape);
       rec.values.push_back(v);
       ++rec.steps.back().values;
-      if (np.mode == NodePlan::Mode::Static && (vp.alias_of >= 0 || op.alias_of >= 0)) repeatable = false;
+      if (np.mode == NodePlan::Mode::Static && (vp.alias_of >= 0 || op.alias_of >= 0)) rec.steps.back().reshape = true;
       if (np.mode == NodePlan::Mode::Static && !op.held && !g_.value(v).is_output) {
         const int src = op.alias_of >= 0 ? node.inputs[static_cast<size_t>(op.alias_of)] : -1;
         if (src != vp.alias_of) return false;

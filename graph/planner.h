@@ -106,23 +106,27 @@ struct Plan {
   bool patchable = true;
   int64_t patched_nodes = 0;   // nodes the last patch reshaped (folded again or not), or passed through (dynamic)
   int64_t refolded_nodes = 0;  // folds the last patch evaluated again
-  bool regrown = false;        // the last patch repeated the growth before it (Growth): nothing reshaped
+  bool regrown = false;        // the last patch repeated the growth before it (Growth): only its checked nodes reshaped
 
-  // The last patch, kept so the next may repeat it without reshaping: a
-  // steady decode step grows each input by what the step before grew it
-  // (the past by one). Kept when every static node that patch reached
-  // follows growth (Kernel::follows_growth: its outputs' dims are its
-  // inputs' plus constants) and views no input. The repeat grows those
-  // nodes' outputs by the same deltas (by induction in graph order, exactly
-  // what a reshape would give them) and evaluates the folds it reached
-  // again; a fold whose shape does not grow by its delta, or whose data
-  // changes where it did not (or not where it did), would reach other
+  // The last patch, kept so the next may repeat it: a steady decode step
+  // grows each input by what the step before grew it (the past by one).
+  // The repeat grows the outputs of the nodes that patch reached by the
+  // same deltas. A static node that follows growth (Kernel::follows_growth:
+  // its outputs' dims are its inputs' plus constants) and views no input is
+  // not reshaped: by induction in graph order its outputs grow exactly as a
+  // reshape would give them. The others are checked: each fold reached is
+  // evaluated again, each other static node (a view, or one whose shapes
+  // follow its inputs' values: the mask chains transformers 4.x exports
+  // build from attention_mask) reshaped again. One whose outputs do not
+  // grow by their deltas, whose view or workspace moves, or a fold whose
+  // data changes where it did not (or not where it did), would reach other
   // nodes: the plan is then put back as it was and patched node by node.
   struct Growth {
     bool valid = false;
     struct Step {
       int node;
       bool fold;
+      bool reshape;                // a static node reshaped again and checked (not fold, not following growth)
       uint32_t values_at, values;  // its present outputs: `values` of them from values[values_at]
     };
     std::vector<int64_t> inputs;   // per graph input, per dim: its delta
@@ -190,6 +194,11 @@ class Planner {
   // they did not grow as the inputs of the patch before or the folds do not
   // follow. A fold that throws leaves `p` unusable.
   bool regrow(Plan& p, const std::vector<const Tensor*>& inputs) const;
+  // Static node n reshaped again at a repeat (Plan::Growth::Step::reshape),
+  // its inputs and outputs grown: true when the reshape gives the outputs
+  // their grown shapes, their views and dtypes as they are, a workspace
+  // within the node's and the same values read.
+  bool reshaped_as_grown(const Plan& p, size_t n) const;
   // Node n evaluated again while patching, timed when profiling.
   std::vector<Tensor> refold(const Plan& p, size_t n) const;
   // The reshape of node n from the plan's current input dtypes, shapes and

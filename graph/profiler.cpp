@@ -11,7 +11,7 @@ namespace onebit {
 
 void Profiler::reset() {
   std::fill(node_ms_.begin(), node_ms_.end(), 0.0);
-  runs_ = plans_ = patches_ = patch_nodes_ = patch_folds_ = regrown_ = 0;
+  runs_ = plans_ = patches_ = patch_nodes_ = patch_folds_ = regrown_ = regrown_nodes_ = 0;
   plan_ms_ = patch_ms_ = node_total_ms_ = 0;
 }
 
@@ -38,9 +38,13 @@ std::string Profiler::report(const Graph& g, const std::vector<std::unique_ptr<K
       "shapes{}\n",
       total, runs_, plan_ms_, plans_, patch_ms_, patches_,
       patches_ > 0 ? fmt::format(" ({:.0f} nodes reshaped and {:.0f} folds evaluated again each, their time counted "
-                                 "above; {} grown as the step before, reshaping nothing)",
+                                 "above; {} grown as the step before, {})",
                                  double(patch_nodes_) / double(patches_), double(patch_folds_) / double(patches_),
-                                 regrown_)
+                                 regrown_,
+                                 regrown_nodes_ == 0
+                                     ? std::string("reshaping nothing")
+                                     : fmt::format("reshaping {:.0f} nodes each", double(regrown_nodes_) /
+                                                                                    double(regrown_)))
                    : std::string());
   for (const auto& [op, r] : rows) {
     if (r.ms <= 0) continue;

@@ -29,13 +29,15 @@ class Profiler {
   }
   // A kept plan moved to new shapes (Planner::patch): `ms` in all, of which
   // the folds it evaluated again were added to their nodes (add_node);
-  // `reshaped` nodes, `refolded` folds, `regrown` without reshaping.
+  // `reshaped` nodes, `refolded` folds, `regrown` as the patch before
+  // (Plan::Growth: reshaping only the nodes it checks).
   void add_patch(double ms, int64_t reshaped, int64_t refolded, bool regrown) {
     patch_ms_ += ms;
     ++patches_;
     patch_nodes_ += reshaped;
     patch_folds_ += refolded;
     regrown_ += regrown;
+    regrown_nodes_ += regrown ? reshaped : 0;
   }
   // The time add_node was given during the patch now being timed (the
   // session takes it out of the patch's).
@@ -56,7 +58,8 @@ class Profiler {
   double patch_ms_ = 0;          // time patching them
   int64_t patch_nodes_ = 0;      // nodes they reshaped (folds among them) or passed through
   int64_t patch_folds_ = 0;      // folds they evaluated again (timed as those nodes' runs)
-  int64_t regrown_ = 0;          // patches that reshaped nothing (Plan::Growth)
+  int64_t regrown_ = 0;          // patches that repeated the growth before (Plan::Growth)
+  int64_t regrown_nodes_ = 0;    // nodes those reshaped (the ones a repeat checks)
   double node_total_ms_ = 0;     // all add_node was given
 };
 

@@ -239,6 +239,7 @@ class GqaMatMulKernel : public Kernel {
     const Tensor* target = ctx.has_input(3) ? &ctx.value(3) : nullptr;
     const Checked c = check(ctx.dtype(0), ctx.dtype(1), ctx.shape(0), ctx.shape(1), expand, target,
                             softmax_ ? ctx.dtype(5) : DType::Undefined, softmax_ ? &ctx.shape(5) : nullptr);
+    mask_rows_ = c.rows;
     const Shape scores(c.y, c.y + 4);
     if (mix_) {
       check_head_stride(ctx, 7);
@@ -254,10 +255,13 @@ class GqaMatMulKernel : public Kernel {
   }
 
   // A plan may grow this node without reshaping it: run() checks what
-  // reshape() does (check() below) on the tensors it is bound to. Not with
-  // mask_any_shape: whether the mask is rows over the scores (and so the
-  // output's shape and the workspace) may change as they grow.
-  bool follows_growth() const override { return !any_mask_; }
+  // reshape() does (check() below) on the tensors it is bound to. With
+  // mask_any_shape only while the last reshape found the mask rows over the
+  // scores: a mask that is not gives an output (and a workspace) of the
+  // broadcast shape, which need not follow growth. (Should a grown mask
+  // stop being rows, run() refuses the output or the workspace it was bound
+  // to, by name.)
+  bool follows_growth() const override { return !any_mask_ || mask_rows_; }
 
   void run(RunContext& ctx) override {
     const Tensor& A = ctx.input(0);
@@ -974,6 +978,7 @@ class GqaMatMulKernel : public Kernel {
   bool trans_b_, allowzero_, state_, masked_, softmax_, nan_to_zero_;
   int64_t kv_repeat_;  // 0: the repeat's shapes are inputs 2 and 3 (or there is none)
   bool any_mask_, mask_to_keys_;
+  bool mask_rows_ = true;  // the last reshape's mask was rows over the scores (or there was none)
   int64_t mask_axis_;  // the axis mask_to_keys cuts (negative from the back)
   bool mix_;           // values as inputs 6 and 7: the output is P·V (run_mix)
   // run_mix's heads, reused: skip, the value row it multiplies up to at

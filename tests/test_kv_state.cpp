@@ -478,13 +478,14 @@ TEST_CASE("plan patching: a decode loop reuses the reserved plan and runs bit-id
   }
 }
 
-TEST_CASE("plan patching: a value whose data alone changed reaches only the nodes that fold or read it", "[plan]") {
-  // x's length L reaches, folded each step: Shape -> Gather -> Unsqueeze ->
-  // Cast -> Add(z, L), a static node whose reshape reads shapes only (not
-  // reshaped: it runs on the new L); Concat -> Reshape(x, [L, 1]), whose
-  // reshape reads the shape's data; Div(L, 4) -> Expand(w, [L / 4]), whose
-  // data changes every fourth step. Patched plans must give what plans built
-  // afresh give, and reshape exactly the nodes that need it.
+namespace {
+
+// x's length L reaches, folded each step: Shape -> Gather -> Unsqueeze ->
+// Cast -> Add(z, L), a static node whose reshape reads shapes only (not
+// reshaped: it runs on the new L); Concat -> Reshape(x, [L, 1]), a view
+// whose reshape reads the shape's data; Div(L, 4) -> Expand(w, [L / 4]),
+// whose data changes every fourth step.
+std::string data_only_model() {
   ModelBuilder b;
   b.input("x", kFloat, {1, -1}).input("z", kFloat, {1, 4}).input("w", kFloat, {1});
   b.output("y1", kFloat, {1, 4}).output("y2", kFloat, {-1, 1}).output("y3", kFloat, {-1});
@@ -503,9 +504,18 @@ TEST_CASE("plan patching: a value whose data alone changed reaches only the node
   b.node("Expand", {"w", "q"}, {"y3"});
   const std::string path = scratch_dir("plan_data_only") + "/model.onnx";
   b.save(path);
+  return path;
+}
+
+// data_only_model at lengths 4..12 and back to 7 after a reserve for 12,
+// patched (and grown as the step before with `regrow`) and afresh: the
+// same outputs at every length. Returns the patched session's stats.
+Session::Stats data_only_steps(bool regrow) {
+  const std::string path = data_only_model();
   auto open_session = [&](bool patch) {
     SessionOptions o;
     o.patch_plans = patch;
+    o.regrow_plans = regrow;
     return Session(load_onnx(path), default_op_registry(), o);
   };
   Session patched = open_session(true), fresh = open_session(false);
@@ -531,10 +541,86 @@ TEST_CASE("plan patching: a value whose data alone changed reaches only the node
   }
   CHECK(fresh.stats().plans_patched == 0);
   CHECK(patched.stats().plans_patched == static_cast<int64_t>(lengths.size()));
-  // Each patch: Shape, Gather, Unsqueeze, Cast, Concat, Div and Reshape (x's
-  // shape and the new [L, 1]), and Expand where L / 4 changed (4, 8, 12 and
-  // back to 7): 7 × 10 + 4. The Add is never reshaped.
-  CHECK(patched.stats().nodes_patched == 74);
+  return patched.stats();
+}
+
+}  // namespace
+
+TEST_CASE("plan patching: a value whose data alone changed reaches only the nodes that fold or read it", "[plan]") {
+  // Patched plans must give what plans built afresh give, and reshape
+  // exactly the nodes that need it. Each patch: Shape, Gather, Unsqueeze,
+  // Cast, Concat, Div and Reshape (x's shape and the new [L, 1]), and Expand
+  // where L / 4 changed (4, 8, 12 and back to 7): 7 × 10 + 4. The Add is
+  // never reshaped.
+  const Session::Stats st = data_only_steps(false);
+  CHECK(st.nodes_patched == 74);
+  CHECK(st.plans_regrown == 0);
+}
+
+TEST_CASE("plan growth: a view and a node whose shape reads values are reshaped again and checked", "[plan]") {
+  // The same steps growing as the step before: the Reshape (a view, its
+  // shape read off a fold) is reshaped again at each repeat and found to
+  // grow as recorded. 4 and 5 patch (12 -> 4, then +1 recorded: 8 and 7
+  // nodes); 6 and 7 repeat it (the Reshape alone); at 8, L / 4 changes where
+  // it did not, so the repeat is put back and 8 is patched (8 nodes,
+  // recording that change); 9 does not repeat it (7 nodes); 10 and 11
+  // repeat; 12 and back to 7 patch (8 each): 8 + 7 + 1 + 1 + 8 + 7 + 1 + 1 +
+  // 8 + 8.
+  const Session::Stats st = data_only_steps(true);
+  CHECK(st.plans_regrown == 4);
+  CHECK(st.nodes_patched == 50);
+}
+
+TEST_CASE("plan growth: a node reshaped again whose shape does not grow as recorded puts the plan back", "[plan]") {
+  // Expand(w, [L·L]) grows by 2L + 1 each step: a repeat of the step before
+  // would give it the last step's growth. Its reshape says otherwise, so
+  // every repeat is put back and patched; the outputs are those of plans
+  // built afresh. The Reshape beside it (a view growing by one) alone
+  // repeats fine.
+  for (bool square : {true, false}) {
+    INFO((square ? "Expand to L*L" : "Expand to L"));
+    ModelBuilder b;
+    b.input("x", kFloat, {1, -1}).input("w", kFloat, {1});
+    b.output("y1", kFloat, {-1}).output("y2", kFloat, {-1, 1});
+    b.initializer<int64_t>("i1", kInt64, {}, {1});
+    b.initializer<int64_t>("i0", kInt64, {1}, {0});
+    b.initializer<int64_t>("one", kInt64, {1}, {1});
+    b.node("Shape", {"x"}, {"s"});
+    b.node("Gather", {"s", "i1"}, {"len"});
+    b.node("Unsqueeze", {"len", "i0"}, {"len1"});
+    if (square) b.node("Mul", {"len1", "len1"}, {"n"});
+    else b.node("Identity", {"len1"}, {"n"});
+    b.node("Expand", {"w", "n"}, {"y1"});
+    ModelBuilder::attr_int(b.node("Concat", {"len1", "one"}, {"shp"}), "axis", 0);
+    b.node("Reshape", {"x", "shp"}, {"y2"});
+    const std::string path = scratch_dir(square ? "plan_regrow_square" : "plan_regrow_linear") + "/model.onnx";
+    b.save(path);
+    auto open_session = [&](bool patch) {
+      SessionOptions o;
+      o.patch_plans = patch;
+      return Session(load_onnx(path), default_op_registry(), o);
+    };
+    Session grown = open_session(true), fresh = open_session(false);
+    auto inputs = [&](int64_t len) {
+      std::vector<float> x(static_cast<size_t>(len));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 3.f;
+      return std::vector<NamedTensor>{{"x", test::make_tensor<float>({1, len}, x)},
+                                      {"w", test::make_tensor<float>({1}, {1.5f})}};
+    };
+    grown.reserve(inputs(20));
+    fresh.reserve(inputs(20));
+    for (int64_t len = 3; len <= 20; ++len) {
+      INFO("L = " << len);
+      const std::vector<Tensor> got = grown.run(inputs(len)), want = fresh.run(inputs(len));
+      REQUIRE(got.size() == 2);
+      require_same(got[0], want[0], true);
+      require_same(got[1], want[1], true);
+      CHECK(got[0].shape() == Shape{square ? len * len : len});
+    }
+    // 3 patches from 20, 4 records +1, 5..20 repeat it when they can.
+    CHECK(grown.stats().plans_patched == 18);
+    CHECK(grown.stats().plans_regrown == (square ? 0 : 16));
+  }
 }
 
 namespace {

@@ -129,3 +129,32 @@ def test_optimum_arch_q4(onebit, pytestconfig, tmp_path, arch):
     b = cli.ort_run(onebit, out, prompt, 8, tmp_path / "b.npy", ["--basic", "--act-precision", "float"])
     assert (a.ids == b.ids).all()
     assert float(np.max(np.abs(a.logits - b.logits))) <= 1e-4 * float(np.max(np.abs(b.logits)))
+
+
+def test_optimum_arch_plan_grows(onebit, pytestconfig, tmp_path, arch):
+    """transformers 4.x's mask chain (attention_mask through Flatten,
+    Gather, Reshape, And and Expand, or ScatterND, Expand and Where) follows
+    no promise of growth, yet a steady step repeats the growth of the step
+    before (Plan::Growth): the chain's views and value-shaped nodes are
+    reshaped again and checked, the attention products (mask rows over the
+    scores) and the KV appends are not. So every steady step grows (after
+    the first step's patch and the second's, which records +1), reshaping
+    only the chain's nodes, however many layers, with the logits of patches
+    that reshape node by node, bit for bit."""
+    import re
+
+    model, _ = paths(pytestconfig, arch)
+    runs = {}
+    for regrow in ("1", "0"):
+        runs[regrow] = cli.ort_run(onebit, model, ["--prompt-ids", ",".join(map(str, PROMPT))], STEPS,
+                                   tmp_path / f"{regrow}.npy", ["--cached"],
+                                   env={"ONEBIT_PROFILE": "1", "ONEBIT_PLAN_REGROW": regrow}, capture_stderr=True)
+    line = {k: re.search(r"\((\d+) nodes reshaped .*; (\d+) grown as the step before, (reshaping nothing|reshaping "
+                         r"(\d+) nodes each)\)", r.stderr) for k, r in runs.items()}
+    assert line["1"] and line["0"], "no patch line in the profile"
+    assert int(line["1"].group(2)) == STEPS - 3, line["1"].group(0)
+    assert int(line["0"].group(2)) == 0
+    chain = int(line["1"].group(4) or 0)
+    assert 0 < chain <= 12, f"a grown step reshapes {chain} nodes; the mask chain has at most 12"
+    assert int(line["0"].group(1)) > 3 * chain, line["0"].group(0)
+    assert runs["1"].logits.tobytes() == runs["0"].logits.tobytes()
