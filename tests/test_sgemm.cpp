@@ -116,7 +116,9 @@ void weight_in_place(Isa isa) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (size_t m : {size_t{1}, size_t{2}, cfg.mr + 1, size_t{37}, size_t{300}})
     for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, cfg.nr * 3 + 5, size_t{2100}, size_t{4200}})
-      for (size_t k : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{130}, cfg.kc + 37}) {
+      // k: every row count of an axpy call (1 to kF32AxpyRows, and past it).
+      for (size_t k : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{6}, size_t{7}, size_t{8}, size_t{9},
+                       size_t{130}, cfg.kc + 37}) {
         if (m * n * k > 20'000'000) continue;
         for (size_t extra : {size_t{0}, size_t{9}}) {
           const size_t ldb = n + extra;

@@ -165,7 +165,7 @@ namespace {
 template <int R, bool Masked>
 inline void axpy8(const float* a, const float* b, size_t ldb, float* y, __m256i m) {
   __m256 acc = load<Masked>(y, m);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc = _mm256_fmadd_ps(_mm256_set1_ps(a[r]), load<Masked>(b + r * ldb, m), acc);
   if constexpr (Masked) _mm256_maskstore_ps(y, m, acc);
   else _mm256_storeu_ps(y, acc);
@@ -177,7 +177,7 @@ void axpy_rows(size_t n, const float* a, const float* b, size_t ldb, float* y) {
   for (; j + 16 <= n; j += 16) {
     // 16 columns are a 64-byte line of each row: prefetched 4 KiB ahead into
     // L2 (decode streams B from memory).
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(b + r * ldb + j) + 4096, _MM_HINT_T1);
     axpy8<R, false>(a, b + j, ldb, y + j, __m256i{});
     axpy8<R, false>(a, b + j + 8, ldb, y + j + 8, __m256i{});
@@ -187,12 +187,16 @@ void axpy_rows(size_t n, const float* a, const float* b, size_t ldb, float* y) {
 
 }  // namespace
 
-void f32_axpy_ukernel_4x__avx2(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y) {
+void f32_axpy_ukernel_8x__avx2(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y) {
   switch (rows) {
     case 1: return axpy_rows<1>(n, a, b, ldb, y);
     case 2: return axpy_rows<2>(n, a, b, ldb, y);
     case 3: return axpy_rows<3>(n, a, b, ldb, y);
-    default: return axpy_rows<4>(n, a, b, ldb, y);
+    case 4: return axpy_rows<4>(n, a, b, ldb, y);
+    case 5: return axpy_rows<5>(n, a, b, ldb, y);
+    case 6: return axpy_rows<6>(n, a, b, ldb, y);
+    case 7: return axpy_rows<7>(n, a, b, ldb, y);
+    default: return axpy_rows<8>(n, a, b, ldb, y);
   }
 }
 

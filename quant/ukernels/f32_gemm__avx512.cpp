@@ -150,11 +150,13 @@ namespace {
 
 // y[j..j+16) (lanes under m) through R rows of B. Each line of B read is
 // followed by a prefetch into L2 of the same columns kF32AxpyRows rows on,
-// which the next call reads (decode streams B from memory).
+// which the next call reads (decode streams B from memory: 8 rows, 8
+// streams a thread, read 2.5-5 % faster than 4 on a 2-vCPU Xeon,
+// docs/BENCHMARK.md "The float32 decode: eight rows a call").
 template <int R>
 inline void axpy16(const __m512* av, const float* b, size_t ldb, float* y, __mmask16 m) {
   __m512 acc = _mm512_maskz_loadu_ps(m, y);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(b + (r + kF32AxpyRows) * ldb), _MM_HINT_T1);
     acc = _mm512_fmadd_ps(av[r], _mm512_maskz_loadu_ps(m, b + r * ldb), acc);
@@ -165,7 +167,7 @@ inline void axpy16(const __m512* av, const float* b, size_t ldb, float* y, __mma
 template <int R>
 void axpy_rows(size_t n, const float* a, const float* b, size_t ldb, float* y) {
   __m512 av[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) av[r] = _mm512_set1_ps(a[r]);
   size_t j = 0;
   for (; j + 16 <= n; j += 16) axpy16<R>(av, b + j, ldb, y + j, __mmask16(0xFFFF));
@@ -174,12 +176,16 @@ void axpy_rows(size_t n, const float* a, const float* b, size_t ldb, float* y) {
 
 }  // namespace
 
-void f32_axpy_ukernel_4x__avx512(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y) {
+void f32_axpy_ukernel_8x__avx512(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y) {
   switch (rows) {
     case 1: return axpy_rows<1>(n, a, b, ldb, y);
     case 2: return axpy_rows<2>(n, a, b, ldb, y);
     case 3: return axpy_rows<3>(n, a, b, ldb, y);
-    default: return axpy_rows<4>(n, a, b, ldb, y);
+    case 4: return axpy_rows<4>(n, a, b, ldb, y);
+    case 5: return axpy_rows<5>(n, a, b, ldb, y);
+    case 6: return axpy_rows<6>(n, a, b, ldb, y);
+    case 7: return axpy_rows<7>(n, a, b, ldb, y);
+    default: return axpy_rows<8>(n, a, b, ldb, y);
   }
 }
 

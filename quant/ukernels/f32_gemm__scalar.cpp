@@ -38,7 +38,7 @@ void f32_dot_ukernel_4xn__scalar(size_t m, size_t n, size_t k, const float* a, s
     }
 }
 
-void f32_axpy_ukernel_4x__scalar(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y) {
+void f32_axpy_ukernel_8x__scalar(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y) {
   for (size_t j = 0; j < n; ++j) {
     float acc = y[j];
     for (size_t r = 0; r < rows; ++r) acc = std::fma(a[r], b[r * ldb + j], acc);

@@ -32,7 +32,7 @@ using F32DotUkernel = void (*)(size_t m, size_t n, size_t k, const float* a, siz
 // kF32AxpyRows with y starting at the bias: every output the same FMA
 // chain, k in order, as the GEMV and tile kernels compute it.
 using F32AxpyUkernel = void (*)(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y);
-inline constexpr size_t kF32AxpyRows = 4;
+inline constexpr size_t kF32AxpyRows = 8;
 
 // Tile shapes, shared by the kernels and the config that packs for them.
 inline constexpr size_t kF32ScalarMR = 4, kF32ScalarNR = 8;
@@ -52,7 +52,7 @@ void f32_gemv_ukernel_1x8__scalar(size_t nc, size_t k, const float* a, const flo
 
 void f32_dot_ukernel_4xn__scalar(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b,
                                  size_t ldb, float* c, size_t ldc, const float* bias);
-void f32_axpy_ukernel_4x__scalar(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y);
+void f32_axpy_ukernel_8x__scalar(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y);
 
 void f32_gemm_ukernel_6x16__avx2(size_t mr, size_t nc, size_t kc, const float* a, const float* b, size_t ldb,
                                  float* c, size_t ldc, const float* bias, bool accumulate);
@@ -61,7 +61,7 @@ void f32_gemv_ukernel_1x16__avx2(size_t nc, size_t k, const float* a, const floa
 
 void f32_dot_ukernel_4xn__avx2(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b, size_t ldb,
                                float* c, size_t ldc, const float* bias);
-void f32_axpy_ukernel_4x__avx2(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y);
+void f32_axpy_ukernel_8x__avx2(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y);
 
 void f32_gemm_ukernel_12x32__avx512(size_t mr, size_t nc, size_t kc, const float* a, const float* b, size_t ldb,
                                     float* c, size_t ldc, const float* bias, bool accumulate);
@@ -69,6 +69,6 @@ void f32_gemv_ukernel_1x32__avx512(size_t nc, size_t k, const float* a, const fl
                                    const float* bias);
 void f32_dot_ukernel_4xn__avx512(size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b,
                                  size_t ldb, float* c, size_t ldc, const float* bias);
-void f32_axpy_ukernel_4x__avx512(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y);
+void f32_axpy_ukernel_8x__avx512(size_t rows, size_t n, const float* a, const float* b, size_t ldb, float* y);
 
 }  // namespace onebit

@@ -25,18 +25,18 @@ namespace {
 const SgemmConfig kScalar{Isa::Scalar, kF32ScalarMR, kF32ScalarNR, 256,
                           f32_gemm_ukernel_4x8__scalar, f32_gemv_ukernel_1x8__scalar, f32_dot_ukernel_4xn__scalar,
                           "f32_gemm_ukernel_4x8__scalar", "f32_gemv_ukernel_1x8__scalar",
-                          "f32_dot_ukernel_4xn__scalar", f32_axpy_ukernel_4x__scalar,
-                          "f32_axpy_ukernel_4x__scalar"};
+                          "f32_dot_ukernel_4xn__scalar", f32_axpy_ukernel_8x__scalar,
+                          "f32_axpy_ukernel_8x__scalar"};
 const SgemmConfig kAvx2{Isa::Avx2, kF32Avx2MR, kF32Avx2NR, 1024,
                         f32_gemm_ukernel_6x16__avx2, f32_gemv_ukernel_1x16__avx2, f32_dot_ukernel_4xn__avx2,
                         "f32_gemm_ukernel_6x16__avx2", "f32_gemv_ukernel_1x16__avx2",
-                          "f32_dot_ukernel_4xn__avx2", f32_axpy_ukernel_4x__avx2,
-                          "f32_axpy_ukernel_4x__avx2"};
+                          "f32_dot_ukernel_4xn__avx2", f32_axpy_ukernel_8x__avx2,
+                          "f32_axpy_ukernel_8x__avx2"};
 const SgemmConfig kAvx512{Isa::Avx512, kF32Avx512MR, kF32Avx512NR, 1024,
                           f32_gemm_ukernel_12x32__avx512, f32_gemv_ukernel_1x32__avx512, f32_dot_ukernel_4xn__avx512,
                           "f32_gemm_ukernel_12x32__avx512", "f32_gemv_ukernel_1x32__avx512",
-                          "f32_dot_ukernel_4xn__avx512", f32_axpy_ukernel_4x__avx512,
-                          "f32_axpy_ukernel_4x__avx512"};
+                          "f32_dot_ukernel_4xn__avx512", f32_axpy_ukernel_8x__avx512,
+                          "f32_axpy_ukernel_8x__avx512"};
 
 const VecMathConfig kVecScalar{Isa::Scalar, f32_vexp_ukernel__scalar, f32_vsigmoid_ukernel__scalar,
                                "f32_vexp_ukernel__scalar", "f32_vsigmoid_ukernel__scalar",
