@@ -241,6 +241,12 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
          (a.bytes() == 0 || (a.raw() && b.raw() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0));
 }
 
+// The value a node's output views (its reshape named one of the node's
+// inputs), or -1: what ValuePlan::alias_of must equal for a plan to keep it.
+int viewed_value(const Node& node, const OutputPlan& op) {
+  return op.alias_of >= 0 ? node.inputs[static_cast<size_t>(op.alias_of)] : -1;
+}
+
 }  // namespace
 
 std::vector<Tensor> Planner::refold(const Plan& p, size_t n) const {
@@ -357,7 +363,7 @@ bool Planner::reshaped_as_grown(const Plan& p, size_t n) const {
     const ValuePlan& vp = p.value(v);
     if (op.dtype != vp.dtype || op.held != vp.held || op.shape != vp.shape()) return false;
     if (!op.held && !g_.value(v).is_output) {  // views as patch() has them
-      const int src = op.alias_of >= 0 ? node.inputs[static_cast<size_t>(op.alias_of)] : -1;
+      const int src = viewed_value(node, op);
       if (src != vp.alias_of || (src >= 0 && op.alias_offset != vp.alias_offset)) return false;
     }
   }
@@ -450,7 +456,7 @@ bool Planner::patch(Plan& p, const std::vector<const Tensor*>& inputs) const {
       ++rec.steps.back().values;
       if (np.mode == NodePlan::Mode::Static && (vp.alias_of >= 0 || op.alias_of >= 0)) rec.steps.back().reshape = true;
       if (np.mode == NodePlan::Mode::Static && !op.held && !g_.value(v).is_output) {
-        const int src = op.alias_of >= 0 ? node.inputs[static_cast<size_t>(op.alias_of)] : -1;
+        const int src = viewed_value(node, op);
         if (src != vp.alias_of) return false;
         if (src < 0 && std::max<size_t>(1, bytes) > vp.slot_bytes) return false;
         if (src >= 0 && vp.alias_offset != op.alias_offset) {
