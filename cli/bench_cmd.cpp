@@ -66,6 +66,7 @@ void add_bench_command(CLI::App& app, Action& action) {
                  a->model, loc.layout == "file" ? "" : fmt::format(" ({} layout: {})", loc.layout, loc.model),
                  session.pool().size(), cache, load_s, rss_mib(), peak_rss_mib(), weights / 1e6);
       fmt::print("  cpu {}\n", cpu_summary());
+      for (const std::string& note : session.pass_report().notes) fmt::print("  note: {}\n", note);
       if (bandwidth > 0)
         fmt::print("  read limit {:.1f} GB/s: probe {:.1f} ({} streams per thread, {} loads, best of {}), STREAM-like "
                    "reduce {:.1f}\n",

@@ -40,6 +40,7 @@ int run_chat(const ChatCommand& c) {
     if (!model->random_weights_note().empty())
       fmt::print(stderr, "note: {} has random-init weights ({}); its text is not meaningful\n", c.model,
                  model->random_weights_note());
+    for (const std::string& note : model->session().pass_report().notes) fmt::print(stderr, "note: {}\n", note);
     fmt::print(stderr, "{} | {} | {}\n", c.model,
                chat.keeps_cache() ? "KV cache kept across turns: each turn prefills only its own tokens"
                                   : "no KV cache: each turn re-runs the whole conversation",

@@ -118,6 +118,8 @@ void add_ort_run_command(CLI::App& app, Action& action) {
       if (!model->random_weights_note().empty() && !a->quiet)
         fmt::print(stderr, "note: {} has random-init weights ({}); its text is not meaningful\n", a->model,
                    model->random_weights_note());
+      if (!a->quiet)
+        for (const std::string& note : session.pass_report().notes) fmt::print(stderr, "note: {}\n", note);
       if (const ModelLocation& loc = model->location(); loc.layout != "file" && !a->quiet && !a->gen.json)
         fmt::print(stderr, "{} ({} layout): {}\n", a->model, loc.layout, loc.model);
       if (a->cached && binding.cache == CausalLmBinding::Cache::None)

@@ -481,9 +481,11 @@ def parse_args(argv=None):
     p.add_argument("--opset", type=int, default=OPSET,
                    help=f"ai.onnx opset to export at (default {OPSET}; 23+ lets torch.onnx write Attention, "
                         "RMSNormalization and RotaryEmbedding)")
-    p.add_argument("--dtype", choices=["float32", "float16"], default="float32",
-                   help="weights, activations and cache: float32, or float16 (a float16 export; torch runs the "
-                        "check in float16 on the CPU)")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
+                   help="weights, activations and cache: float32, float16 (a float16 export; torch runs the "
+                        "check in float16 on the CPU) or bfloat16 (as a bfloat16 checkpoint exports unconverted; "
+                        "onnxruntime has no CPU kernels for its bfloat16 ops, so there is no onnxruntime check: "
+                        "scripts/tests/test_bf16.py compares 1bit with torch)")
     p.add_argument("--no-verify", action="store_true", help="skip the onnxruntime comparison")
     args = p.parse_args(argv)
     if args.config and not args.random_init:
@@ -497,7 +499,10 @@ def main(argv=None) -> int:
     global ATTENTION, DTYPE
     args = parse_args(argv)
     ATTENTION = args.attention
-    DTYPE = torch.float16 if args.dtype == "float16" else torch.float32
+    DTYPE = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(args.dtype, torch.float32)
+    if DTYPE == torch.bfloat16 and not args.no_verify:
+        log("bfloat16: onnxruntime has no CPU kernels for the graph's bfloat16 ops (Where, ...); no onnxruntime check")
+        args.no_verify = True
     torch.set_grad_enabled(False)
     t0 = time.time()
     if args.model:

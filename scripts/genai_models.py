@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """onnxruntime-genai builds of a tiny model, for the tests (ctest fixture).
 
-  genai_models.py tiny --out DIR [--precision fp32 int4 fp16 int8 int4-mixed]
+  genai_models.py tiny --out DIR [--precision fp32 int4 fp16 int8 int4-mixed int4-acc1 fp16-cuda bf16]
   genai_models.py archs --out DIR [--precision fp32 int4]
   genai_models.py default --out DIR [--precision fp32 int4]
 
@@ -134,7 +134,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", choices=["tiny", "archs", "default"])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--precision", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4", "fp16", "int8", "int4-mixed", "int4-acc1", "fp16-cuda"])
+    ap.add_argument("--precision", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4", "fp16", "int8", "int4-mixed", "int4-acc1", "fp16-cuda", "bf16"])
     args = ap.parse_args()
     out = Path(args.out)
     if args.which in ("tiny", "default"):

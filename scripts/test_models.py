@@ -4,6 +4,7 @@
   test_models.py tiny --out DIR   # tiny random Qwen3: DIR/model.onnx, DIR/model-cached.onnx,
                                   # DIR/model-cached-op23.onnx, DIR/model-cached-op23-sdpa.onnx,
                                   # DIR/model-cached-f16.onnx (float16 weights, activations, cache),
+                                  # DIR/model-cached-bf16.onnx (the same in bfloat16),
                                   # DIR/model-cached-ts.onnx (TorchScript exporter, Optimum's layout)
 
 An export is redone only when its file is missing or older than the export
@@ -28,12 +29,12 @@ def stale(target: Path, *sources: Path) -> bool:
     return any(s.stat().st_mtime > t for s in sources)
 
 
-def export(out: Path, cached: bool, opset: int | None = None, attention: str = "eager", half: bool = False):
+def export(out: Path, cached: bool, opset: int | None = None, attention: str = "eager", half: str = ""):
     name = "model-cached" if cached else "model"
     if opset:
         name += f"-op{opset}" + ("-sdpa" if attention == "sdpa" else "")
     if half:
-        name += "-f16"
+        name += {"float16": "-f16", "bfloat16": "-bf16"}[half]
     target = out / f"{name}.onnx"
     if not stale(target, HERE / "export_onnx.py", TINY_CONFIG):
         print(f"up to date: {target}")
@@ -45,7 +46,7 @@ def export(out: Path, cached: bool, opset: int | None = None, attention: str = "
     if opset:
         cmd += ["--opset", str(opset), "--attention", attention]
     if half:
-        cmd += ["--dtype", "float16"]
+        cmd += ["--dtype", half]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 
@@ -58,8 +59,10 @@ def tiny(out: Path):
     # with sdpa attention the Attention op.
     export(out, cached=True, opset=23)
     export(out, cached=True, opset=23, attention="sdpa")
-    # A float16 export: float16 weights, activations, mask and cache.
-    export(out, cached=True, half=True)
+    # A float16 export: float16 weights, activations, mask and cache; and
+    # the same in bfloat16, as a bfloat16 checkpoint exports unconverted.
+    export(out, cached=True, half="float16")
+    export(out, cached=True, half="bfloat16")
     # torch.onnx's TorchScript exporter in Optimum's layout (per-layer cache,
     # attention_mask, position_ids), as most published ONNX LLMs are made.
     target = out / "model-cached-ts.onnx"

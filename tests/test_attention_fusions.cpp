@@ -738,6 +738,72 @@ TEST_CASE("rotary fusion on float16: each operation rounded as the nodes round i
   CHECK(std::memcmp(p.fused.raw(), p.plain.raw(), p.fused.bytes()) == 0);
 }
 
+// A decoder's rotary chain and a projection after it, in bfloat16 (dtype
+// 16) as a transformers export of a bfloat16 checkpoint writes them; or in
+// float32 with the projection's weight stored as bfloat16 and widened by a
+// Cast (widened_weight), which computes in float32.
+ModelBuilder bf16_layer(bool widened_weight) {
+  constexpr int32_t kBf16 = 16;
+  const int32_t act = widened_weight ? kFloat : kBf16;
+  ModelBuilder b = rotary(8, false, act);
+  b.graph().mutable_output()->Clear();
+  b.output("out", act, {1, 4, 3, 24});
+  std::vector<uint16_t> w(16 * 24);
+  const auto v = randoms(w.size(), 11);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bfloat16(v[i]);
+  b.initializer<uint16_t>("w", kBf16, {16, 24}, w);
+  if (widened_weight) {
+    ModelBuilder::attr_int(b.node("Cast", {"w"}, {"wf"}), "to", kFloat);
+    b.node("MatMul", {"y", "wf"}, {"out"});
+  } else {
+    b.node("MatMul", {"y", "w"}, {"out"});
+  }
+  return b;
+}
+
+Tensor bf16_tensor(Shape shape, unsigned seed) {
+  Tensor t = Tensor::allocate(DType::BF16, shape);
+  const auto v = randoms(static_cast<size_t>(t.size()), seed);
+  for (size_t i = 0; i < v.size(); ++i) t.data<uint16_t>()[i] = float_to_bfloat16(v[i]);
+  return t;
+}
+
+TEST_CASE("a graph computing in bfloat16 runs its own ops: no fusion, the same bits as --basic, one note",
+          "[fusion][bf16]") {
+  const std::string path = scratch_dir("bf16_layer") + "/model.onnx";
+  bf16_layer(false).save(path);
+  const std::vector<NamedTensor> in = {{"x", bf16_tensor({1, 4, 3, 16}, 1)},
+                                       {"cos", bf16_tensor({1, 1, 3, 16}, 2)},
+                                       {"sin", bf16_tensor({1, 1, 3, 16}, 3)}};
+  Session full(load_onnx(path), default_op_registry());
+  SessionOptions o;
+  o.basic = true;
+  Session basic(load_onnx(path), default_op_registry(), o);
+  CHECK(full.pass_report().get("bf16_unfused") == 1);
+  CHECK(full.pass_report().get("rotary_fused") == 0);
+  REQUIRE(full.pass_report().notes.size() == 1);
+  CHECK_THAT(full.pass_report().notes[0], Catch::Contains("computes in bfloat16") &&
+                                              Catch::Contains("node 'MatMul_8' (MatMul) outputs bfloat16"));
+  CHECK(basic.pass_report().get("bf16_unfused") == 0);  // --basic never fuses, so it has nothing to say
+  const Tensor a = full.run(in)[0], b = basic.run(in)[0];
+  REQUIRE(a.dtype() == DType::BF16);
+  REQUIRE(a.shape() == b.shape());
+  CHECK(std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
+}
+
+TEST_CASE("a bfloat16 weight widened before its MatMul computes in float32: the fusions run",
+          "[fusion][bf16][must-not-fire]") {
+  const std::string path = scratch_dir("bf16_weight") + "/model.onnx";
+  bf16_layer(true).save(path);
+  Session s(load_onnx(path), default_op_registry());
+  CHECK(s.pass_report().get("bf16_unfused") == 0);
+  CHECK(s.pass_report().get("rotary_fused") == 1);
+  CHECK(s.pass_report().notes.empty());
+  const Tensor y = s.run({{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)},
+                          {"sin", tensor({1, 1, 3, 16}, 3)}})[0];
+  CHECK(y.dtype() == DType::F32);
+}
+
 TEST_CASE("rotary fusion must not fire when the halves are swapped", "[fusion][rotary][must-not-fire]") {
   const Pair p = run_both(rotary(8, true), "rot_swapped", "fuse-rotary", "rotary_fused",
                           {{"x", tensor({1, 4, 3, 16}, 1)}, {"cos", tensor({1, 1, 3, 16}, 2)}, {"sin", tensor({1, 1, 3, 16}, 3)}});

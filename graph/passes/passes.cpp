@@ -59,14 +59,46 @@ const std::vector<Pass>& pass_list() {
   return passes;
 }
 
+namespace {
+
+// The first MatMul or Gemm whose output is bfloat16 (once infer-dtypes has
+// typed the values), or -1: a graph that computes in bfloat16, as a
+// transformers export of a bfloat16 checkpoint or onnxruntime-genai's
+// `-p bf16` build does. A bfloat16 weight widened by a Cast before its
+// MatMul is not one.
+int bf16_matmul(const Graph& g) {
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    if (!node.domain.empty() || (node.op_type != "MatMul" && node.op_type != "Gemm") || node.outputs.empty()) continue;
+    if (const int v = node.outputs[0]; v >= 0 && g.value(v).dtype == DType::BF16) return static_cast<int>(n);
+  }
+  return -1;
+}
+
+}  // namespace
+
 void run_passes(Graph& g, PassContext& ctx) {
   const auto& passes = pass_list();
+  // The fusions' kernels take float32 and float16; a graph that computes in
+  // bfloat16 keeps to the --basic passes from the dtypes on, and its ops run
+  // as the file writes them (each op's bfloat16 form, at its semantics).
+  bool basic = ctx.options.basic;
   for (size_t i = 0; i < passes.size(); ++i) {
     if (ctx.options.stop_after_pass >= 0 && static_cast<int>(i) >= ctx.options.stop_after_pass) break;
-    if (ctx.options.basic && !passes[i].basic) continue;
+    if (basic && !passes[i].basic) continue;
     const size_t before = g.nodes.size();
     with_context(fmt::format("pass {} ({})", i + 1, passes[i].name), [&] { passes[i].run(g, ctx); });
     ctx.report.log.push_back(fmt::format("pass {} {}: {} -> {} nodes", i + 1, passes[i].name, before, g.nodes.size()));
+    if (basic || passes[i].run != infer_dtypes) continue;
+    if (const int n = bf16_matmul(g); n >= 0) {
+      basic = true;
+      ctx.report.count("bf16_unfused");
+      ctx.report.notes.push_back(fmt::format(
+          "{} computes in bfloat16 ({} outputs bfloat16): its ops run as the file writes them, without the "
+          "fused float32 / float16 kernels, so it runs slower than the same model exported in float32 or float16",
+          g.path, g.node_ref(g.nodes[static_cast<size_t>(n)])));
+      ctx.report.log.push_back("bf16_unfused: the passes after this one run only if --basic would run them");
+    }
   }
 }
 

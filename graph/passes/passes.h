@@ -20,6 +20,7 @@ class ThreadPool;
 struct PassReport {
   std::vector<std::string> log;           // human-readable lines, in order
   std::map<std::string, int64_t> counts;  // e.g. "qdq_fused" -> 197
+  std::vector<std::string> notes;         // for the user: ort-run, chat and bench print them (not --quiet)
   void count(const std::string& key, int64_t n = 1) { counts[key] += n; }
   int64_t get(const std::string& key) const {
     auto it = counts.find(key);
