@@ -8,7 +8,9 @@
 // sgemm/K/N/M/threads reports GFLOP/s and, per second, the bytes of packed
 // weight read (GB/s, meaningful at M = 1 where the weight is read once per
 // call); read_bandwidth/MiB/threads streams a buffer of that size with wide
-// loads, the roofline the M = 1 rows are measured against.
+// loads, the roofline the M = 1 rows are measured against;
+// decode_step/model/packed/threads reads a whole model's projections once
+// per iteration (larger than any cache), in place or packed.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -16,6 +18,9 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <vector>
+
+#include <sys/mman.h>
 
 #include "bench/bench_main.h"
 #include "base/cpu_features.h"
@@ -138,9 +143,65 @@ void bandwidth_args(benchmark::internal::Benchmark* b) {
     for (int64_t t : {1, 2}) b->Args({mib, t});
 }
 
+// One decode step's float32 projections of a whole model, M = 1, each weight
+// read once per step as a model file's mapping holds it: [K,N] row-major on
+// 4 KiB pages (MADV_NOHUGEPAGE, as the page cache maps a file) through
+// sgemm_weight, or packed once (PackedB) as --pack-weights does. The set is
+// larger than any cache here, so the rate is DRAM's.
+// state.range: model (0: SmolLM2-135M, 30 layers of K 576; 1: Qwen3-0.6B's
+// shapes, 8 layers of K 1024), mode (0 in place, 1 packed), threads.
+void BM_decode_step(benchmark::State& state) {
+  static const std::vector<std::pair<size_t, size_t>> kSmol = {{576, 576}, {576, 192}, {576, 192}, {576, 576},
+                                                                {576, 3072}, {1536, 576}};
+  static const std::vector<std::pair<size_t, size_t>> kQwen = {{1024, 2048}, {1024, 1024}, {2048, 1024},
+                                                                {1024, 6144}, {3072, 1024}};
+  const bool smol = state.range(0) == 0, packed_mode = state.range(1) == 1;
+  const auto& layer = smol ? kSmol : kQwen;
+  const size_t layers = smol ? 30 : 8;
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  const SgemmConfig& cfg = sgemm_config();
+  std::vector<std::pair<size_t, size_t>> shapes;
+  for (size_t l = 0; l < layers; ++l) shapes.insert(shapes.end(), layer.begin(), layer.end());
+  size_t floats = 0, max_k = 0, max_n = 0;
+  for (auto [k, n] : shapes) floats += k * n, max_k = std::max(max_k, k), max_n = std::max(max_n, n);
+  const size_t bytes = floats * sizeof(float);
+  void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return state.SkipWithError("mmap failed");
+  madvise(map, bytes, MADV_NOHUGEPAGE);
+  auto* w = static_cast<float*>(map);
+  fill_random(w, floats, 4);
+  std::vector<PackedB> packs;
+  if (packed_mode) {
+    size_t off = 0;
+    for (auto [k, n] : shapes) packs.emplace_back(cfg, k, n, w + off, n, false, &pool), off += k * n;
+  }
+  std::unique_ptr<void, Free> a_mem, c_mem;
+  float* a = alloc_floats(max_k, a_mem);
+  float* c = alloc_floats(max_n, c_mem);
+  fill_random(a, max_k, 5);
+  for (auto _ : state) {
+    size_t off = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const auto [k, n] = shapes[i];
+      if (packed_mode) sgemm_packed(1, a, k, false, packs[i], nullptr, c, n, nullptr, &pool);
+      else sgemm_weight(cfg, 1, n, k, a, k, w + off, n, nullptr, c, n, nullptr, pool.size(), &pool);
+      off += k * n;
+    }
+    benchmark::ClobberMemory();
+  }
+  munmap(map, bytes);
+  state.counters["GB/s"] = benchmark::Counter(double(bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(packed_mode ? cfg.gemv_name : cfg.axpy_name);
+}
+
 }  // namespace
 
 BENCHMARK(BM_read_bandwidth)->Apply(bandwidth_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_decode_step)
+    ->ArgNames({"model", "packed", "threads"})
+    ->ArgsProduct({{0, 1}, {0, 1}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sgemm)->Apply(sgemm_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 ONEBIT_BENCHMARK_MAIN()
