@@ -15,10 +15,15 @@
 // float16 (a float16 export's attention products on activations; a
 // constant float16 B is F16wMatMul's): the float32 path on the widened
 // inputs, each output rounded once to float16.
-// Other types (bf16, f64, 32/64-bit integers) take a plain loop: bfloat16
-// accumulates in float, integers wrap like two's complement.
+// bfloat16 (a graph that computes in it, graph/passes/passes.cpp): the same
+// float32 path, each output rounded once to bfloat16; a constant 2-D
+// bfloat16 B is widened and packed once at create (twice its bytes, read by
+// the float32 decode kernels).
+// Other types (f64, 32/64-bit integers) take a plain loop: integers wrap
+// like two's complement.
 #include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "ops/dispatch.h"
 #include "ops/matmul_shape.h"
@@ -81,6 +86,15 @@ class MatMulKernel : public Kernel {
       prefault_read(b->raw(), b->bytes());
       return;
     }
+    if (b && b->dtype() == DType::BF16 && b->rank() == 2 && !trans_b_) {
+      std::vector<float> wide(static_cast<size_t>(b->size()));
+      for (size_t i = 0; i < wide.size(); ++i) wide[i] = bfloat16_to_float(b->data<uint16_t>()[i]);
+      packed_ = std::make_unique<PackedB>(*config_, static_cast<size_t>(b->dim(0)), static_cast<size_t>(b->dim(1)),
+                                          wide.data(), static_cast<size_t>(b->dim(1)), false, nullptr,
+                                          info.options().huge_pages);
+      bf16_weight_ = true;
+      return;
+    }
     if (b && b->dtype() == DType::F32 && b->rank() == 2) {
       const size_t rows = static_cast<size_t>(b->dim(0)), cols = static_cast<size_t>(b->dim(1));
       if (!trans_b_ && info.options().map_weights) {
@@ -104,7 +118,8 @@ class MatMulKernel : public Kernel {
     const MatMulShape s = matmul_shape(ctx.shape(0), b_shape(ctx.shape(1)));
     ctx.set_output(0, t, s.output_shape());
     if (t == DType::F32 && !shared_bt_) ctx.set_workspace(f32_workspace(s));
-    if (t == DType::F16) ctx.set_workspace(f16_workspace(s, numel(ctx.shape(0)), numel(ctx.shape(1))));
+    if (t == DType::F16 || t == DType::BF16)
+      ctx.set_workspace(f16_workspace(s, numel(ctx.shape(0)), uses_packed(s) ? 0 : numel(ctx.shape(1))));
   }
 
   void run(RunContext& ctx) override {
@@ -116,7 +131,7 @@ class MatMulKernel : public Kernel {
     if (shared_bt_) return run_dot(s, A.data<float>(), B.data<float>(), Y.data<float>(), ctx.pool());
     if (A.dtype() == DType::F32)
       return run_f32(s, A.data<float>(), B.data<float>(), Y.data<float>(), ctx.workspace(), ctx.pool());
-    if (A.dtype() == DType::F16) return run_f16(s, A, B, Y, ctx);
+    if (A.dtype() == DType::F16 || A.dtype() == DType::BF16) return run_f16(s, A, B, Y, ctx);
     dispatch_numeric(A.dtype(), "MatMul", [&](auto tag) {
       using T = typename decltype(tag)::type;
       matmul_loop<T>(s, A.data<T>(), B.data<T>(), Y.data<T>(), ctx.pool());
@@ -131,7 +146,7 @@ class MatMulKernel : public Kernel {
       return fmt::format("f32 B^T [{},{}] read in place (shared) {}", shared_bt_->dim(0), shared_bt_->dim(1),
                          config_->dot_name);
     if (packed_)
-      return fmt::format("f32 B packed [{},{}] {} / {}", packed_->k(), packed_->n(), config_->gemm_name,
+      return fmt::format("{} B packed [{},{}] {} / {}", bf16_weight_ ? "bf16 (widened to f32)" : "f32", packed_->k(), packed_->n(), config_->gemm_name,
                          config_->gemv_name);
     return fmt::format("f32 {} / {}", config_->gemm_name, config_->gemv_name);
   }
@@ -174,14 +189,15 @@ class MatMulKernel : public Kernel {
   // F16wMatMul's, graph/passes/f16_weight_matmul.cpp): the float32 GEMM on
   // the widened inputs, each output rounded once to float16, as F16wMatMul
   // and GqaMatMul compute theirs. After the widened A, B and Y, the float32
-  // GEMM's own workspace.
+  // GEMM's own workspace. bfloat16 likewise (B none when packed at create).
   size_t f16_workspace(const MatMulShape& s, int64_t a, int64_t b) const {
     const int64_t y = checked_mul(checked_mul(s.batch, s.m, "the output"), s.n, "the output");
     return align_up(static_cast<size_t>(a) * 4) + align_up(static_cast<size_t>(b) * 4) +
            align_up(static_cast<size_t>(y) * 4) + f32_workspace(s);
   }
   void run_f16(const MatMulShape& s, const Tensor& A, const Tensor& B, Tensor& Y, RunContext& ctx) const {
-    const size_t need = f16_workspace(s, A.size(), B.size());
+    const bool bf16 = A.dtype() == DType::BF16, packed = uses_packed(s);
+    const size_t need = f16_workspace(s, A.size(), packed ? 0 : B.size());
     if (need > ctx.workspace_bytes())
       fail("needs a {}-byte workspace for A {} and B {}, the plan has {}", need, shape_str(A.shape()),
            shape_str(B.shape()), ctx.workspace_bytes());
@@ -193,12 +209,22 @@ class MatMulKernel : public Kernel {
       return p;
     };
     float* a = take(A.size());
-    float* b = take(B.size());
+    float* b = take(packed ? 0 : B.size());
     float* y = take(Y.size());
-    vm.widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), a);
-    vm.widen(static_cast<size_t>(B.size()), B.data<uint16_t>(), b);
+    if (!bf16) {
+      vm.widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), a);
+      vm.widen(static_cast<size_t>(B.size()), B.data<uint16_t>(), b);
+      run_f32(s, a, b, y, at, ctx.pool());
+      vm.narrow(static_cast<size_t>(Y.size()), y, Y.data<uint16_t>());
+      return;
+    }
+    const uint16_t* ab = A.data<uint16_t>();
+    for (int64_t i = 0; i < A.size(); ++i) a[i] = bfloat16_to_float(ab[i]);
+    if (!packed)
+      for (int64_t i = 0; i < B.size(); ++i) b[i] = bfloat16_to_float(B.data<uint16_t>()[i]);
     run_f32(s, a, b, y, at, ctx.pool());
-    vm.narrow(static_cast<size_t>(Y.size()), y, Y.data<uint16_t>());
+    uint16_t* yb = Y.data<uint16_t>();
+    for (int64_t i = 0; i < Y.size(); ++i) yb[i] = float_to_bfloat16(y[i]);
   }
 
   void run_f32(const MatMulShape& s, const float* a, const float* b, float* y, void* workspace,
@@ -252,6 +278,7 @@ class MatMulKernel : public Kernel {
   const Tensor* shared_bt_ = nullptr;  // a transposed B another node reads, kept [N, K]
   bool trans_b_ = false;
   std::unique_ptr<PackedB> packed_;  // constant 2-D float32 B stored [N,K] (transB), packed in panels
+  bool bf16_weight_ = false;         // packed_ holds a constant bfloat16 B [K,N], widened
   Tensor weight_;                    // constant 2-D float32 B [K,N], read in place
 };
 

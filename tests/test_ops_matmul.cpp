@@ -108,7 +108,10 @@ void check_matmul(DType dtype, const Shape& a_shape, const Shape& b_shape, bool 
   const int64_t k = a_shape.back();
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = exact ? 0.0 : 2.0 * double(k + 1) * std::ldexp(1.0, -24) * ref.magnitude[i];
+    // bfloat16: exact sums of exact products in float32, rounded once to 8 bits.
+    const double tol = dtype == DType::BF16 ? std::ldexp(std::fabs(ref.value[i]), -8)
+                       : exact             ? 0.0
+                                           : 2.0 * double(k + 1) * std::ldexp(1.0, -24) * ref.magnitude[i];
     if (!(std::fabs(got[i] - ref.value[i]) <= tol) && bad++ < 5)
       FAIL_CHECK("Y[" << i << "] = " << got[i] << ", expected " << ref.value[i]);
   }
@@ -169,6 +172,19 @@ TEST_CASE("MatMul: every dtype", "[matmul]") {
       check_matmul(t, {2, 1, 3, 9}, {2, 9, 4}, constant, 2);
       check_matmul(t, {9}, {9}, constant);
     }
+}
+
+TEST_CASE("MatMul: bfloat16 on the float32 GEMM, each output rounded once", "[matmul][bf16]") {
+  for (int threads : {1, 2})
+    for (bool constant : {true, false})
+      for (int64_t m : {1, 7}) check_matmul(DType::BF16, {m, 300}, {300, 70}, constant, threads);
+  Graph g = OpTest("MatMul")
+                .input(make_tensor_as(DType::BF16, {1, 64}, std::vector<double>(64, 1.0)))
+                .constant(make_tensor_as(DType::BF16, {64, 40}, std::vector<double>(64 * 40, 1.0)))
+                .graph();
+  const auto kernel = default_op_registry().find("", "MatMul", 21)->create(KernelInfo(g, g.nodes[0], nullptr, {}));
+  CHECK_THAT(kernel->describe(), Catch::Contains("bf16 (widened to f32) B packed [64,40]"));
+  CHECK(kernel->packs_constant(1));  // the bfloat16 original may be released
 }
 
 TEST_CASE("MatMul: empty dims", "[matmul]") {
