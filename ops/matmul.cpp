@@ -22,6 +22,7 @@
 // Other types (f64, 32/64-bit integers) take a plain loop: integers wrap
 // like two's complement.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -87,10 +88,15 @@ class MatMulKernel : public Kernel {
       return;
     }
     if (b && b->dtype() == DType::BF16 && b->rank() == 2 && !trans_b_) {
+      // Widened (a bfloat16 is the top half of its float32) and packed on the session's threads.
       std::vector<float> wide(static_cast<size_t>(b->size()));
-      for (size_t i = 0; i < wide.size(); ++i) wide[i] = bfloat16_to_float(b->data<uint16_t>()[i]);
+      const uint16_t* bits = b->data<uint16_t>();
+      for (size_t i = 0; i < wide.size(); ++i) {
+        const uint32_t u = uint32_t{bits[i]} << 16;
+        std::memcpy(&wide[i], &u, sizeof u);
+      }
       packed_ = std::make_unique<PackedB>(*config_, static_cast<size_t>(b->dim(0)), static_cast<size_t>(b->dim(1)),
-                                          wide.data(), static_cast<size_t>(b->dim(1)), false, nullptr,
+                                          wide.data(), static_cast<size_t>(b->dim(1)), false, info.pool(),
                                           info.options().huge_pages);
       bf16_weight_ = true;
       return;
