@@ -107,10 +107,12 @@ std::unique_ptr<Model> Model::open(const std::string& given, const ModelOptions&
          m->tokenizer_->vocab_size(), m->vocab_);
   m->session_ = std::make_unique<Session>(std::move(graph), default_op_registry(), so);
   if (so.kernel.kv_dtype != DType::F32 && so.kernel.kv_dtype != DType::Undefined && !m->session_->keeps_kv_state())
-    fail("{}: a {} KV cache was asked for (--kv-dtype), but this session keeps no KV cache: {}", path,
-         dtype_name(so.kernel.kv_dtype),
+    fail("{}: {} {} KV cache was asked for (--kv-dtype), but this session keeps no KV cache: {}", path,
+         so.kernel.kv_dtype == DType::I8 ? "an" : "a", dtype_name(so.kernel.kv_dtype),
          m->binding_.past_inputs.empty() ? "the graph has no past inputs (export it with a cache)"
-                                         : "its cache stays the graph's own (the kv-state pass is off or refused)");
+         : m->session_->pass_report().get("bf16_unfused")
+             ? "the graph computes in bfloat16, and its cache stays the graph's own"
+             : "its cache stays the graph's own (the kv-state pass is off or refused)");
   m->generator_ = std::make_unique<Generator>(*m->session_, m->binding_);
   m->load_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -783,7 +783,7 @@ TEST_CASE("a graph computing in bfloat16 runs its own ops: no fusion, the same b
   CHECK(full.pass_report().get("rotary_fused") == 0);
   REQUIRE(full.pass_report().notes.size() == 1);
   CHECK_THAT(full.pass_report().notes[0], Catch::Contains("computes in bfloat16") &&
-                                              Catch::Contains("node 'MatMul_8' (MatMul) outputs bfloat16"));
+                                              Catch::Contains("node 'MatMul_8' (MatMul) multiplies bfloat16"));
   CHECK(basic.pass_report().get("bf16_unfused") == 0);  // --basic never fuses, so it has nothing to say
   const Tensor a = full.run(in)[0], b = basic.run(in)[0];
   REQUIRE(a.dtype() == DType::BF16);

@@ -61,16 +61,24 @@ const std::vector<Pass>& pass_list() {
 
 namespace {
 
-// The first MatMul or Gemm whose output is bfloat16 (once infer-dtypes has
-// typed the values), or -1: a graph that computes in bfloat16, as a
+bool is_bf16(const Graph& g, int v) {
+  if (v < 0) return false;
+  const Value& val = g.value(v);
+  return val.dtype == DType::BF16 || (val.constant && val.constant->dtype() == DType::BF16);
+}
+
+// The first MatMul or Gemm that reads or writes bfloat16 (once infer-dtypes
+// has typed the values), or -1: a graph that computes in bfloat16, as a
 // transformers export of a bfloat16 checkpoint or onnxruntime-genai's
 // `-p bf16` build does. A bfloat16 weight widened by a Cast before its
 // MatMul is not one.
 int bf16_matmul(const Graph& g) {
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
-    if (!node.domain.empty() || (node.op_type != "MatMul" && node.op_type != "Gemm") || node.outputs.empty()) continue;
-    if (const int v = node.outputs[0]; v >= 0 && g.value(v).dtype == DType::BF16) return static_cast<int>(n);
+    if (!node.domain.empty() || (node.op_type != "MatMul" && node.op_type != "Gemm")) continue;
+    for (const std::vector<int>* values : {&node.inputs, &node.outputs})
+      for (int v : *values)
+        if (is_bf16(g, v)) return static_cast<int>(n);
   }
   return -1;
 }
@@ -94,7 +102,7 @@ void run_passes(Graph& g, PassContext& ctx) {
       basic = true;
       ctx.report.count("bf16_unfused");
       ctx.report.notes.push_back(fmt::format(
-          "{} computes in bfloat16 ({} outputs bfloat16): its ops run as the file writes them, without the "
+          "{} computes in bfloat16 ({} multiplies bfloat16): its ops run as the file writes them, without the "
           "fused float32 / float16 kernels, so it runs slower than the same model exported in float32 or float16",
           g.path, g.node_ref(g.nodes[static_cast<size_t>(n)])));
       ctx.report.log.push_back("bf16_unfused: the passes after this one run only if --basic would run them");

@@ -75,7 +75,11 @@ def test_bf16_graph_against_torch(onebit, pytestconfig, tmp_path, which):
     cmd = [onebit, "ort-run", str(model), "--prompt", PROMPTS[0], "-n", "2"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0, f"{' '.join(cmd)}:\n{p.stderr}"
-    assert "computes in bfloat16" in p.stderr and "outputs bfloat16" in p.stderr, p.stderr
+    assert "computes in bfloat16" in p.stderr and "multiplies bfloat16" in p.stderr, p.stderr
+    # The session keeps no cache of its own, so --kv-dtype has nothing to store: an error saying why.
+    p = subprocess.run(cmd + ["--kv-dtype", "q8"], capture_output=True, text=True)
+    assert p.returncode != 0 and "an int8 KV cache was asked for" in p.stderr, p.stderr
+    assert "the graph computes in bfloat16" in p.stderr, p.stderr
 
     lm16, lm32 = (torch_model(pytestconfig, which, t) for t in (torch.bfloat16, torch.float32))
     for i, prompt in enumerate(PROMPTS):
