@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace onebit {
@@ -48,8 +49,20 @@ bool dtype_is_signed(DType t);
 // 16-bit float conversions (round to nearest even, NaN preserved).
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
-float bfloat16_to_float(uint16_t b);
-uint16_t float_to_bfloat16(float f);
+// bfloat16 is the top half of a float32; inline, so loops over tensors vectorise.
+inline float bfloat16_to_float(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t float_to_bfloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  const uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
 
 // Storage types for the 16-bit floats, so templates can tell them from uint16_t.
 struct Half {

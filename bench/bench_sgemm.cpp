@@ -149,12 +149,12 @@ void bandwidth_args(benchmark::internal::Benchmark* b) {
 // sgemm_weight, or packed once (PackedB) as --pack-weights does. The set is
 // larger than any cache here, so the rate is DRAM's.
 // state.range: model (0: SmolLM2-135M, 30 layers of K 576; 1: Qwen3-0.6B's
-// shapes, 8 layers of K 1024), mode (0 in place, 1 packed), threads.
+// shapes, 8 layers of K 1024: q, k, v, o, gate and up as one, down), mode (0 in place, 1 packed), threads.
 void BM_decode_step(benchmark::State& state) {
   static const std::vector<std::pair<size_t, size_t>> kSmol = {{576, 576}, {576, 192}, {576, 192}, {576, 576},
                                                                 {576, 3072}, {1536, 576}};
-  static const std::vector<std::pair<size_t, size_t>> kQwen = {{1024, 2048}, {1024, 1024}, {2048, 1024},
-                                                                {1024, 6144}, {3072, 1024}};
+  static const std::vector<std::pair<size_t, size_t>> kQwen = {{1024, 2048}, {1024, 1024}, {1024, 1024},
+                                                                {2048, 1024}, {1024, 6144}, {3072, 1024}};
   const bool smol = state.range(0) == 0, packed_mode = state.range(1) == 1;
   const auto& layer = smol ? kSmol : kQwen;
   const size_t layers = smol ? 30 : 8;
@@ -167,7 +167,9 @@ void BM_decode_step(benchmark::State& state) {
   const size_t bytes = floats * sizeof(float);
   void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) return state.SkipWithError("mmap failed");
-  madvise(map, bytes, MADV_NOHUGEPAGE);
+  const auto unmap = [bytes](void* p) { munmap(p, bytes); };
+  const std::unique_ptr<void, decltype(unmap)> mapping(map, unmap);
+  if (madvise(map, bytes, MADV_NOHUGEPAGE) != 0) return state.SkipWithError("madvise(MADV_NOHUGEPAGE) failed");
   auto* w = static_cast<float*>(map);
   fill_random(w, floats, 4);
   std::vector<PackedB> packs;
@@ -189,7 +191,6 @@ void BM_decode_step(benchmark::State& state) {
     }
     benchmark::ClobberMemory();
   }
-  munmap(map, bytes);
   state.counters["GB/s"] = benchmark::Counter(double(bytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(packed_mode ? cfg.gemv_name : cfg.axpy_name);
 }

@@ -22,14 +22,13 @@
 // Other types (f64, 32/64-bit integers) take a plain loop: integers wrap
 // like two's complement.
 #include <algorithm>
-#include <cstring>
 #include <memory>
-#include <vector>
 
 #include "ops/dispatch.h"
 #include "ops/matmul_shape.h"
 #include "graph/op_registry.h"
 #include "ops/sgemm.h"
+#include "base/aligned_buffer.h"
 #include "base/mapped_file.h"
 #include "base/sizes.h"
 #include "base/thread_pool.h"
@@ -44,6 +43,21 @@ constexpr size_t kWorkspaceAlign = 64;
 constexpr double kMinParallelFlops = 2e6;
 
 size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// bfloat16 to float32 (x non-null) or float32 to bfloat16, n elements over
+// the pool (null: this thread): per element base/dtype.h's conversion.
+constexpr int64_t kConvertGrain = int64_t{1} << 14;
+void convert_bf16(ThreadPool* pool, int64_t n, const uint16_t* x, float* y, uint16_t* out) {
+  const auto part = [&](int64_t i0, int64_t i1) {
+    if (x)
+      for (int64_t i = i0; i < i1; ++i) y[i] = bfloat16_to_float(x[i]);
+    else
+      for (int64_t i = i0; i < i1; ++i) out[i] = float_to_bfloat16(y[i]);
+  };
+  if (pool && n >= 2 * kConvertGrain) pool->parallel_for(n, kConvertGrain, part);
+  else part(0, n);
+}
+void widen_bf16(ThreadPool* pool, int64_t n, const uint16_t* x, float* y) { convert_bf16(pool, n, x, y, nullptr); }
 
 // The plain path: one output row per task.
 template <class T>
@@ -88,15 +102,12 @@ class MatMulKernel : public Kernel {
       return;
     }
     if (b && b->dtype() == DType::BF16 && b->rank() == 2 && !trans_b_) {
-      // Widened (a bfloat16 is the top half of its float32) and packed on the session's threads.
-      std::vector<float> wide(static_cast<size_t>(b->size()));
-      const uint16_t* bits = b->data<uint16_t>();
-      for (size_t i = 0; i < wide.size(); ++i) {
-        const uint32_t u = uint32_t{bits[i]} << 16;
-        std::memcpy(&wide[i], &u, sizeof u);
-      }
+      // Widened into a budgeted buffer, then packed, both on the session's threads.
+      const AlignedBuffer wide(checked_mul_u64(static_cast<uint64_t>(b->size()), 4, "a bfloat16 weight widened"),
+                               "a bfloat16 weight widened for packing");
+      widen_bf16(info.pool(), b->size(), b->data<uint16_t>(), wide.as<float>());
       packed_ = std::make_unique<PackedB>(*config_, static_cast<size_t>(b->dim(0)), static_cast<size_t>(b->dim(1)),
-                                          wide.data(), static_cast<size_t>(b->dim(1)), false, info.pool(),
+                                          wide.as<float>(), static_cast<size_t>(b->dim(1)), false, info.pool(),
                                           info.options().huge_pages);
       bf16_weight_ = true;
       return;
@@ -152,8 +163,8 @@ class MatMulKernel : public Kernel {
       return fmt::format("f32 B^T [{},{}] read in place (shared) {}", shared_bt_->dim(0), shared_bt_->dim(1),
                          config_->dot_name);
     if (packed_)
-      return fmt::format("{} B packed [{},{}] {} / {}", bf16_weight_ ? "bf16 (widened to f32)" : "f32", packed_->k(), packed_->n(), config_->gemm_name,
-                         config_->gemv_name);
+      return fmt::format("{} B packed [{},{}] {} / {}", bf16_weight_ ? "bf16 (widened to f32)" : "f32", packed_->k(),
+                         packed_->n(), config_->gemm_name, config_->gemv_name);
     return fmt::format("f32 {} / {}", config_->gemm_name, config_->gemv_name);
   }
 
@@ -224,13 +235,10 @@ class MatMulKernel : public Kernel {
       vm.narrow(static_cast<size_t>(Y.size()), y, Y.data<uint16_t>());
       return;
     }
-    const uint16_t* ab = A.data<uint16_t>();
-    for (int64_t i = 0; i < A.size(); ++i) a[i] = bfloat16_to_float(ab[i]);
-    if (!packed)
-      for (int64_t i = 0; i < B.size(); ++i) b[i] = bfloat16_to_float(B.data<uint16_t>()[i]);
+    widen_bf16(&ctx.pool(), A.size(), A.data<uint16_t>(), a);
+    if (!packed) widen_bf16(&ctx.pool(), B.size(), B.data<uint16_t>(), b);
     run_f32(s, a, b, y, at, ctx.pool());
-    uint16_t* yb = Y.data<uint16_t>();
-    for (int64_t i = 0; i < Y.size(); ++i) yb[i] = float_to_bfloat16(y[i]);
+    convert_bf16(&ctx.pool(), Y.size(), nullptr, y, Y.data<uint16_t>());
   }
 
   void run_f32(const MatMulShape& s, const float* a, const float* b, float* y, void* workspace,
@@ -283,8 +291,10 @@ class MatMulKernel : public Kernel {
   const SgemmConfig* config_;
   const Tensor* shared_bt_ = nullptr;  // a transposed B another node reads, kept [N, K]
   bool trans_b_ = false;
-  std::unique_ptr<PackedB> packed_;  // constant 2-D float32 B stored [N,K] (transB), packed in panels
-  bool bf16_weight_ = false;         // packed_ holds a constant bfloat16 B [K,N], widened
+  // A constant 2-D B packed in panels: float32 stored [N,K] (transB) or
+  // read packed (--pack-weights), or bfloat16 [K,N] widened (bf16_weight_).
+  std::unique_ptr<PackedB> packed_;
+  bool bf16_weight_ = false;
   Tensor weight_;                    // constant 2-D float32 B [K,N], read in place
 };
 

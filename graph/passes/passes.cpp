@@ -9,7 +9,8 @@ namespace onebit {
 // weight is handed to its MatMul before folding could copy it, and a
 // float16 weight behind a Cast to its F16wMatMul before folding could widen it; folding next
 // so fusions see constants; dead nodes after folding; the dtypes a file
-// leaves out filled in for the fusions that check them; then the fusions,
+// leaves out filled in for the fusions that check them (and, with them, a
+// graph that computes in bfloat16 found: it runs no fusion); then the fusions,
 // which match on constant weights; the dims read off a Reshape made
 // constants after the RMS norm fusion (a Qwen3 q norm between the Reshape
 // and the read) and folded again, before sdpa's split scale is written as
@@ -33,6 +34,7 @@ const std::vector<Pass>& pass_list() {
       {"fold-constants", true, fold_constants},
       {"remove-dead-nodes", true, remove_dead_nodes},
       {"infer-dtypes", false, infer_dtypes},
+      {"bf16-check", false, check_bf16},
       {"fuse-qdq-matmul", true, fuse_qdq_matmul},
       {"fuse-q4-matmul", false, fuse_q4_matmul},
       {"fuse-ort-dynamic-int8", false, fuse_ort_dynamic_int8},
@@ -59,37 +61,11 @@ const std::vector<Pass>& pass_list() {
   return passes;
 }
 
-namespace {
-
-bool is_bf16(const Graph& g, int v) {
-  if (v < 0) return false;
-  const Value& val = g.value(v);
-  return val.dtype == DType::BF16 || (val.constant && val.constant->dtype() == DType::BF16);
-}
-
-// The first MatMul or Gemm that reads or writes bfloat16 (once infer-dtypes
-// has typed the values), or -1: a graph that computes in bfloat16, as a
-// transformers export of a bfloat16 checkpoint or onnxruntime-genai's
-// `-p bf16` build does. A bfloat16 weight widened by a Cast before its
-// MatMul is not one.
-int bf16_matmul(const Graph& g) {
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    const Node& node = g.nodes[n];
-    if (!node.domain.empty() || (node.op_type != "MatMul" && node.op_type != "Gemm")) continue;
-    for (const std::vector<int>* values : {&node.inputs, &node.outputs})
-      for (int v : *values)
-        if (is_bf16(g, v)) return static_cast<int>(n);
-  }
-  return -1;
-}
-
-}  // namespace
-
 void run_passes(Graph& g, PassContext& ctx) {
   const auto& passes = pass_list();
   // The fusions' kernels take float32 and float16; a graph that computes in
-  // bfloat16 keeps to the --basic passes from the dtypes on, and its ops run
-  // as the file writes them (each op's bfloat16 form, at its semantics).
+  // bfloat16 (bf16-check) keeps to the --basic passes from there on, and its
+  // ops run as the file writes them (each op's bfloat16 form).
   bool basic = ctx.options.basic;
   for (size_t i = 0; i < passes.size(); ++i) {
     if (ctx.options.stop_after_pass >= 0 && static_cast<int>(i) >= ctx.options.stop_after_pass) break;
@@ -97,14 +73,8 @@ void run_passes(Graph& g, PassContext& ctx) {
     const size_t before = g.nodes.size();
     with_context(fmt::format("pass {} ({})", i + 1, passes[i].name), [&] { passes[i].run(g, ctx); });
     ctx.report.log.push_back(fmt::format("pass {} {}: {} -> {} nodes", i + 1, passes[i].name, before, g.nodes.size()));
-    if (basic || passes[i].run != infer_dtypes) continue;
-    if (const int n = bf16_matmul(g); n >= 0) {
+    if (!basic && ctx.report.get("bf16_unfused") > 0) {
       basic = true;
-      ctx.report.count("bf16_unfused");
-      ctx.report.notes.push_back(fmt::format(
-          "{} computes in bfloat16 ({} multiplies bfloat16): its ops run as the file writes them, without the "
-          "fused float32 / float16 kernels, so it runs slower than the same model exported in float32 or float16",
-          g.path, g.node_ref(g.nodes[static_cast<size_t>(n)])));
       ctx.report.log.push_back("bf16_unfused: the passes after this one run only if --basic would run them");
     }
   }

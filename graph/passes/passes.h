@@ -56,6 +56,7 @@ void fuse_matmul_transpose(Graph& g, PassContext& ctx);  // matmul_transpose.cpp
 void fold_constants(Graph& g, PassContext& ctx);         // fold_constants.cpp
 void remove_dead_nodes(Graph& g, PassContext& ctx);      // dead_nodes.cpp
 void infer_dtypes(Graph& g, PassContext& ctx);           // infer_dtypes.cpp
+void check_bf16(Graph& g, PassContext& ctx);             // bf16_check.cpp
 void fuse_qdq_matmul(Graph& g, PassContext& ctx);        // qdq_fusion.cpp
 void fuse_q4_matmul(Graph& g, PassContext& ctx);         // q4_fusion.cpp
 void qd8_matmul(Graph& g, PassContext& ctx);             // qd8_matmul.cpp

@@ -13,7 +13,8 @@ so once (graph/passes/passes.cpp). Checked per prompt over 32 steps:
 - against the float32 model: 1bit's bfloat16 run is no further from it than
   torch's own bfloat16 run is (mean KL within twice torch's), and where 1bit
   chooses another token than the float32 model, that model's two candidates
-  lie within what bfloat16 moved any logit of the prompt in torch;
+  lie within what bfloat16 moved a logit in torch (at that step for the
+  export, over the prompt for the genai build);
 - the export against torch in bfloat16 (the same ops, rounded at the same
   points): mean KL within bfloat16 rounding, and 1bit's choice torch's at
   every step but a near tie (1bit's two candidates within two bfloat16 steps
@@ -96,11 +97,15 @@ def test_bf16_graph_against_torch(onebit, pytestconfig, tmp_path, which):
         assert own["steps"] == len(ids)
         assert own["mean_kl"] <= 2 * torch_own["mean_kl"] + 1e-4, (own, torch_own)
         # Where 1bit's choice is not the float32 model's, the float32 model's
-        # own two candidates lie within what bfloat16 moves a logit (the
-        # largest |torch bf16 - torch f32| of the prompt's steps).
-        noise = float(np.abs(ref16 - ref32).max())
+        # own two candidates lie within what bfloat16 moves a logit: the
+        # largest |torch bf16 - torch f32| at that step for the export (which
+        # rounds where torch does), of the prompt's steps for the genai build
+        # (which rounds elsewhere, so its shifts fall on other steps: measured,
+        # a miss 0.54 apart at a step torch moved by 0.29, the prompt's 1.35).
+        shift = np.abs(ref16 - ref32)
         for step in range(own["steps"]):
             a, b = int(got[step].argmax()), int(ref32[step].argmax())
+            noise = float(shift[step].max() if which == "export" else shift.max())
             assert a == b or ref32[step][b] - ref32[step][a] <= noise, (
                 f"prompt {i} step {step}: 1bit chose {a}, the float32 model {b}, "
                 f"{ref32[step][b] - ref32[step][a]} apart in its logits (bfloat16 moves them by up to {noise})")
