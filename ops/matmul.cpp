@@ -15,7 +15,7 @@
 // float16 (a float16 export's attention products on activations; a
 // constant float16 B is F16wMatMul's): the float32 path on the widened
 // inputs, each output rounded once to float16.
-// bfloat16 (a graph that computes in it, graph/passes/passes.cpp): the same
+// bfloat16 (a graph that computes in it, graph/passes/bf16_check.cpp): the same
 // float32 path, each output rounded once to bfloat16; a constant 2-D
 // bfloat16 B is widened and packed once at create (twice its bytes, read by
 // the float32 decode kernels).
@@ -44,20 +44,24 @@ constexpr double kMinParallelFlops = 2e6;
 
 size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
 
-// bfloat16 to float32 (x non-null) or float32 to bfloat16, n elements over
-// the pool (null: this thread): per element base/dtype.h's conversion.
+// bfloat16 <-> float32, n elements over the pool (null: this thread), per
+// element base/dtype.h's conversion.
 constexpr int64_t kConvertGrain = int64_t{1} << 14;
-void convert_bf16(ThreadPool* pool, int64_t n, const uint16_t* x, float* y, uint16_t* out) {
-  const auto part = [&](int64_t i0, int64_t i1) {
-    if (x)
-      for (int64_t i = i0; i < i1; ++i) y[i] = bfloat16_to_float(x[i]);
-    else
-      for (int64_t i = i0; i < i1; ++i) out[i] = float_to_bfloat16(y[i]);
-  };
+template <class F>
+void over_pool(ThreadPool* pool, int64_t n, F&& part) {
   if (pool && n >= 2 * kConvertGrain) pool->parallel_for(n, kConvertGrain, part);
   else part(0, n);
 }
-void widen_bf16(ThreadPool* pool, int64_t n, const uint16_t* x, float* y) { convert_bf16(pool, n, x, y, nullptr); }
+void widen_bf16(ThreadPool* pool, int64_t n, const uint16_t* x, float* y) {
+  over_pool(pool, n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = bfloat16_to_float(x[i]);
+  });
+}
+void narrow_bf16(ThreadPool* pool, int64_t n, const float* x, uint16_t* y) {
+  over_pool(pool, n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = float_to_bfloat16(x[i]);
+  });
+}
 
 // The plain path: one output row per task.
 template <class T>
@@ -228,17 +232,15 @@ class MatMulKernel : public Kernel {
     float* a = take(A.size());
     float* b = take(packed ? 0 : B.size());
     float* y = take(Y.size());
-    if (!bf16) {
-      vm.widen(static_cast<size_t>(A.size()), A.data<uint16_t>(), a);
-      vm.widen(static_cast<size_t>(B.size()), B.data<uint16_t>(), b);
-      run_f32(s, a, b, y, at, ctx.pool());
-      vm.narrow(static_cast<size_t>(Y.size()), y, Y.data<uint16_t>());
-      return;
-    }
-    widen_bf16(&ctx.pool(), A.size(), A.data<uint16_t>(), a);
-    if (!packed) widen_bf16(&ctx.pool(), B.size(), B.data<uint16_t>(), b);
+    const auto widen = [&](const Tensor& t, float* to) {
+      if (bf16) widen_bf16(&ctx.pool(), t.size(), t.data<uint16_t>(), to);
+      else vm.widen(static_cast<size_t>(t.size()), t.data<uint16_t>(), to);
+    };
+    widen(A, a);
+    if (!packed) widen(B, b);
     run_f32(s, a, b, y, at, ctx.pool());
-    convert_bf16(&ctx.pool(), Y.size(), nullptr, y, Y.data<uint16_t>());
+    if (bf16) narrow_bf16(&ctx.pool(), Y.size(), y, Y.data<uint16_t>());
+    else vm.narrow(static_cast<size_t>(Y.size()), y, Y.data<uint16_t>());
   }
 
   void run_f32(const MatMulShape& s, const float* a, const float* b, float* y, void* workspace,

@@ -11,17 +11,12 @@
 // and is not one.
 #include <fmt/format.h>
 
+#include "graph/passes/match.h"
 #include "graph/passes/passes.h"
 
 namespace onebit {
 
 namespace {
-
-bool is_bf16(const Graph& g, int v) {
-  if (v < 0) return false;
-  const Value& val = g.value(v);
-  return val.dtype == DType::BF16 || (val.constant && val.constant->dtype() == DType::BF16);
-}
 
 // The first such product, or -1.
 int bf16_matmul(const Graph& g) {
@@ -30,7 +25,7 @@ int bf16_matmul(const Graph& g) {
     if (!node.domain.empty() || (node.op_type != "MatMul" && node.op_type != "Gemm")) continue;
     for (const std::vector<int>* values : {&node.inputs, &node.outputs})
       for (int v : *values)
-        if (is_bf16(g, v)) return static_cast<int>(n);
+        if (value_dtype(g, v) == DType::BF16) return static_cast<int>(n);
   }
   return -1;
 }

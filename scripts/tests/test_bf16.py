@@ -8,7 +8,7 @@ weights, teacher-forced along 1bit's tokens (one forward over the prompt and
 1bit's choices gives the logits of every step).
 
 1bit runs such a graph on its ops' bfloat16 forms, without fusions, and says
-so once (graph/passes/passes.cpp). Checked per prompt over 32 steps:
+so once (graph/passes/bf16_check.cpp). Checked per prompt over 32 steps:
 
 - against the float32 model: 1bit's bfloat16 run is no further from it than
   torch's own bfloat16 run is (mean KL within twice torch's), and where 1bit
